@@ -1,0 +1,1 @@
+//! Tokens, keys, password hashes and SSH signatures; no database, no HTTP.

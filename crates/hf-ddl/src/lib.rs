@@ -1,0 +1,1 @@
+//! The DDL planner: metadata to PostgreSQL, as an ordered plan.

@@ -1,0 +1,1 @@
+//! The HFX screen compiler: HFX source to an ES module, via oxc.

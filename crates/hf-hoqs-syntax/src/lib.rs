@@ -1,0 +1,1 @@
+//! HOQS and expression-language lexer, parser, AST and diagnostics.

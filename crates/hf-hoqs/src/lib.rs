@@ -1,0 +1,1 @@
+//! HOQS type checker and SQL compiler.

@@ -1,0 +1,1 @@
+//! The git-backed metadata store: JSON5 files on branches.

@@ -1,0 +1,1 @@
+//! The metadata model: modules, objects, fields, screens, validation and inheritance.

@@ -1,0 +1,1 @@
+//! The HTTP surface: routes, the error envelope, OpenAPI.

@@ -1,0 +1,1 @@
+//! PostgreSQL: the pool, the embedded cluster, the service's own schema.

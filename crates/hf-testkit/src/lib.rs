@@ -1,0 +1,1 @@
+//! Test support: a fresh database per test and the real server on a free port.
