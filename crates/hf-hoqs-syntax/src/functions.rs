@@ -1,0 +1,168 @@
+//! The names of the functions the language knows, and "did you mean" suggestions.
+//!
+//! Signatures and semantics live in `hf-hoqs` (they need the type system); this list is here
+//! so that `hf-model`, which only has the syntax crate, can already reject `UPPR(name)` with
+//! a suggestion when it validates formulas and rules. The suggestion helper is generic so
+//! `hf-hoqs` can reuse it for object and field names.
+
+use crate::ast::{Expr, ExprKind, Query};
+use crate::diagnostics::{self as diag, Diagnostic};
+
+/// Whether a function computes one value per row or aggregates many rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FunctionKind {
+    /// A per-row function (`UPPER`, `IF`, ...).
+    Scalar,
+    /// An aggregate, allowed in a select list, HAVING and ORDER BY of a grouped query
+    /// (`COUNT`, `SUM`, `AVG`, `MIN`, `MAX`).
+    Aggregate,
+}
+
+/// A known function name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Function {
+    /// The canonical (upper-case) name.
+    pub name: &'static str,
+    /// Scalar or aggregate.
+    pub kind: FunctionKind,
+}
+
+const fn scalar(name: &'static str) -> Function {
+    Function {
+        name,
+        kind: FunctionKind::Scalar,
+    }
+}
+
+const fn aggregate(name: &'static str) -> Function {
+    Function {
+        name,
+        kind: FunctionKind::Aggregate,
+    }
+}
+
+/// Every function name of the language, grouped as in docs/formulas.md.
+pub const FUNCTIONS: &[Function] = &[
+    // Logic and NULL handling.
+    scalar("IF"),
+    scalar("COALESCE"),
+    scalar("NULLIF"),
+    // Text.
+    scalar("CONCAT"),
+    scalar("UPPER"),
+    scalar("LOWER"),
+    scalar("LENGTH"),
+    scalar("TRIM"),
+    scalar("LTRIM"),
+    scalar("RTRIM"),
+    scalar("SUBSTRING"),
+    scalar("LEFT"),
+    scalar("RIGHT"),
+    scalar("REPLACE"),
+    scalar("CONTAINS"),
+    scalar("STARTS_WITH"),
+    scalar("ENDS_WITH"),
+    // Numbers.
+    scalar("ABS"),
+    scalar("ROUND"),
+    scalar("FLOOR"),
+    scalar("CEIL"),
+    scalar("MOD"),
+    scalar("POWER"),
+    scalar("SQRT"),
+    scalar("GREATEST"),
+    scalar("LEAST"),
+    // Dates and times.
+    scalar("NOW"),
+    scalar("TODAY"),
+    scalar("YEAR"),
+    scalar("MONTH"),
+    scalar("DAY"),
+    scalar("ADD_DAYS"),
+    scalar("ADD_MONTHS"),
+    scalar("DAYS_BETWEEN"),
+    // Aggregates.
+    aggregate("COUNT"),
+    aggregate("SUM"),
+    aggregate("AVG"),
+    aggregate("MIN"),
+    aggregate("MAX"),
+];
+
+/// Finds a function by name, case-insensitively.
+pub fn lookup(name: &str) -> Option<&'static Function> {
+    FUNCTIONS
+        .iter()
+        .find(|function| function.name.eq_ignore_ascii_case(name))
+}
+
+/// The candidate closest to `word` (case-insensitively), if it is close enough to be a
+/// plausible typo: at most one edit for short words, about a third of the length for long
+/// ones. Ties go to the earlier candidate, so results are deterministic.
+pub fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let word = word.to_ascii_lowercase();
+    let allowed = (word.chars().count() / 3).max(1);
+    let mut best: Option<(usize, &'a str)> = None;
+    for candidate in candidates {
+        let distance = edit_distance(&word, &candidate.to_ascii_lowercase());
+        if distance == 0 || distance > allowed {
+            continue;
+        }
+        if best.is_none_or(|(best_distance, _)| distance < best_distance) {
+            best = Some((distance, candidate));
+        }
+    }
+    best.map(|(_, candidate)| candidate)
+}
+
+/// Optimal-string-alignment distance: insertions, deletions, substitutions and swaps of
+/// two neighbours each cost one (`nmae` → `name` is one edit).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let width = b.len() + 1;
+    // Rows i-2, i-1 and i of the dynamic-programming table.
+    let mut older = vec![0; width];
+    let mut previous: Vec<usize> = (0..width).collect();
+    let mut current = vec![0; width];
+    for i in 1..=a.len() {
+        current[0] = i;
+        for j in 1..width {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut value = (previous[j] + 1)
+                .min(current[j - 1] + 1)
+                .min(previous[j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                value = value.min(older[j - 2] + 1);
+            }
+            current[j] = value;
+        }
+        std::mem::swap(&mut older, &mut previous);
+        std::mem::swap(&mut previous, &mut current);
+    }
+    previous[b.len()]
+}
+
+/// Reports every call in `expr` whose name is not a known function, with a suggestion.
+pub fn check_function_names(expr: &Expr) -> Vec<Diagnostic> {
+    let mut diagnostics = Vec::new();
+    expr.walk(&mut |node| report_unknown(node, &mut diagnostics));
+    diagnostics
+}
+
+/// Like [`check_function_names`], for every expression of a query and its subqueries.
+pub fn check_query_function_names(query: &Query) -> Vec<Diagnostic> {
+    let mut diagnostics = Vec::new();
+    query.walk_exprs(&mut |node| report_unknown(node, &mut diagnostics));
+    diagnostics
+}
+
+fn report_unknown(node: &Expr, diagnostics: &mut Vec<Diagnostic>) {
+    if let ExprKind::Call { name, .. } = &node.kind {
+        if lookup(&name.name).is_none() {
+            let names: Vec<&str> = FUNCTIONS.iter().map(|function| function.name).collect();
+            let suggestion = did_you_mean(&name.name, &names);
+            diagnostics.push(diag::unknown_function(&name.name, suggestion, name.span));
+        }
+    }
+}
