@@ -1,0 +1,99 @@
+//! The one error type of the crate: why introspection or apply could not run.
+//!
+//! Planning never fails (its problems are diagnostics in the plan); these errors come from
+//! talking to PostgreSQL or from refusing to apply a plan.
+
+/// Why introspection or apply did not complete. After any apply error the caller must roll its
+/// transaction back; nothing of the plan is then left in the database.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A catalog query of introspection failed.
+    #[cfg(feature = "pg")]
+    #[error("reading the catalog ({query}) failed: {source}")]
+    Catalog {
+        /// Which query.
+        query: &'static str,
+        /// The driver error.
+        source: tokio_postgres::Error,
+    },
+    /// A statement apply runs around the plan (timeouts, the marker table) failed.
+    #[cfg(feature = "pg")]
+    #[error("preparing or finishing the apply ({step}) failed: {source}")]
+    Setup {
+        /// Which step.
+        step: &'static str,
+        /// The driver error.
+        source: tokio_postgres::Error,
+    },
+    /// A plan statement failed; `sql` is the statement, so the error names it.
+    #[cfg(feature = "pg")]
+    #[error("`{sql}` ({target}) failed: {source}")]
+    Statement {
+        /// The change's target.
+        target: String,
+        /// The statement.
+        sql: String,
+        /// The driver error (its SQLSTATE tells a lock timeout from other failures).
+        source: tokio_postgres::Error,
+    },
+    /// A pre-check found that a statement would fail on the existing rows, so it was not run.
+    #[error("`{sql}` ({target}) would fail: {reason}")]
+    Precheck {
+        /// The change's target.
+        target: String,
+        /// The statement that was not run.
+        sql: String,
+        /// Why it would fail.
+        reason: String,
+    },
+    /// The plan loses data and the caller did not allow that.
+    #[error("the plan has destructive changes: {}", targets.join(", "))]
+    Destructive {
+        /// The targets of the destructive changes.
+        targets: Vec<String>,
+    },
+    /// The plan carries error diagnostics, so it is incomplete.
+    #[error("the plan has {count} error diagnostics and cannot be applied")]
+    InvalidPlan {
+        /// How many errors.
+        count: usize,
+    },
+}
+
+/// What kind of failure an [`Error`] is, so callers map it without matching on text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// A statement or pre-check failed (`APPLY_FAILED`).
+    ApplyFailed,
+    /// A statement waited longer than `lock_timeout` for a lock (`DDL_LOCK_TIMEOUT`); retrying
+    /// later may succeed.
+    LockTimeout,
+    /// Destructive changes were not allowed (`DESTRUCTIVE_CHANGE`).
+    Destructive,
+    /// The plan had errors (a caller bug or bad metadata).
+    InvalidPlan,
+    /// Talking to the database failed outside the plan's statements.
+    Database,
+}
+
+impl Error {
+    /// The kind of failure.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            #[cfg(feature = "pg")]
+            Error::Catalog { .. } | Error::Setup { .. } => ErrorKind::Database,
+            #[cfg(feature = "pg")]
+            Error::Statement { source, .. } => {
+                if source.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
+                    ErrorKind::LockTimeout
+                } else {
+                    ErrorKind::ApplyFailed
+                }
+            }
+            Error::Precheck { .. } => ErrorKind::ApplyFailed,
+            Error::Destructive { .. } => ErrorKind::Destructive,
+            Error::InvalidPlan { .. } => ErrorKind::InvalidPlan,
+        }
+    }
+}
