@@ -1,1 +1,84 @@
-fn main() {}
+//! The `hf` command line: `hf serve` runs the service; the other subcommands are the tools a
+//! user of the service reaches for (plan, apply, compile, query, principal, keys).
+//!
+//! `anyhow` lives here and in xtask only: this is where errors become messages for people.
+
+mod serve;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// hf: a metadata-driven application backend.
+#[derive(Debug, Parser)]
+#[command(name = "hf", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the HTTP service.
+    Serve(ServeArgs),
+}
+
+/// Flags of `hf serve`; each also reads its `HF_*` environment variable.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "HF_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    /// PostgreSQL URL; when unset, hf runs its own private cluster under the data directory.
+    #[arg(long, env = "HF_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Directory for the service's own files (embedded cluster, metadata repository).
+    #[arg(long, env = "HF_DATA_DIR", default_value = "./.hf")]
+    pub data_dir: PathBuf,
+    /// The metadata git repository (created if missing); default `<data dir>/metadata`.
+    #[arg(long, env = "HF_METADATA_PATH")]
+    pub metadata_path: Option<PathBuf>,
+    /// The branch the database reflects.
+    #[arg(long, env = "HF_LIVE_BRANCH", default_value = "main")]
+    pub live_branch: String,
+    /// Lifetime of issued tokens, in seconds.
+    #[arg(long, env = "HF_TOKEN_TTL", default_value_t = 3600)]
+    pub token_ttl: u64,
+    /// When no principal exists yet, create `admin` with this password.
+    #[arg(long, env = "HF_ADMIN_PASSWORD", hide_env_values = true)]
+    pub admin_password: Option<String>,
+    /// Largest accepted request body, in bytes.
+    #[arg(long, env = "HF_BODY_LIMIT", default_value_t = 1024 * 1024)]
+    pub body_limit: usize,
+    /// Most database connections the service holds.
+    #[arg(long, env = "HF_POOL_SIZE", default_value_t = 16)]
+    pub pool_size: usize,
+    /// HTTP worker threads (default: one per core).
+    #[arg(long, env = "HF_WORKERS")]
+    pub workers: Option<usize>,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let result = match cli.command {
+        Command::Serve(args) => serve::run(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error:#}");
+            eprintln!("hf: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("HF_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .init();
+}

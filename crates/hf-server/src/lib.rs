@@ -1,1 +1,119 @@
-//! The HTTP surface: routes, the error envelope, OpenAPI.
+//! The HTTP surface of hf, and the only crate that knows HTTP.
+//!
+//! It maps requests to the domain crates and their results to responses: routes, extractors,
+//! the error envelope (`{"errors":[...]}`), request ids, and the OpenAPI document generated from
+//! the same route registrations that serve requests.
+
+pub mod app;
+pub mod error;
+pub mod extract;
+pub mod middleware;
+pub mod routes;
+pub mod state;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use actix_web::dev::ServerHandle;
+use actix_web::HttpServer;
+
+pub use state::AppState;
+
+/// Everything the HTTP server needs to know; filled from flags and `HF_*` variables by the CLI.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Address to listen on, e.g. `127.0.0.1:8080` (port 0 picks a free one).
+    pub listen: String,
+    /// Largest accepted request body in bytes.
+    pub body_limit: usize,
+    /// Where the metadata repository lives.
+    pub metadata_path: PathBuf,
+    /// Worker threads; `None` lets actix pick one per core.
+    pub workers: Option<usize>,
+    /// How long requests in flight may take to finish at shutdown.
+    pub shutdown_timeout: Duration,
+}
+
+impl ServerConfig {
+    /// Defaults of the contract, listening on `listen`.
+    pub fn new(listen: impl Into<String>, metadata_path: PathBuf) -> Self {
+        Self {
+            listen: listen.into(),
+            body_limit: extract::DEFAULT_BODY_LIMIT,
+            metadata_path,
+            workers: None,
+            shutdown_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Why the service could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The listen address could not be bound.
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        /// The address from the configuration.
+        address: String,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+    /// Preparing the database (connecting, migrating) failed.
+    #[error(transparent)]
+    Storage(#[from] hf_storage::Error),
+}
+
+/// A bound, not yet running server.
+pub struct Server {
+    /// The address it listens on (with the real port when 0 was asked for).
+    pub addr: SocketAddr,
+    server: actix_web::dev::Server,
+}
+
+impl Server {
+    /// A handle to stop the server gracefully from elsewhere.
+    pub fn handle(&self) -> ServerHandle {
+        self.server.handle()
+    }
+
+    /// Serves until stopped.
+    pub async fn run(self) -> std::io::Result<()> {
+        self.server.await
+    }
+}
+
+/// Prepares the database for the service: applies the `hf` schema migrations.
+pub async fn prepare_database(pool: &hf_storage::Pool) -> Result<(), Error> {
+    let mut client = pool.get().await.map_err(hf_storage::Error::from)?;
+    let applied = hf_storage::migrate(&mut client).await?;
+    if !applied.is_empty() {
+        tracing::info!(?applied, "applied migrations of the hf schema");
+    }
+    Ok(())
+}
+
+/// Binds the listen address. Signals are not handled here: the caller decides when to stop
+/// (the CLI on SIGTERM/SIGINT, tests when they finish) through [`Server::handle`].
+pub fn bind(config: &ServerConfig, state: AppState) -> Result<Server, Error> {
+    let body_limit = config.body_limit;
+    let mut http = HttpServer::new(move || app::build(state.clone(), body_limit))
+        .disable_signals()
+        .shutdown_timeout(config.shutdown_timeout.as_secs());
+    if let Some(workers) = config.workers {
+        http = http.workers(workers);
+    }
+    let http = http.bind(&config.listen).map_err(|source| Error::Bind {
+        address: config.listen.clone(),
+        source,
+    })?;
+    let addr = http.addrs().first().copied().ok_or_else(|| Error::Bind {
+        address: config.listen.clone(),
+        source: std::io::Error::other("no address bound"),
+    })?;
+    Ok(Server {
+        addr,
+        server: http.run(),
+    })
+}

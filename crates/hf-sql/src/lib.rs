@@ -74,7 +74,10 @@ pub struct Sql<P> {
 
 impl<P> Default for Sql<P> {
     fn default() -> Self {
-        Self { text: String::new(), params: Vec::new() }
+        Self {
+            text: String::new(),
+            params: Vec::new(),
+        }
     }
 }
 
@@ -135,7 +138,10 @@ mod tests {
     fn quotes_and_doubles_embedded_quotes() {
         assert_eq!(quote_ident("order").unwrap(), "\"order\"");
         assert_eq!(quote_ident("a\"b").unwrap(), "\"a\"\"b\"");
-        assert_eq!(quote_ident("hf:authenticated").unwrap(), "\"hf:authenticated\"");
+        assert_eq!(
+            quote_ident("hf:authenticated").unwrap(),
+            "\"hf:authenticated\""
+        );
         assert_eq!(quote_qualified("crm", "user").unwrap(), "\"crm\".\"user\"");
     }
 
@@ -144,16 +150,25 @@ mod tests {
         assert_eq!(quote_ident(""), Err(Error::Empty));
         assert_eq!(quote_ident("a\0b"), Err(Error::Nul));
         assert!(quote_ident(&"x".repeat(63)).is_ok());
-        assert!(matches!(quote_ident(&"x".repeat(64)), Err(Error::TooLong(_))));
+        assert!(matches!(
+            quote_ident(&"x".repeat(64)),
+            Err(Error::TooLong(_))
+        ));
         // 63 bytes counted in UTF-8, not characters.
-        assert!(matches!(quote_ident(&"é".repeat(32)), Err(Error::TooLong(_))));
+        assert!(matches!(
+            quote_ident(&"é".repeat(32)),
+            Err(Error::TooLong(_))
+        ));
     }
 
     #[test]
     fn numbers_parameters_in_order() {
         let mut sql = Sql::<i64>::new();
         sql.push("SELECT * FROM ").push_ident("t").unwrap();
-        sql.push(" WHERE a = ").push_param(1).push(" AND b = ").push_param(2);
+        sql.push(" WHERE a = ")
+            .push_param(1)
+            .push(" AND b = ")
+            .push_param(2);
         assert_eq!(sql.text(), "SELECT * FROM \"t\" WHERE a = $1 AND b = $2");
         assert_eq!(sql.params(), &[1, 2]);
     }

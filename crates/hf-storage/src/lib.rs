@@ -1,1 +1,19 @@
-//! PostgreSQL: the pool, the embedded cluster, the service's own schema.
+//! PostgreSQL for hf: the connection pool, the embedded private cluster, the service's own schema
+//! (`hf`) and its versioned migrations, and the mapping of database failures to error kinds.
+//!
+//! This crate knows nothing of HTTP. The server maps [`ErrorKind`] to status codes.
+
+mod embedded;
+mod error;
+mod migrations;
+mod pool;
+mod status;
+
+pub use embedded::{find_postgres_bindir, EmbeddedCluster};
+pub use error::{Error, ErrorKind};
+pub use migrations::{migrate, MIGRATIONS};
+pub use pool::{connect, create_database_if_missing, Pool, PoolSettings};
+pub use status::{database_status, DatabaseStatus, SslStatus};
+
+/// The result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

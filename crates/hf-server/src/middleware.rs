@@ -1,0 +1,225 @@
+//! What every request passes through: a request id, one log line, panic containment, and the
+//! guarantee that every error response carries the envelope.
+
+use std::panic::AssertUnwindSafe;
+use std::time::Instant;
+
+use actix_web::body::{BoxBody, MessageBody};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header::{self, HeaderName, HeaderValue};
+use actix_web::http::{Method, StatusCode};
+use actix_web::middleware::Next;
+use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use futures_util::FutureExt;
+
+use crate::error::{self, ApiError, Code};
+
+/// The request id header, echoed when the client sends a sensible one.
+pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The middleware function wrapped around the whole application.
+pub async fn edge(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let started = Instant::now();
+    let request_id = request_id(&req);
+    let method = req.method().clone();
+    let path = req.path().to_owned();
+
+    let outcome = AssertUnwindSafe(next.call(req)).catch_unwind().await;
+    // Failures that never became a response carry no request to build one from; they go back to
+    // actix as an error whose own response is the envelope with the request id.
+    let failure = match outcome {
+        Ok(Ok(response)) => Ok(response.map_into_boxed_body()),
+        Ok(Err(error)) => Err(error::for_status(error.as_response_error().status_code())),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            tracing::error!(%request_id, %method, %path, panic = %message, "handler panicked");
+            Err(ApiError::internal())
+        }
+    };
+    let mut response = match failure {
+        Ok(response) => response,
+        Err(failure) => {
+            log_request(
+                &method,
+                &path,
+                failure.status_code().as_u16(),
+                started,
+                &request_id,
+            );
+            return Err(failure.with_request_id(request_id).into());
+        }
+    };
+
+    if needs_envelope(response.response()) {
+        let replacement: HttpResponse = error::for_status(response.status()).error_response();
+        response = response.into_response(replacement);
+    }
+    if let Ok(value) = HeaderValue::from_str(&request_id) {
+        response.headers_mut().insert(REQUEST_ID, value);
+    }
+    log_request(
+        &method,
+        &path,
+        response.status().as_u16(),
+        started,
+        &request_id,
+    );
+    Ok(response)
+}
+
+/// The one log line per request.
+fn log_request(method: &Method, path: &str, status: u16, started: Instant, request_id: &str) {
+    tracing::info!(
+        %method,
+        path,
+        status,
+        duration_ms = format_args!("{:.3}", started.elapsed().as_secs_f64() * 1000.0),
+        request_id,
+        "request"
+    );
+}
+
+/// Echo the client's id if it is short printable ASCII; otherwise make one.
+fn request_id(req: &ServiceRequest) -> String {
+    req.headers()
+        .get(&REQUEST_ID)
+        .and_then(|value| value.to_str().ok())
+        .filter(|value| {
+            !value.is_empty() && value.len() <= 128 && value.bytes().all(|b| b.is_ascii_graphic())
+        })
+        .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned)
+}
+
+/// An error status whose body is not already our JSON envelope (the router's 404/405, the
+/// framework's own failures).
+fn needs_envelope(response: &HttpResponse<BoxBody>) -> bool {
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return false;
+    }
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/json"));
+    !is_json
+}
+
+/// Answers paths no route matched: 400 `INVALID_BRANCH` for a first segment that tries to name a
+/// metadata branch and fails, 404 `ROUTE_NOT_FOUND` otherwise.
+pub async fn not_found(req: HttpRequest) -> HttpResponse {
+    let allowed = req
+        .app_data::<web::Data<RouteTable>>()
+        .map(|table| table.methods_for(req.path()))
+        .unwrap_or_default();
+    if allowed.is_empty() {
+        return not_found_error(&req).error_response();
+    }
+    let mut response = error::for_status(StatusCode::METHOD_NOT_ALLOWED).error_response();
+    if let Ok(value) = HeaderValue::from_str(&allowed.join(", ")) {
+        response.headers_mut().insert(header::ALLOW, value);
+    }
+    response
+}
+
+/// The documented routes as (method, path template) pairs, so the fallback handler can tell a
+/// wrong method (405 with `Allow`) from a wrong path (404).
+#[derive(Debug, Default)]
+pub struct RouteTable {
+    routes: Vec<(String, Vec<String>)>,
+}
+
+impl RouteTable {
+    /// Builds the table from the OpenAPI document, the single list of what is served.
+    pub fn from_openapi(doc: &utoipa::openapi::OpenApi) -> Self {
+        let mut routes = Vec::new();
+        for (path, item) in &doc.paths.paths {
+            let segments: Vec<String> = path.split('/').map(str::to_owned).collect();
+            let methods = [
+                ("GET", item.get.is_some()),
+                ("POST", item.post.is_some()),
+                ("PUT", item.put.is_some()),
+                ("PATCH", item.patch.is_some()),
+                ("DELETE", item.delete.is_some()),
+            ];
+            for (method, present) in methods {
+                if present {
+                    routes.push((method.to_owned(), segments.clone()));
+                }
+            }
+        }
+        Self { routes }
+    }
+
+    /// The methods served at a concrete path, sorted.
+    pub fn methods_for(&self, path: &str) -> Vec<String> {
+        let segments: Vec<&str> = path.split('/').collect();
+        let mut methods: Vec<String> = self
+            .routes
+            .iter()
+            .filter(|(_, template)| {
+                template.len() == segments.len()
+                    && template
+                        .iter()
+                        .zip(&segments)
+                        .all(|(t, s)| (t.starts_with('{') && !s.is_empty()) || t == s)
+            })
+            .map(|(method, _)| method.clone())
+            .collect();
+        methods.sort();
+        methods.dedup();
+        methods
+    }
+}
+
+fn not_found_error(req: &HttpRequest) -> ApiError {
+    let first_segment = req
+        .path()
+        .trim_start_matches('/')
+        .split('/')
+        .next()
+        .unwrap_or("");
+    let decoded = percent_decode(first_segment);
+    if decoded.contains('@') {
+        return ApiError::new(
+            Code::InvalidBranch,
+            format!(
+                "`{}` is not a valid branch root; write metadata@<branch>, where the branch id \
+                 matches ^[A-Za-z0-9][A-Za-z0-9._-]{{0,62}}$.",
+                decoded.chars().take(100).collect::<String>()
+            ),
+        );
+    }
+    error::for_status(StatusCode::NOT_FOUND)
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        let decoded = (bytes[index] == b'%')
+            .then(|| bytes.get(index + 1..index + 3))
+            .flatten()
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match decoded {
+            Some(byte) => {
+                out.push(byte);
+                index += 3;
+            }
+            None => {
+                out.push(bytes[index]);
+                index += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}

@@ -1,0 +1,4 @@
+//! The route handlers, one module per operation group of the contract. Handlers are thin:
+//! extract, call one domain function, map the result.
+
+pub mod system;

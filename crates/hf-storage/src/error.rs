@@ -1,0 +1,105 @@
+//! The storage error type and the one place where SQLSTATE codes become error kinds.
+
+use tokio_postgres::error::SqlState;
+
+/// Everything that can go wrong talking to PostgreSQL or running the embedded cluster.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A statement failed or the connection broke.
+    #[error("database error: {0}")]
+    Db(#[from] tokio_postgres::Error),
+    /// No connection could be had from the pool within the wait timeout, or a new one could not
+    /// be opened.
+    #[error("no database connection available: {0}")]
+    Pool(#[from] deadpool_postgres::PoolError),
+    /// The pool could not be built from the configuration.
+    #[error("invalid database configuration: {0}")]
+    Config(String),
+    /// The embedded PostgreSQL cluster could not be created, started or stopped.
+    #[error("embedded PostgreSQL: {0}")]
+    Embedded(String),
+    /// Reading or writing a file of the embedded cluster failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What we were doing.
+        context: String,
+        /// The underlying failure.
+        source: std::io::Error,
+    },
+}
+
+/// What kind of failure an [`Error`] is, so callers can decide without matching on messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The database cannot be reached or no connection is free: retry later.
+    Unavailable,
+    /// The statement ran longer than its timeout or waited too long for a lock.
+    Timeout,
+    /// The caller's database role lacks a privilege (SQLSTATE 42501).
+    Forbidden,
+    /// A unique constraint was violated (SQLSTATE 23505).
+    UniqueViolation,
+    /// A foreign key points at a missing row (SQLSTATE 23503).
+    ForeignKeyViolation,
+    /// A NOT NULL constraint was violated (SQLSTATE 23502).
+    NotNullViolation,
+    /// A check constraint or a value conversion failed (SQLSTATE classes 22 and 23514).
+    InvalidValue,
+    /// Anything else: a bug or an unexpected server state.
+    Internal,
+}
+
+impl Error {
+    /// Classifies the error; the SQLSTATE table lives here and nowhere else.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Db(error) => db_error_kind(error),
+            Error::Pool(deadpool_postgres::PoolError::Backend(error)) => db_error_kind(error),
+            Error::Pool(_) => ErrorKind::Unavailable,
+            Error::Config(_) | Error::Embedded(_) | Error::Io { .. } => ErrorKind::Internal,
+        }
+    }
+
+    /// The SQLSTATE of a database error, if the server sent one.
+    pub fn sql_state(&self) -> Option<&SqlState> {
+        match self {
+            Error::Db(error) | Error::Pool(deadpool_postgres::PoolError::Backend(error)) => {
+                error.code()
+            }
+            _ => None,
+        }
+    }
+
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+fn db_error_kind(error: &tokio_postgres::Error) -> ErrorKind {
+    let Some(state) = error.code() else {
+        // No SQLSTATE: the connection broke, timed out or was never made.
+        return ErrorKind::Unavailable;
+    };
+    match *state {
+        SqlState::INSUFFICIENT_PRIVILEGE => ErrorKind::Forbidden,
+        SqlState::UNIQUE_VIOLATION => ErrorKind::UniqueViolation,
+        SqlState::FOREIGN_KEY_VIOLATION => ErrorKind::ForeignKeyViolation,
+        SqlState::NOT_NULL_VIOLATION => ErrorKind::NotNullViolation,
+        SqlState::CHECK_VIOLATION => ErrorKind::InvalidValue,
+        SqlState::QUERY_CANCELED | SqlState::LOCK_NOT_AVAILABLE => ErrorKind::Timeout,
+        SqlState::ADMIN_SHUTDOWN
+        | SqlState::CRASH_SHUTDOWN
+        | SqlState::CANNOT_CONNECT_NOW
+        | SqlState::TOO_MANY_CONNECTIONS
+        | SqlState::CONNECTION_EXCEPTION
+        | SqlState::CONNECTION_FAILURE
+        | SqlState::CONNECTION_DOES_NOT_EXIST => ErrorKind::Unavailable,
+        _ if state.code().starts_with("22") => ErrorKind::InvalidValue,
+        _ => ErrorKind::Internal,
+    }
+}

@@ -1,0 +1,93 @@
+//! Versioned, transactional migrations of the service's own schema `hf`.
+//!
+//! A small embedded runner rather than a migration crate: the popular ones either want a
+//! synchronous driver or do not serialise two instances starting at once. Here the whole run is
+//! one transaction that first takes a transaction-scoped advisory lock, so concurrent starts apply
+//! each migration exactly once and a failed migration leaves nothing behind.
+
+use tokio_postgres::Client;
+
+use crate::{Error, Result};
+
+/// One step of the `hf` schema's history. Never edit a step that has shipped; add a new one.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    /// Applied in increasing order; recorded in `hf.schema_migrations`.
+    pub version: i32,
+    /// A short name, recorded next to the version.
+    pub name: &'static str,
+    /// The SQL, run inside the migration transaction.
+    pub sql: &'static str,
+}
+
+/// Every migration this build knows, in order.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "init",
+    sql: include_str!("../migrations/0001_init.sql"),
+}];
+
+/// The advisory lock key that serialises migration runs ("hf-migr" in ASCII).
+const MIGRATION_LOCK_KEY: i64 = 0x0068_662d_6d69_6772;
+
+/// Brings the `hf` schema up to date and returns the versions it applied now.
+///
+/// Refuses to run against a database that has migrations this build does not know, because an
+/// older binary must not write into a newer schema.
+pub async fn migrate(client: &mut Client) -> Result<Vec<i32>> {
+    let transaction = client.transaction().await?;
+    transaction
+        .execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK_KEY])
+        .await?;
+    transaction
+        .batch_execute(
+            "CREATE SCHEMA IF NOT EXISTS hf;
+             CREATE TABLE IF NOT EXISTS hf.schema_migrations (
+                 version    integer PRIMARY KEY,
+                 name       text NOT NULL,
+                 applied_at timestamptz NOT NULL DEFAULT now()
+             );",
+        )
+        .await?;
+    let applied: Vec<i32> = transaction
+        .query(
+            "SELECT version FROM hf.schema_migrations ORDER BY version",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|row| row.try_get(0))
+        .collect::<Result<_, _>>()?;
+    let newest_known = MIGRATIONS.last().map_or(0, |m| m.version);
+    if let Some(unknown) = applied.iter().find(|v| **v > newest_known) {
+        return Err(Error::Config(format!(
+            "the database's hf schema is at migration {unknown}, newer than this build knows \
+             ({newest_known}); run a newer hf"
+        )));
+    }
+    let mut ran = Vec::new();
+    for migration in MIGRATIONS.iter().filter(|m| !applied.contains(&m.version)) {
+        transaction.batch_execute(migration.sql).await?;
+        transaction
+            .execute(
+                "INSERT INTO hf.schema_migrations (version, name) VALUES ($1, $2)",
+                &[&migration.version, &migration.name],
+            )
+            .await?;
+        ran.push(migration.version);
+    }
+    transaction.commit().await?;
+    Ok(ran)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MIGRATIONS;
+
+    #[test]
+    fn versions_increase_without_gaps() {
+        for (index, migration) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(migration.version as usize, index + 1, "{}", migration.name);
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! One integration-test binary for the whole service, one module per area of the contract.
+//! Every test starts the real server on a free port with its own fresh database.
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
+
+mod errors;
+mod openapi;
+mod support;
+mod system;
