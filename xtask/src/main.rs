@@ -1,1 +1,78 @@
-fn main() {}
+//! Developer commands: `cargo xtask ci | tidy | bench`.
+//!
+//! Avoid adding dependencies: this crate is built by every CI run before anything else.
+
+mod tidy;
+
+use std::process::{Command, ExitCode};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("ci") => ci(),
+        Some("tidy") => tidy::run(&workspace_root()),
+        Some("bench") => bench(&args[1..]),
+        _ => {
+            eprintln!("usage: cargo xtask <ci | tidy | bench [name]>");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// What CI runs: formatting, lints, then every test (tidy included).
+fn ci() -> Result<(), String> {
+    cargo(&["fmt", "--all", "--", "--check"])?;
+    cargo(&[
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ])?;
+    tidy::run(&workspace_root())?;
+    cargo(&["test", "--workspace", "--no-fail-fast"])
+}
+
+/// Runs the benchmarks (criterion benches of the embeddable crates and the load benchmarks).
+fn bench(names: &[String]) -> Result<(), String> {
+    let mut args = vec!["bench", "--workspace"];
+    args.extend(names.iter().map(String::as_str));
+    cargo(&args)
+}
+
+fn cargo(args: &[&str]) -> Result<(), String> {
+    eprintln!("$ cargo {}", args.join(" "));
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+        .args(args)
+        .current_dir(workspace_root())
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`cargo {}` failed ({status})", args.join(" ")))
+    }
+}
+
+fn workspace_root() -> std::path::PathBuf {
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tidy() {
+        if let Err(message) = super::tidy::run(&super::workspace_root()) {
+            panic!("{message}");
+        }
+    }
+}
