@@ -1,0 +1,176 @@
+//! Password policy, argon2id hashing and the equal-work dummy verification.
+
+use std::time::{Duration, Instant};
+
+use argon2::password_hash::{PasswordHasher as _, SaltString};
+use hf_auth::password::{
+    check_password_policy, dummy_verify, hash_password, verify_password, PasswordParams,
+    MAX_PASSWORD_CHARS, MIN_PASSWORD_CHARS,
+};
+use hf_auth::{Error, ErrorKind};
+
+/// Cheap parameters so most tests run fast; the OWASP ones are tested separately.
+const CHEAP: PasswordParams = PasswordParams {
+    memory_kib: 64,
+    iterations: 1,
+    parallelism: 1,
+};
+
+#[test]
+fn policy_accepts_8_to_1024_characters() {
+    let cases: [(usize, Option<&str>); 6] = [
+        (0, Some("short")),
+        (7, Some("short")),
+        (8, None),
+        (1024, None),
+        (1025, Some("long")),
+        (100_000, Some("long")),
+    ];
+    for (length, expected) in cases {
+        let password = "a".repeat(length);
+        let result = check_password_policy(&password);
+        match (expected, result) {
+            (None, Ok(())) => {}
+            (Some("short"), Err(Error::PasswordTooShort { length: found, min })) => {
+                assert_eq!((found, min), (length, MIN_PASSWORD_CHARS));
+            }
+            (Some("long"), Err(Error::PasswordTooLong { length: found, max })) => {
+                assert_eq!((found, max), (length, MAX_PASSWORD_CHARS));
+            }
+            (expected, result) => {
+                panic!("{length} characters: expected {expected:?}, got {result:?}")
+            }
+        }
+    }
+}
+
+#[test]
+fn policy_counts_characters_not_bytes() {
+    assert!(
+        check_password_policy(&"é".repeat(8)).is_ok(),
+        "16 bytes, 8 characters"
+    );
+    assert!(matches!(
+        check_password_policy(&"🔑".repeat(7)),
+        Err(Error::PasswordTooShort { length: 7, .. })
+    ));
+    assert!(
+        check_password_policy(&"🔑".repeat(1024)).is_ok(),
+        "4096 bytes, 1024 characters"
+    );
+    let err = check_password_policy("").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::WeakPassword);
+}
+
+#[test]
+fn hash_verifies_the_right_password_only() {
+    let phc = hash_password("correct horse battery staple", &CHEAP).unwrap();
+    assert!(verify_password(&phc, "correct horse battery staple"));
+    for wrong in [
+        "correct horse battery stapl",
+        "Correct horse battery staple",
+        "",
+        "correct horse battery staple ",
+    ] {
+        assert!(!verify_password(&phc, wrong), "{wrong:?}");
+    }
+}
+
+#[test]
+fn same_password_gets_a_fresh_salt() {
+    let first = hash_password("same password", &CHEAP).unwrap();
+    let second = hash_password("same password", &CHEAP).unwrap();
+    assert_ne!(first, second);
+    assert!(verify_password(&first, "same password") && verify_password(&second, "same password"));
+}
+
+#[test]
+fn default_parameters_are_owasp_argon2id() {
+    assert_eq!(
+        PasswordParams::default(),
+        PasswordParams {
+            memory_kib: 19456,
+            iterations: 2,
+            parallelism: 1
+        }
+    );
+    let phc = hash_password("a good long password", &PasswordParams::default()).unwrap();
+    assert!(phc.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"), "{phc}");
+    assert!(verify_password(&phc, "a good long password"));
+}
+
+#[test]
+fn unicode_and_long_passwords_hash() {
+    for password in ["pässwörd-ünïcödé", &"x".repeat(1024), &"🔑".repeat(1024)] {
+        let phc = hash_password(password, &CHEAP).unwrap();
+        assert!(verify_password(&phc, password));
+    }
+}
+
+#[test]
+fn stored_values_that_are_not_argon2id_never_match() {
+    let argon2i = argon2::Argon2::new(
+        argon2::Algorithm::Argon2i,
+        argon2::Version::V0x13,
+        argon2::Params::default(),
+    )
+    .hash_password(
+        b"password",
+        &SaltString::from_b64("c29tZXNhbHRzb21lc2FsdA").unwrap(),
+    )
+    .unwrap()
+    .to_string();
+    assert!(
+        !verify_password(&argon2i, "password"),
+        "argon2i is refused even when it matches"
+    );
+    let cases = [
+        "",
+        "password",
+        "$2b$12$abcdefghijklmnopqrstuuS6W1Ry6jrIrT9fWbrhzDn7oHFl8CiAG",
+        "$argon2id$",
+        "$argon2id$v=19$m=19456,t=2,p=1$bad",
+    ];
+    for stored in cases {
+        assert!(!verify_password(stored, "password"), "{stored}");
+    }
+}
+
+#[test]
+fn invalid_parameters_are_an_internal_error() {
+    let err = hash_password(
+        "password",
+        &PasswordParams {
+            memory_kib: 1,
+            iterations: 0,
+            parallelism: 0,
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(err, Error::PasswordHash(_)));
+    assert_eq!(err.kind(), ErrorKind::Internal);
+}
+
+/// The fastest of three runs, to damp noise from other processes on a shared machine.
+fn fastest(mut run: impl FnMut()) -> Duration {
+    (0..3)
+        .map(|_| {
+            let start = Instant::now();
+            run();
+            start.elapsed()
+        })
+        .min()
+        .unwrap()
+}
+
+#[test]
+fn unknown_user_costs_as_much_as_a_wrong_password() {
+    let phc = hash_password("the real password", &PasswordParams::OWASP).unwrap();
+    let known = fastest(|| assert!(!verify_password(&phc, "a wrong password")));
+    let unknown = fastest(|| dummy_verify("a wrong password"));
+    let ratio = unknown.as_secs_f64() / known.as_secs_f64();
+    assert!(
+        (0.5..2.0).contains(&ratio),
+        "known {known:?}, unknown {unknown:?}"
+    );
+}
