@@ -40,6 +40,7 @@ pub fn plan(current: &Schema, desired: &Schema, renames: &Renames) -> Plan {
     let mut planner = Planner {
         steps: BTreeMap::new(),
         diagnostics,
+        adopting_table: false,
     };
     let mut working = current.clone();
     planner.renames(&mut working, desired, renames);
@@ -78,6 +79,9 @@ enum Step {
 struct Planner {
     steps: BTreeMap<Step, Vec<Change>>,
     diagnostics: Vec<Diagnostic>,
+    /// Set while diffing a table made by hand that the plan adopts: one `Adopted` note for the
+    /// table says it all, so its columns and keys are not noted one by one.
+    adopting_table: bool,
 }
 
 /// A change being described, before its SQL is known to be valid.
@@ -408,6 +412,9 @@ impl Planner {
     }
 
     fn adopted(&mut self, target: &str, what: &str) {
+        if self.adopting_table {
+            return;
+        }
         self.note(
             Severity::Info,
             DiagnosticCode::Adopted,
@@ -539,6 +546,7 @@ impl Planner {
         if !table.managed {
             self.adopted(&target, "table");
         }
+        self.adopting_table = !table.managed;
         for column in &table.columns {
             if wanted.column(&column.name).is_some() {
                 continue;
@@ -569,6 +577,7 @@ impl Planner {
             }
         }
         self.keys(s, t, table, wanted);
+        self.adopting_table = false;
         if table.comment != wanted.comment {
             self.comment_table(s, t, wanted.comment.as_deref());
         }
