@@ -223,3 +223,48 @@ fn percent_decode(text: &str) -> String {
     }
     String::from_utf8_lossy(&out).into_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use actix_web::test as actix_test;
+    use actix_web::{web, App, HttpResponse};
+
+    async fn panics() -> HttpResponse {
+        panic!("secret internals: password=hunter2");
+    }
+
+    #[actix_web::test]
+    async fn a_panicking_handler_answers_the_500_envelope_without_internals() {
+        let app = actix_test::init_service(
+            App::new()
+                .route("/boom", web::get().to(panics))
+                .wrap(actix_web::middleware::from_fn(super::edge)),
+        )
+        .await;
+        let response = actix_test::try_call_service(
+            &app,
+            actix_test::TestRequest::get().uri("/boom").to_request(),
+        )
+        .await;
+        let response = match response {
+            Ok(response) => response.into_parts().1,
+            Err(error) => error.error_response(),
+        };
+        assert_eq!(response.status(), 500);
+        assert!(response.headers().contains_key("x-request-id"));
+        let body = actix_web::body::to_bytes(response.into_body())
+            .await
+            .unwrap();
+        let text = String::from_utf8_lossy(&body);
+        assert!(text.contains("\"INTERNAL\""), "{text}");
+        assert!(!text.contains("hunter2"), "{text}");
+    }
+
+    #[test]
+    fn route_table_tells_wrong_methods_from_wrong_paths() {
+        let doc = crate::app::openapi();
+        let table = super::RouteTable::from_openapi(&doc);
+        assert_eq!(table.methods_for("/health"), ["GET"]);
+        assert!(table.methods_for("/nothing").is_empty());
+    }
+}

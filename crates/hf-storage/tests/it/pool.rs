@@ -1,0 +1,81 @@
+//! An exhausted pool answers "unavailable" after its wait timeout instead of hanging.
+
+use std::time::{Duration, Instant};
+
+use hf_storage::{ErrorKind, PoolSettings};
+use hf_testkit::TestDb;
+
+#[tokio::test]
+async fn exhausted_pool_times_out_as_unavailable() {
+    let db = TestDb::new().await;
+    let settings = PoolSettings {
+        max_size: 1,
+        wait_timeout: Duration::from_millis(300),
+        ..PoolSettings::default()
+    };
+    let pool = hf_storage::connect(db.url(), &settings).unwrap();
+    let held = pool.get().await.unwrap();
+    let started = Instant::now();
+    let error = pool
+        .get()
+        .await
+        .map_err(hf_storage::Error::from)
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Unavailable);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "waited {:?}",
+        started.elapsed()
+    );
+    drop(held);
+    assert!(
+        pool.get().await.is_ok(),
+        "the pool recovers once a connection is returned"
+    );
+}
+
+#[tokio::test]
+async fn unreachable_server_is_unavailable_quickly() {
+    let settings = PoolSettings {
+        create_timeout: Duration::from_secs(2),
+        ..PoolSettings::default()
+    };
+    // A port nothing listens on.
+    let pool = hf_storage::connect("postgres://postgres@127.0.0.1:9/postgres", &settings).unwrap();
+    let error = pool
+        .get()
+        .await
+        .map_err(hf_storage::Error::from)
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Unavailable);
+}
+
+#[tokio::test]
+async fn sqlstates_map_to_kinds() {
+    let db = TestDb::new().await;
+    let client = db.client().await;
+    client
+        .batch_execute("CREATE TABLE t (id int PRIMARY KEY, v int CHECK (v > 0))")
+        .await
+        .unwrap();
+    client
+        .execute("INSERT INTO t VALUES (1, 1)", &[])
+        .await
+        .unwrap();
+    let kind = |e: tokio_postgres::Error| hf_storage::Error::from(e).kind();
+    let duplicate = client
+        .execute("INSERT INTO t VALUES (1, 1)", &[])
+        .await
+        .unwrap_err();
+    assert_eq!(kind(duplicate), ErrorKind::UniqueViolation);
+    let check = client
+        .execute("INSERT INTO t VALUES (2, -1)", &[])
+        .await
+        .unwrap_err();
+    assert_eq!(kind(check), ErrorKind::InvalidValue);
+    let timeout = client
+        .batch_execute("SET statement_timeout = '50ms'; SELECT pg_sleep(1)")
+        .await
+        .unwrap_err();
+    assert_eq!(kind(timeout), ErrorKind::Timeout);
+}
