@@ -217,8 +217,7 @@ pub(crate) fn ampersand(span: Span) -> Diagnostic {
 
 pub(crate) fn semicolon(span: Span) -> Diagnostic {
     Diagnostic::syntax(
-        "`;` is not allowed: send a single query or expression without a trailing `;`"
-            .to_string(),
+        "`;` is not allowed: send a single query or expression without a trailing `;`".to_string(),
         span,
     )
 }
@@ -245,15 +244,23 @@ pub(crate) fn expected_select(found: &str, span: Span) -> Diagnostic {
 
 pub(crate) fn select_star(span: Span) -> Diagnostic {
     Diagnostic::syntax(
-        "`SELECT *` is not supported: list the fields you need, like `SELECT id, name`"
-            .to_string(),
+        "`SELECT *` is not supported: list the fields you need, like `SELECT id, name`".to_string(),
         span,
     )
 }
 
 pub(crate) fn expected_from(found: &str, span: Span) -> Diagnostic {
     Diagnostic::syntax(
-        format!("expected FROM after the select list, found {found} (separate select items with `,`)"),
+        format!("expected FROM after the select list, found {found}"),
+        span,
+    )
+}
+
+pub(crate) fn expected_comma_or_from(found: &str, span: Span) -> Diagnostic {
+    Diagnostic::syntax(
+        format!(
+            "expected `,` or FROM after a select item, found {found} (name an item with `AS name`)"
+        ),
         span,
     )
 }
@@ -285,15 +292,19 @@ pub(crate) fn relationship_shape(written: &str, span: Span) -> Diagnostic {
     )
 }
 
-pub(crate) fn expected_expression(after: &str, found: &str, span: Span) -> Diagnostic {
-    Diagnostic::syntax(
-        format!("expected an expression after {after}, found {found}"),
-        span,
-    )
+pub(crate) fn expected_expression(after: Option<&str>, found: &str, span: Span) -> Diagnostic {
+    let message = match after {
+        Some(after) => format!("expected an expression after {after}, found {found}"),
+        None => format!("expected an expression, found {found}"),
+    };
+    Diagnostic::syntax(message, span)
 }
 
 pub(crate) fn keyword_as_name_hint(keyword: &str) -> String {
-    format!(" (to use it as a field name, quote it: `\"{}\"`)", keyword.to_ascii_lowercase())
+    format!(
+        " (to use it as a field name, quote it: `\"{}\"`)",
+        keyword.to_ascii_lowercase()
+    )
 }
 
 pub(crate) fn expected_name_after_dot(found: &str, span: Span) -> Diagnostic {
@@ -362,10 +373,7 @@ pub(crate) fn expected_in_list(found: &str, span: Span) -> Diagnostic {
 }
 
 pub(crate) fn empty_in_list(span: Span) -> Diagnostic {
-    Diagnostic::syntax(
-        "an IN list needs at least one value".to_string(),
-        span,
-    )
+    Diagnostic::syntax("an IN list needs at least one value".to_string(), span)
 }
 
 pub(crate) fn expected_in_separator(found: &str, span: Span) -> Diagnostic {
@@ -398,10 +406,7 @@ pub(crate) fn clause_out_of_order(clause: &str, before: &str, span: Span) -> Dia
 }
 
 pub(crate) fn duplicate_clause(clause: &str, span: Span) -> Diagnostic {
-    Diagnostic::syntax(
-        format!("a query has at most one {clause} clause"),
-        span,
-    )
+    Diagnostic::syntax(format!("a query has at most one {clause} clause"), span)
 }
 
 pub(crate) fn expected_clause(allowed: &str, end: &str, found: &str, span: Span) -> Diagnostic {

@@ -70,7 +70,9 @@ pub(crate) fn lex(src: &str) -> (Vec<Token>, Vec<Diagnostic>) {
     while lexer.pos < lexer.bytes.len() && lexer.errors.len() < MAX_LEX_ERRORS {
         lexer.next_token();
     }
-    let end = src.len();
+    // The end is reported right after the last token, not after trailing blank lines, so
+    // "found the end of the query" points at the line where something is missing.
+    let end = lexer.tokens.last().map_or(0, |token| token.span.end);
     lexer.tokens.push(Token {
         kind: TokenKind::Eof,
         span: Span::new(end, end),
@@ -79,12 +81,23 @@ pub(crate) fn lex(src: &str) -> (Vec<Token>, Vec<Diagnostic>) {
 }
 
 /// The result key text of an expression item: the tokens of `text` concatenated without
-/// whitespace or comments, lower-cased except inside text literals and quoted names.
+/// whitespace or comments (one space only between two words), lower-cased except inside
+/// text literals and quoted names.
 pub(crate) fn compact_text(text: &str) -> String {
     let (tokens, _) = lex(text);
     let mut out = String::with_capacity(text.len());
+    let mut previous_is_wordlike = false;
     for token in tokens {
         let piece = text.get(token.span.start..token.span.end).unwrap_or("");
+        // One space is kept where two words would otherwise fuse (`count(distinct x)`).
+        let wordlike = matches!(
+            token.kind,
+            TokenKind::Word | TokenKind::Integer | TokenKind::Decimal | TokenKind::Param
+        );
+        if wordlike && previous_is_wordlike {
+            out.push(' ');
+        }
+        previous_is_wordlike = wordlike;
         match token.kind {
             TokenKind::String | TokenKind::QuotedName => out.push_str(piece),
             _ => out.push_str(&piece.to_ascii_lowercase()),
@@ -171,9 +184,10 @@ impl Lexer<'_> {
             b'<' => self.push(TokenKind::Lt, start, start + 1),
             b'>' if next == b'=' => self.push(TokenKind::GtEq, start, start + 2),
             b'>' => self.push(TokenKind::Gt, start, start + 1),
-            b'&' if next == b'&' => {
-                self.error(diag::double_ampersand(Span::new(start, start + 2)), start + 2)
-            }
+            b'&' if next == b'&' => self.error(
+                diag::double_ampersand(Span::new(start, start + 2)),
+                start + 2,
+            ),
             b'&' => self.error(diag::ampersand(Span::new(start, start + 1)), start + 1),
             b';' => self.error(diag::semicolon(Span::new(start, start + 1)), start + 1),
             _ => {
@@ -264,7 +278,10 @@ impl Lexer<'_> {
             let end = self.scan_while(start + 1, is_word_continue);
             self.push(TokenKind::Param, start, end);
         } else {
-            self.error(diag::missing_param_name(Span::new(start, start + 1)), start + 1);
+            self.error(
+                diag::missing_param_name(Span::new(start, start + 1)),
+                start + 1,
+            );
         }
     }
 
@@ -283,14 +300,20 @@ impl Lexer<'_> {
                 kind = TokenKind::Decimal;
             } else {
                 let text = self.text(start, end + 1).to_string();
-                self.error(diag::missing_decimals(&text, Span::new(start, end + 1)), end + 1);
+                self.error(
+                    diag::missing_decimals(&text, Span::new(start, end + 1)),
+                    end + 1,
+                );
                 return;
             }
         }
         if is_word_continue(self.byte(end)) {
             let bad_end = self.scan_while(end, is_word_continue);
             let text = self.text(start, bad_end).to_string();
-            self.error(diag::invalid_number(&text, Span::new(start, bad_end)), bad_end);
+            self.error(
+                diag::invalid_number(&text, Span::new(start, bad_end)),
+                bad_end,
+            );
             return;
         }
         self.push(kind, start, end);
@@ -344,7 +367,10 @@ impl Lexer<'_> {
                 Ok(()) => self.push(TokenKind::DateTime, start, end),
                 Err(reason) => {
                     let text = self.text(start, end).to_string();
-                    self.error(diag::invalid_date(&text, &reason, Span::new(start, end)), end)
+                    self.error(
+                        diag::invalid_date(&text, &reason, Span::new(start, end)),
+                        end,
+                    )
                 }
             },
             _ => {
@@ -353,7 +379,10 @@ impl Lexer<'_> {
                     is_word_continue(b) || matches!(b, b':' | b'.' | b'-' | b'+')
                 });
                 let text = self.text(start, bad_end).to_string();
-                self.error(diag::invalid_datetime(&text, Span::new(start, bad_end)), bad_end);
+                self.error(
+                    diag::invalid_datetime(&text, Span::new(start, bad_end)),
+                    bad_end,
+                );
             }
         }
     }

@@ -58,10 +58,23 @@ pub fn code_frame(source: &str, span: Span) -> String {
     let gutter = " ".repeat(number.len());
     format!(
         "{number} | {}\n{gutter} | {}{}",
-        location.frame,
+        visible(&location.frame),
         " ".repeat(before),
         "^".repeat(covered)
     )
+}
+
+/// The line with control characters shown as visible symbols (`␀` for NUL, a space for a
+/// tab), one character each so the carets stay aligned.
+fn visible(line: &str) -> String {
+    line.chars()
+        .map(|ch| match ch {
+            '\t' => ' ',
+            '\u{0}'..='\u{1f}' => char::from_u32(0x2400 + ch as u32).unwrap_or('?'),
+            '\u{7f}' => '\u{2421}',
+            _ => ch,
+        })
+        .collect()
 }
 
 /// The largest char boundary not after `offset` (and not past the end).
@@ -80,19 +93,15 @@ fn line_of(source: &str, offset: usize) -> (usize, usize) {
     let mut line_start = 0;
     let mut i = 0;
     while i < offset {
-        match bytes.get(i) {
-            Some(b'\n') => {
-                line += 1;
-                line_start = i + 1;
-            }
-            Some(b'\r') => {
-                // `\r\n` counts once, at its `\n`; a lone `\r` is a break of its own.
-                if bytes.get(i + 1) != Some(&b'\n') {
-                    line += 1;
-                    line_start = i + 1;
-                }
-            }
-            _ => {}
+        let is_break = match bytes.get(i) {
+            Some(b'\n') => true,
+            // `\r\n` counts once, at its `\n`; a lone `\r` is a break of its own.
+            Some(b'\r') => bytes.get(i + 1) != Some(&b'\n'),
+            _ => false,
+        };
+        if is_break {
+            line += 1;
+            line_start = i + 1;
         }
         i += 1;
     }

@@ -20,8 +20,8 @@ pub const MAX_DEPTH: usize = 128;
 /// Words that cannot start a bare name, because the grammar gives them a meaning there.
 /// Quote them (`"order"`) to use them as names; after a `.` any word is a name.
 pub const RESERVED_WORDS: &[&str] = &[
-    "AND", "AS", "BY", "DISTINCT", "FALSE", "FROM", "GROUP", "HAVING", "ILIKE", "IN", "IS",
-    "LIKE", "LIMIT", "NOT", "NULL", "OFFSET", "OR", "ORDER", "SELECT", "TRUE", "WHERE",
+    "AND", "AS", "BY", "DISTINCT", "FALSE", "FROM", "GROUP", "HAVING", "ILIKE", "IN", "IS", "LIKE",
+    "LIMIT", "NOT", "NULL", "OFFSET", "OR", "ORDER", "SELECT", "TRUE", "WHERE",
 ];
 
 /// True if `word` is reserved (case-insensitively).
@@ -56,8 +56,13 @@ struct Node {
 enum Infix {
     Binary(BinaryOp),
     Is,
-    In { negated: bool },
-    Like { negated: bool, case_insensitive: bool },
+    In {
+        negated: bool,
+    },
+    Like {
+        negated: bool,
+        case_insensitive: bool,
+    },
 }
 
 pub(crate) struct Parser<'a> {
@@ -209,7 +214,12 @@ impl<'a> Parser<'a> {
         }
         if !self.eat_kw("FROM") {
             let next = self.peek();
-            return Err(diag::expected_from(&self.describe(next), next.span));
+            let found = self.describe(next);
+            return Err(if self.starts_operand(next) {
+                diag::expected_comma_or_from(&found, next.span)
+            } else {
+                diag::expected_from(&found, next.span)
+            });
         }
         let from = self.object_ref(subquery)?;
 
@@ -227,10 +237,7 @@ impl<'a> Parser<'a> {
         };
         // `done` is the index in CLAUSES of the last clause parsed, plus one.
         let mut done = 0;
-        loop {
-            let Some(clause) = self.clause_at_cursor() else {
-                break;
-            };
+        while let Some(clause) = self.clause_at_cursor() {
             if clause < done {
                 let token = self.peek();
                 return Err(self.misplaced_clause(clause, done, token.span));
@@ -271,6 +278,23 @@ impl<'a> Parser<'a> {
         query.span = Span::new(select.span.start, self.prev_end().max(select.span.end));
         self.leave();
         Ok(query)
+    }
+
+    /// True if `token` could start an operand, which after a complete select item means a
+    /// `,` is probably missing.
+    fn starts_operand(&self, token: Token) -> bool {
+        match token.kind {
+            TokenKind::Word => !is_reserved(self.text(token)),
+            TokenKind::QuotedName
+            | TokenKind::String
+            | TokenKind::Integer
+            | TokenKind::Decimal
+            | TokenKind::Date
+            | TokenKind::DateTime
+            | TokenKind::Param
+            | TokenKind::LParen => true,
+            _ => false,
+        }
     }
 
     /// The index in [`CLAUSES`] of the clause keyword at the cursor, if any.
@@ -324,7 +348,7 @@ impl<'a> Parser<'a> {
             return Err(diag::select_star(first.span));
         } else if first.kind == TokenKind::Eof || self.is_kw(first, "FROM") {
             return Err(diag::expected_expression(
-                "SELECT",
+                Some("SELECT"),
                 &self.describe(first),
                 first.span,
             ));
@@ -545,7 +569,10 @@ impl<'a> Parser<'a> {
                 let negated = self.eat_kw("NOT");
                 let null = self.peek();
                 if !self.eat_kw("NULL") {
-                    return Err(diag::expected_null_after_is(&self.describe(null), null.span));
+                    return Err(diag::expected_null_after_is(
+                        &self.describe(null),
+                        null.span,
+                    ));
                 }
                 let span = Span::new(start, null.span.end);
                 let kind = ExprKind::IsNull {
@@ -561,6 +588,9 @@ impl<'a> Parser<'a> {
                 };
                 if let Some(close) = self.eat(TokenKind::RParen) {
                     return Err(diag::empty_in_list(open.span.to(close.span)));
+                }
+                if self.at_kw("SELECT") {
+                    return Err(diag::subquery_not_allowed(open.span.to(self.peek().span)));
                 }
                 let mut items = Vec::new();
                 let mut depth = left.depth;
@@ -686,10 +716,11 @@ impl<'a> Parser<'a> {
     }
 
     fn expected_expression_error(&self, token: Token) -> Diagnostic {
-        let after = match self.pos.checked_sub(1).and_then(|at| self.tokens.get(at)) {
-            Some(prev) => self.describe(*prev),
-            None => "the start".to_string(),
-        };
+        let after = self
+            .pos
+            .checked_sub(1)
+            .and_then(|at| self.tokens.get(at))
+            .map(|prev| self.describe(*prev));
         let mut found = self.describe(token);
         let next = self.peek_at(1).kind;
         let used_as_name = matches!(
@@ -705,7 +736,7 @@ impl<'a> Parser<'a> {
         if token.kind == TokenKind::Word && used_as_name {
             found.push_str(&diag::keyword_as_name_hint(self.text(token)));
         }
-        diag::expected_expression(&after, &found, token.span)
+        diag::expected_expression(after.as_deref(), &found, token.span)
     }
 
     fn unary(&mut self, op: UnaryOp, token: Token, operand_level: u8) -> PResult<Node> {

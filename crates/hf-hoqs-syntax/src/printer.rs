@@ -6,8 +6,8 @@
 //! query; the round-trip property is tested with random trees.
 
 use crate::ast::{
-    BinaryOp, CallArgs, Direction, Expr, ExprKind, Literal, NullsOrder, Path, Query,
-    RowCountValue, SelectValue, UnaryOp,
+    BinaryOp, CallArgs, Direction, Expr, ExprKind, Literal, NullsOrder, Path, Query, RowCountValue,
+    SelectValue, UnaryOp,
 };
 use crate::lexer::{is_word_continue, is_word_start};
 use crate::parser::is_reserved;
@@ -239,7 +239,11 @@ fn write_expr(out: &mut String, expr: &Expr, min_level: u8) {
         } => {
             write_expr(out, operand, 5);
             out.push_str(if *negated { " NOT" } else { "" });
-            out.push_str(if *case_insensitive { " ILIKE " } else { " LIKE " });
+            out.push_str(if *case_insensitive {
+                " ILIKE "
+            } else {
+                " LIKE "
+            });
             write_expr(out, pattern, 5);
         }
         ExprKind::Call { name, args } => {

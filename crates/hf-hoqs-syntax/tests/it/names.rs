@@ -1,0 +1,83 @@
+//! Function-name checks, "did you mean" suggestions and select-item result keys.
+
+use hf_hoqs_syntax::functions::{check_function_names, did_you_mean, lookup, FunctionKind};
+use hf_hoqs_syntax::{parse_expression, parse_query, Code};
+
+#[test]
+fn function_names_are_case_insensitive() {
+    assert_eq!(lookup("upper").map(|f| f.name), Some("UPPER"));
+    assert_eq!(
+        lookup("Count").map(|f| f.kind),
+        Some(FunctionKind::Aggregate)
+    );
+    assert!(lookup("uppr").is_none());
+}
+
+#[test]
+fn typos_get_a_suggestion() {
+    let expr = parse_expression("UPPR(name) || coalese(a, b) || frobnicate(1)")
+        .expr
+        .unwrap();
+    let messages: Vec<(Code, String)> = check_function_names(&expr)
+        .into_iter()
+        .map(|d| (d.code, d.message))
+        .collect();
+    assert_eq!(
+        messages,
+        vec![
+            (
+                Code::UnknownName,
+                "unknown function `UPPR` — did you mean `UPPER`?".to_string()
+            ),
+            (
+                Code::UnknownName,
+                "unknown function `coalese` — did you mean `COALESCE`?".to_string()
+            ),
+            (
+                Code::UnknownName,
+                "unknown function `frobnicate`: see docs/formulas.md for the list of functions"
+                    .to_string()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn did_you_mean_handles_swaps_and_distance() {
+    let fields = ["name", "amount", "account", "createdAt"];
+    assert_eq!(did_you_mean("nmae", &fields), Some("name"));
+    assert_eq!(did_you_mean("accout", &fields), Some("account"));
+    assert_eq!(
+        did_you_mean("createdat", &fields),
+        None,
+        "exact ignoring case"
+    );
+    assert_eq!(did_you_mean("created_at", &fields), Some("createdAt"));
+    assert_eq!(did_you_mean("xyz", &fields), None);
+    assert_eq!(did_you_mean("", &fields), None);
+}
+
+#[test]
+fn result_keys_follow_the_contract() {
+    let query = parse_query(
+        "SELECT account.name, COUNT( * ), Sum(amount), amount * 2 AS double, \
+         upper(name || ' X'), (SELECT amount FROM crm.opportunity.account), \
+         (SELECT amount FROM crm.opportunity.account) AS opps FROM crm.account",
+    )
+    .query
+    .unwrap();
+    let keys: Vec<String> = query.select.iter().map(|item| item.key()).collect();
+    assert_eq!(
+        keys,
+        [
+            "account.name",
+            "count(*)",
+            "sum(amount)",
+            "double",
+            "upper(name||' X')",
+            "opportunity",
+            "opps"
+        ]
+    );
+    assert_eq!(query.select[1].text, "COUNT( * )");
+}
