@@ -1,1 +1,209 @@
-//! The HFX screen compiler: HFX source to an ES module, via oxc.
+//! The HFX screen compiler: HFX source (plus an optional TypeScript sidecar) to one ES module whose
+//! default export is the component, and the browser runtime that module imports.
+//!
+//! # Contract
+//! - [`compile`] never fails on user input: problems come back as [`Diagnostic`]s with a 1-based
+//!   line, a UTF-16 column and the offending source line, and `js` is then `None`.
+//! - Output is deterministic: the same source gives byte-identical output.
+//! - The crate knows nothing of HTTP and depends on no other hf crate, so other projects can
+//!   embed it. [`vendor_file`] hands the server the runtime to serve at `/hfx/vendor/…`.
+//!
+//! The language is described in `docs/hfx.md`; `examples/compile.rs` shows embedding:
+//!
+//! ```
+//! let out = hf_hfx::compile("<script>let n = 0;</script><button on:click={() => n++}>{n}</button>", None);
+//! assert!(out.diagnostics.is_empty());
+//! assert!(out.js.unwrap().contains("/hfx/vendor/hfx-runtime.js"));
+//! ```
+
+mod css;
+mod diagnostics;
+mod generate;
+mod imports;
+mod js;
+mod markup;
+mod scan;
+
+use oxc::allocator::Allocator;
+use sha2::{Digest, Sha256};
+
+pub use diagnostics::{Diagnostic, DiagnosticCode, SourceFile};
+pub use imports::RUNTIME_URL;
+
+use diagnostics::Sink;
+use js::Edit;
+
+/// The runtime module, embedded so the server needs no files on disk.
+pub const RUNTIME_JS: &str = include_str!("../runtime/hfx-runtime.js");
+
+/// Errors of the crate's fallible operations. Compiling never fails (see [`compile`]); this
+/// exists for embedders that run the compiler on a thread of their own.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The compiler thread could not be started (the operating system refused a thread).
+    #[error("could not start the compiler thread: {0}")]
+    Thread(#[source] std::io::Error),
+    /// The compiler thread panicked: a compiler bug, reported instead of crashing the host.
+    #[error("the compiler panicked: {message}")]
+    Panicked {
+        /// The panic message, when it was a string.
+        message: String,
+    },
+}
+
+/// The result of compiling one screen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileOutput {
+    /// The ES module (`compiledJs`); `None` when there are diagnostics.
+    pub js: Option<String>,
+    /// The sidecar compiled to JavaScript (`compiledSidecar`); `None` without a sidecar or when
+    /// there are diagnostics.
+    pub sidecar_js: Option<String>,
+    /// First 16 hex characters of the SHA-256 of the HFX source (`contentHash`).
+    pub content_hash: String,
+    /// Every problem found; empty on success.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// The content hash of an HFX source: the first 16 hex characters of its SHA-256.
+pub fn content_hash(source: &str) -> String {
+    let digest = Sha256::digest(source.as_bytes());
+    hex::encode(digest)[..16].to_string()
+}
+
+/// Compiles an HFX screen and its optional TypeScript sidecar.
+///
+/// The compiler is iterative where input controls depth and refuses code nested deeper than it
+/// can handle, so it runs on an ordinary thread; [`compile_on_thread`] adds a safety net.
+pub fn compile(source: &str, sidecar: Option<&str>) -> CompileOutput {
+    let content_hash = content_hash(source);
+    let alloc = Allocator::default();
+    let mut diagnostics = Vec::new();
+
+    let sidecar_js = sidecar.and_then(|text| {
+        let mut sink = Sink::new(text, SourceFile::Sidecar);
+        let js = js::compile_sidecar(&alloc, &mut sink);
+        diagnostics.append(&mut sink.list);
+        js
+    });
+
+    let mut sink = Sink::new(source, SourceFile::Screen);
+    let js = compile_screen(&alloc, &mut sink, &content_hash);
+    diagnostics.append(&mut sink.list);
+
+    if diagnostics.is_empty() {
+        CompileOutput {
+            js,
+            sidecar_js,
+            content_hash,
+            diagnostics,
+        }
+    } else {
+        CompileOutput {
+            js: None,
+            sidecar_js: None,
+            content_hash,
+            diagnostics,
+        }
+    }
+}
+
+/// Runs [`compile`] on a fresh thread with a generous stack and turns a panic (a compiler bug)
+/// into an [`Error`], so a server can call it from any worker thread.
+pub fn compile_on_thread(source: &str, sidecar: Option<&str>) -> Result<CompileOutput, Error> {
+    let source = source.to_string();
+    let sidecar = sidecar.map(str::to_string);
+    let handle = std::thread::Builder::new()
+        .name("hfx-compile".into())
+        .stack_size(64 << 20)
+        .spawn(move || compile(&source, sidecar.as_deref()))
+        .map_err(Error::Thread)?;
+    handle.join().map_err(|payload| {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        Error::Panicked { message }
+    })
+}
+
+fn compile_screen(alloc: &Allocator, sink: &mut Sink<'_>, hash: &str) -> Option<String> {
+    let doc = markup::parse(sink);
+    if sink.has_errors() {
+        return None;
+    }
+    let source = sink.source;
+    let script = match doc.script {
+        Some(span) => js::analyze_script(alloc, sink, span),
+        None => js::ScriptInfo::default(),
+    };
+    let scope = doc.style.map(|_| format!("hfx-{}", &hash[..8]));
+    let css = match (doc.style, &scope) {
+        (Some(span), Some(scope)) => css::scope_css(&source[span.start..span.end], scope),
+        _ => String::new(),
+    };
+
+    let mut generator = generate::Generator::new(sink, alloc, &script, scope.clone());
+    generator.root(&doc.nodes);
+    let render = std::mem::take(&mut generator.out);
+    if sink.has_errors() {
+        return None;
+    }
+
+    let mut module = String::with_capacity(source.len() * 3 + 256);
+    module.push_str("import * as $$rt from \"/hfx/vendor/hfx-runtime.js\";\n");
+    let mut edits: Vec<Edit> = script.edits.clone();
+    for import in &script.imports {
+        edits.push(Edit::replace(import.span.start, import.span.end, ""));
+        if let imports::Specifier::Screen {
+            module: m,
+            screen: s,
+        } = &import.specifier
+        {
+            if let (Some(name), false) = (&import.default_name, import.type_only) {
+                module.push_str(&format!(
+                    "const {name} = await $$rt.screen(import.meta.url, {}, {});\n",
+                    generate::quote(m),
+                    generate::quote(s)
+                ));
+            }
+        } else {
+            module.push_str(&source[import.span.start..import.span.end]);
+            module.push('\n');
+        }
+    }
+    for (name, slot, end) in &script.props {
+        edits.push(Edit {
+            start: *end,
+            end: *end,
+            text: format!(
+                "\n{name} = $$.prop(\"{name}\", {name}, {slot}, ($$v) => {{ {name} = $$v; }});"
+            ),
+            rank: (3, 0),
+        });
+    }
+    module.push_str("export default $$rt.component(function ($$, $$props) {\n");
+    if let Some(span) = doc.script {
+        module.push_str(&js::apply_edits(source, span, &edits));
+        module.push('\n');
+    }
+    module.push_str("return ($$b, $$t) => {\n");
+    module.push_str(&render);
+    module.push_str("};\n}, ");
+    module.push_str(&generate::quote(scope.as_deref().unwrap_or("")));
+    module.push_str(", ");
+    module.push_str(&generate::quote(&css));
+    module.push_str(");\n");
+
+    js::finish_module(alloc, sink, &module)
+}
+
+/// The files served at `/hfx/vendor/{path}`; anything else is `None` (the server answers 404).
+pub fn vendor_file(path: &str) -> Option<&'static str> {
+    match path {
+        "hfx-runtime.js" => Some(RUNTIME_JS),
+        _ => None,
+    }
+}

@@ -1,0 +1,656 @@
+// hfx-runtime.js: the browser runtime that compiled HFX screens import.
+//
+// Served at /hfx/vendor/hfx-runtime.js. Hand-written, no dependencies. The compiler does the
+// dependency analysis; this file only runs what it generated:
+// - a component context holds the set of "dirty" state slots and flushes them in a microtask;
+// - a block holds updaters, each tagged with the slots it depends on, and runs only those whose
+//   slots are dirty (fine-grained updates, no virtual DOM);
+// - text is always set through text nodes, attributes through setAttribute: never innerHTML;
+// - if/each/query/form/child-component controllers own a range of nodes between two empty text
+//   markers, so they can insert, move and remove their content.
+
+const config = { token: null, baseUrl: "" };
+
+/** Sets the bearer token (and optionally the API base URL) used by queries and forms. */
+export function configure(options = {}) {
+  if ("token" in options) config.token = options.token;
+  if ("baseUrl" in options) config.baseUrl = options.baseUrl || "";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reactivity
+
+const MAX_FLUSH_ROUNDS = 100;
+
+class Context {
+  constructor(props) {
+    this.props = props || {};
+    this.setters = Object.create(null);
+    this.dirty = new Set();
+    this.root = null;
+    this.live = false;
+    this.scheduled = false;
+  }
+  /** Marks state slots dirty after an assignment; returns the assignment's value. */
+  u(value, ...slots) {
+    for (const s of slots) this.dirty.add(s);
+    if (this.live && !this.scheduled) {
+      this.scheduled = true;
+      queueMicrotask(() => this.flush());
+    }
+    return value;
+  }
+  /** Declares a prop: remembers how to set it and returns its initial value. */
+  prop(name, current, slot, set) {
+    this.setters[name] = [slot, set];
+    const given = this.props[name];
+    return given === undefined ? current : given;
+  }
+  flush() {
+    this.scheduled = false;
+    for (let round = 0; this.dirty.size > 0; round++) {
+      if (round === MAX_FLUSH_ROUNDS) {
+        console.error("hfx: updates keep changing state; stopped after " + MAX_FLUSH_ROUNDS + " rounds");
+        this.dirty.clear();
+        break;
+      }
+      const dirty = this.dirty;
+      this.dirty = new Set();
+      if (this.root) this.root.p(dirty);
+    }
+  }
+}
+
+function hit(dirty, deps) {
+  if (deps === null) return true;
+  for (let i = 0; i < deps.length; i++) if (dirty.has(deps[i])) return true;
+  return false;
+}
+
+/** A group of updaters that live and die together (a component, a branch, a list item). */
+class Block {
+  constructor() {
+    this.ups = [];
+    this.cleanups = [];
+  }
+  /** Runs `fn` now and again whenever one of `deps` is dirty (`null`: on every flush). */
+  u(deps, fn) {
+    fn(undefined);
+    if (deps === null || deps.length > 0) this.ups.push(deps, fn);
+  }
+  p(dirty) {
+    for (let i = 0; i < this.ups.length; i += 2) {
+      if (hit(dirty, this.ups[i])) this.ups[i + 1](dirty);
+    }
+  }
+  destroy() {
+    const cleanups = this.cleanups;
+    this.cleanups = [];
+    this.ups = [];
+    for (const c of cleanups) c();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Components
+
+/** Wraps a compiled setup function as a component (the default export of a compiled screen). */
+export function component(setup, scope, css) {
+  return { hfx: 1, setup, scope, css };
+}
+
+const injected = new Set();
+
+function injectCss(scope, css) {
+  if (!css || injected.has(scope)) return;
+  injected.add(scope);
+  const style = document.createElement("style");
+  style.setAttribute("data-hfx", scope);
+  style.textContent = css;
+  document.head.appendChild(style);
+}
+
+function instantiate(C, props, parent, anchor) {
+  if (!C || C.hfx !== 1) throw new TypeError("hfx: not a compiled HFX component");
+  injectCss(C.scope, C.css);
+  const ctx = new Context(props);
+  const render = C.setup(ctx, ctx.props);
+  const block = new Block();
+  ctx.root = block;
+  const frag = document.createDocumentFragment();
+  const start = text(frag, "");
+  render(block, frag);
+  const end = text(frag, "");
+  ctx.dirty.clear();
+  ctx.live = true;
+  parent.insertBefore(frag, anchor || null);
+  return {
+    set(next) {
+      for (const name of Object.keys(next || {})) {
+        const entry = ctx.setters[name];
+        if (entry) {
+          entry[1](next[name]);
+          ctx.u(undefined, entry[0]);
+        }
+      }
+    },
+    destroy() {
+      block.destroy();
+      clear(start, end);
+      start.remove();
+      end.remove();
+    },
+  };
+}
+
+/** Mounts a component into `target`; returns `{ set(props), destroy() }`. */
+export function mount(C, target, props) {
+  return instantiate(C, props || {}, target, null);
+}
+
+/** Loads another screen of the same snapshot (`import X from "screen:m/s"`). */
+export async function screen(base, moduleKey, screenKey) {
+  const mod = await import(screenUrl(base, moduleKey, screenKey));
+  return mod.default;
+}
+
+/** The URL of a sibling screen module: same directory and commit prefix as `base`. */
+export function screenUrl(base, moduleKey, screenKey) {
+  const url = new URL(base);
+  const file = url.pathname.slice(url.pathname.lastIndexOf("/") + 1);
+  const dash = file.indexOf("-");
+  const commit = dash > 0 ? file.slice(0, dash) + "-" : "";
+  return new URL(commit + moduleKey + "-" + screenKey + ".js", url).href;
+}
+
+/** `<Child a={x} />`: mounts a child component and passes it new props when they change. */
+export function child(b, parent, C, props, deps) {
+  const end = text(parent, "");
+  let inst = null;
+  b.u(deps, () => {
+    const p = props();
+    if (inst) inst.set(p);
+    else inst = instantiate(C, p, end.parentNode, end);
+  });
+  b.cleanups.push(() => inst && inst.destroy());
+}
+
+// ---------------------------------------------------------------------------------------------
+// DOM helpers
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+export function el(parent, tag, svg) {
+  const e = svg ? document.createElementNS(SVG_NS, tag) : document.createElement(tag);
+  parent.appendChild(e);
+  return e;
+}
+
+export function text(parent, data) {
+  const t = document.createTextNode(data);
+  parent.appendChild(t);
+  return t;
+}
+
+/** Text content of a value: `null`/`undefined` render as nothing. */
+export function str(v) {
+  return v == null ? "" : String(v);
+}
+
+export function set_text(node, v) {
+  const s = str(v);
+  if (node.data !== s) node.data = s;
+}
+
+const URL_ATTRS = new Set(["href", "src", "action", "formaction", "xlink:href", "poster"]);
+const UNSAFE_URL = /^\s*(javascript|vbscript):/i;
+
+/** Sets an attribute: `null`, `undefined` and `false` remove it, `true` sets it empty. */
+export function attr(e, name, v) {
+  if (v == null || v === false) {
+    e.removeAttribute(name);
+    return;
+  }
+  let s = v === true ? "" : String(v);
+  if (URL_ATTRS.has(name) && UNSAFE_URL.test(s)) s = "unsafe:" + s;
+  if (e.getAttribute(name) !== s) e.setAttribute(name, s);
+}
+
+export function prop(e, name, v) {
+  if (e[name] !== v) e[name] = name === "value" ? str(v) : v;
+}
+
+/** The `class` attribute of a scoped screen: the author's classes plus the scope class. */
+export function cls(v, scope) {
+  const s = v == null || v === false ? "" : String(v);
+  return s ? s + " " + scope : scope;
+}
+
+export function toggle_class(e, name, on) {
+  e.classList.toggle(name, !!on);
+}
+
+export function style(e, name, v) {
+  if (v == null || v === false) e.style.removeProperty(name);
+  else e.style.setProperty(name, String(v));
+}
+
+/** `on:event={handler}`: the handler expression is read at event time, so it may change. */
+export function on(e, type, get, modifiers) {
+  const mods = modifiers ? modifiers.split("|") : [];
+  const options = { capture: mods.includes("capture"), once: mods.includes("once"), passive: mods.includes("passive") };
+  e.addEventListener(
+    type,
+    function (event) {
+      if (mods.includes("self") && event.target !== e) return;
+      if (mods.includes("preventDefault")) event.preventDefault();
+      if (mods.includes("stopPropagation")) event.stopPropagation();
+      const handler = get();
+      if (typeof handler === "function") return handler.call(this, event);
+    },
+    options,
+  );
+}
+
+function numeric(e) {
+  return e.type === "number" || e.type === "range";
+}
+
+/** `bind:value`: state to `value`, and `input`/`change` events back to state. */
+export function bind_value(b, e, get, set, deps) {
+  const isSelect = e.tagName === "SELECT";
+  b.u(deps, () => {
+    const v = get();
+    if (numeric(e)) {
+      if (e.valueAsNumber !== v && !(v == null && e.value === "")) e.value = v == null ? "" : String(v);
+    } else if (e.value !== str(v)) {
+      e.value = str(v);
+    }
+  });
+  e.addEventListener(isSelect ? "change" : "input", () => {
+    if (numeric(e)) set(e.value === "" ? null : e.valueAsNumber);
+    else set(e.value);
+  });
+}
+
+/** `bind:checked`: state to `checked`, and `change` events back to state. */
+export function bind_checked(b, e, get, set, deps) {
+  b.u(deps, () => {
+    const v = !!get();
+    if (e.checked !== v) e.checked = v;
+  });
+  e.addEventListener("change", () => set(e.checked));
+}
+
+function clear(start, end) {
+  let n = start.nextSibling;
+  while (n && n !== end) {
+    const next = n.nextSibling;
+    n.remove();
+    n = next;
+  }
+}
+
+function moveRange(start, end, parent, before) {
+  let n = start;
+  for (;;) {
+    const next = n.nextSibling;
+    parent.insertBefore(n, before);
+    if (n === end) break;
+    n = next;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Blocks
+
+/** `{#if}`: `select()` returns the branch index to show, or -1 for none. */
+export function if_block(b, parent, select, deps, branches) {
+  const start = text(parent, "");
+  const end = text(parent, "");
+  let index = -1;
+  let blk = null;
+  b.u(null, (dirty) => {
+    const i = dirty === undefined || hit(dirty, deps) ? select() : index;
+    if (i === index) {
+      if (blk && dirty !== undefined) blk.p(dirty);
+      return;
+    }
+    if (blk) blk.destroy();
+    clear(start, end);
+    index = i;
+    blk = null;
+    if (i >= 0 && branches[i]) {
+      blk = new Block();
+      const frag = document.createDocumentFragment();
+      branches[i](blk, frag);
+      end.parentNode.insertBefore(frag, end);
+    }
+  });
+  b.cleanups.push(() => blk && blk.destroy());
+}
+
+/** `{#each}`: keyed (or by index) list of item blocks, reused, moved and removed by key. */
+export function each(b, parent, list, deps, key, item, otherwise) {
+  const end = text(parent, "");
+  let items = new Map(); // key -> { blk, start, end }
+  let order = [];
+  let elseBlk = null;
+  let elseStart = null;
+
+  function renderElse() {
+    if (elseBlk || !otherwise) return;
+    elseBlk = new Block();
+    const frag = document.createDocumentFragment();
+    elseStart = text(frag, "");
+    otherwise(elseBlk, frag);
+    end.parentNode.insertBefore(frag, end);
+  }
+  function dropElse() {
+    if (!elseBlk) return;
+    elseBlk.destroy();
+    clear(elseStart, end);
+    elseStart.remove();
+    elseBlk = null;
+    elseStart = null;
+  }
+
+  b.u(null, (dirty) => {
+    if (dirty !== undefined && !hit(dirty, deps)) {
+      for (const k of order) items.get(k).blk.p(dirty);
+      if (elseBlk) elseBlk.p(dirty);
+      return;
+    }
+    const values = Array.from(list() || []);
+    const next = new Map();
+    const nextOrder = [];
+    values.forEach((v, i) => {
+      let k = key ? key(v, i) : i;
+      if (next.has(k)) {
+        console.error("hfx: duplicate key in {#each}:", k);
+        k = { duplicate: k, i };
+      }
+      let entry = items.get(k);
+      if (entry) {
+        items.delete(k);
+        entry.blk.set(v, i);
+        if (dirty !== undefined) entry.blk.p(dirty);
+      } else {
+        const blk = new Block();
+        const frag = document.createDocumentFragment();
+        const s = text(frag, "");
+        item(blk, frag, v, i);
+        const e = text(frag, "");
+        entry = { blk, start: s, end: e, frag };
+      }
+      next.set(k, entry);
+      nextOrder.push(k);
+    });
+    for (const entry of items.values()) {
+      entry.blk.destroy();
+      clear(entry.start, entry.end);
+      entry.start.remove();
+      entry.end.remove();
+    }
+    // Place items in order, walking backwards from the end marker.
+    const host = end.parentNode;
+    let before = end;
+    if (values.length === 0) renderElse();
+    else dropElse();
+    if (elseStart) before = elseStart;
+    for (let i = nextOrder.length - 1; i >= 0; i--) {
+      const entry = next.get(nextOrder[i]);
+      if (entry.frag) {
+        host.insertBefore(entry.frag, before);
+        entry.frag = null;
+      } else if (entry.end.nextSibling !== before) {
+        moveRange(entry.start, entry.end, host, before);
+      }
+      before = entry.start;
+    }
+    items = next;
+    order = nextOrder;
+  });
+  b.cleanups.push(() => {
+    for (const entry of items.values()) entry.blk.destroy();
+    if (elseBlk) elseBlk.destroy();
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Data: /data/query and record writes
+
+/** An error response of the hf server: `errors` is the envelope's list. */
+export class HfxError extends Error {
+  constructor(status, errors) {
+    super(errors && errors[0] ? errors[0].message : "HTTP " + status);
+    this.status = status;
+    this.errors = errors || [];
+  }
+}
+
+/** Calls the hf API with the configured bearer token; resolves to the JSON body. */
+export async function request(method, path, body, signal) {
+  const headers = { accept: "application/json" };
+  if (body !== undefined) headers["content-type"] = "application/json";
+  if (config.token) headers.authorization = "Bearer " + config.token;
+  let res;
+  try {
+    res = await fetch(config.baseUrl + path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal,
+    });
+  } catch (e) {
+    if (e && e.name === "AbortError") throw e;
+    throw new HfxError(0, [{ code: "NETWORK_ERROR", message: String((e && e.message) || e), scope: "request", target: null }]);
+  }
+  let data = null;
+  if (res.status !== 204) {
+    try {
+      data = await res.json();
+    } catch {
+      data = null;
+    }
+  }
+  if (!res.ok) {
+    const errors = data && Array.isArray(data.errors) ? data.errors : [{ code: "HTTP_" + res.status, message: res.statusText || "HTTP " + res.status, scope: "request", target: null }];
+    throw new HfxError(res.status, errors);
+  }
+  return data;
+}
+
+function errorsOf(e) {
+  if (e instanceof HfxError) return e.errors;
+  return [{ code: "CLIENT_ERROR", message: String((e && e.message) || e), scope: "request", target: null }];
+}
+
+/** Runs a HOQS query once: resolves to the records. */
+export async function runQuery(hoqs, params, signal) {
+  const data = await request("POST", "/data/query", { query: hoqs, params: params || {} }, signal);
+  return (data && data.records) || [];
+}
+
+/**
+ * `{#query "HOQS", params as q}`: runs the query now and whenever its inputs change, and exposes
+ * `q.loading`, `q.error`, `q.errors`, `q.records` and `q.refresh()` to the block's markup.
+ */
+export function query(ctx, b, parent, slot, get, deps, body) {
+  let controller = null;
+  let seq = 0;
+  const q = {
+    loading: false,
+    error: null,
+    errors: [],
+    records: [],
+    refresh() {
+      return run();
+    },
+  };
+  async function run() {
+    const [hoqs, params] = get();
+    if (controller) controller.abort();
+    const mine = ++seq;
+    controller = new AbortController();
+    q.loading = true;
+    ctx.u(undefined, slot);
+    try {
+      const records = await runQuery(hoqs, params, controller.signal);
+      if (mine !== seq) return;
+      q.records = records;
+      q.errors = [];
+      q.error = null;
+    } catch (e) {
+      if (mine !== seq || (e && e.name === "AbortError")) return;
+      q.errors = errorsOf(e);
+      q.error = q.errors[0] || null;
+    }
+    q.loading = false;
+    ctx.u(undefined, slot);
+  }
+  body(b, parent, q);
+  b.u(deps, () => {
+    run();
+  });
+  b.cleanups.push(() => {
+    seq++;
+    if (controller) controller.abort();
+  });
+}
+
+const SYSTEM_FIELDS = new Set(["id", "createdAt", "updatedAt"]);
+
+/**
+ * `{#form module.object[, id] as f}`: a `<form>` bound to one record. Without an id it creates
+ * (`POST /data/m/o`), with one it loads and edits (`GET`, then `PATCH` of the changed fields).
+ * Field-scoped errors go to `f.errors[field]`, the rest to `f.recordErrors`, shown above the form.
+ */
+export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, scope, body) {
+  const e = el(parent, "form");
+  e.setAttribute("novalidate", "");
+  e.setAttribute("class", scope ? "hfx-form " + scope : "hfx-form");
+  const list = el(e, "ul");
+  list.setAttribute("class", scope ? "hfx-form-errors " + scope : "hfx-form-errors");
+  list.setAttribute("role", "alert");
+  const base = "/data/" + encodeURIComponent(moduleKey) + "/" + encodeURIComponent(objectKey);
+  let loaded = {};
+  let seq = 0;
+  const f = {
+    id: null,
+    values: {},
+    errors: {},
+    recordErrors: [],
+    loading: false,
+    saving: false,
+    record: null,
+    async save() {
+      f.saving = true;
+      f.errors = {};
+      f.recordErrors = [];
+      ctx.u(undefined, slot);
+      try {
+        let record;
+        if (f.id == null) {
+          const body = {};
+          for (const [k, v] of Object.entries(f.values)) if (v !== undefined && !SYSTEM_FIELDS.has(k)) body[k] = v;
+          record = await request("POST", base, body);
+          f.values = {};
+        } else {
+          const body = {};
+          for (const [k, v] of Object.entries(f.values)) {
+            if (!SYSTEM_FIELDS.has(k) && JSON.stringify(v) !== JSON.stringify(loaded[k])) body[k] = v;
+          }
+          record = await request("PATCH", base + "/" + encodeURIComponent(f.id), body);
+          loaded = { ...record };
+          f.values = { ...record };
+        }
+        f.record = record;
+        f.saving = false;
+        ctx.u(undefined, slot);
+        e.dispatchEvent(new CustomEvent("saved", { detail: record, bubbles: true }));
+        return record;
+      } catch (err) {
+        const errors = errorsOf(err);
+        const byField = {};
+        const other = [];
+        for (const x of errors) {
+          if (x.scope === "field" && x.target) byField[x.target] = byField[x.target] ? byField[x.target] + " " + x.message : x.message;
+          else other.push(x.message);
+        }
+        f.errors = byField;
+        f.recordErrors = other;
+        f.saving = false;
+        ctx.u(undefined, slot);
+        return null;
+      }
+    },
+    reset() {
+      f.values = f.id == null ? {} : { ...loaded };
+      f.errors = {};
+      f.recordErrors = [];
+      ctx.u(undefined, slot);
+    },
+  };
+  async function load(id) {
+    const mine = ++seq;
+    f.id = id;
+    f.errors = {};
+    f.recordErrors = [];
+    if (id == null) {
+      loaded = {};
+      f.values = {};
+      f.record = null;
+      ctx.u(undefined, slot);
+      return;
+    }
+    f.loading = true;
+    ctx.u(undefined, slot);
+    try {
+      const record = await request("GET", base + "/" + encodeURIComponent(id));
+      if (mine !== seq) return;
+      loaded = { ...record };
+      f.values = { ...record };
+      f.record = record;
+    } catch (err) {
+      if (mine !== seq) return;
+      f.recordErrors = errorsOf(err).map((x) => x.message);
+    }
+    f.loading = false;
+    ctx.u(undefined, slot);
+  }
+  e.addEventListener("submit", (event) => {
+    event.preventDefault();
+    f.save();
+  });
+  b.u([slot], () => {
+    const shown = f.recordErrors;
+    while (list.firstChild) list.firstChild.remove();
+    for (const message of shown) text(el(list, "li"), message);
+    list.hidden = shown.length === 0;
+  });
+  body(b, e, f);
+  b.u(deps, () => {
+    load(getId());
+  });
+  b.cleanups.push(() => {
+    seq++;
+  });
+}
+
+/** Shows `f.errors[key]` right after the input that edits field `key`. */
+export function field_error(b, input, f, key, deps) {
+  const span = document.createElement("span");
+  span.setAttribute("class", "hfx-field-error");
+  span.setAttribute("role", "alert");
+  span.setAttribute("data-field", key);
+  input.after(span);
+  if (!input.getAttribute("name")) input.setAttribute("name", key);
+  b.u(deps, () => {
+    const message = f.errors[key];
+    set_text(span.firstChild || span.appendChild(document.createTextNode("")), message);
+    span.hidden = !message;
+    if (message) input.setAttribute("aria-invalid", "true");
+    else input.removeAttribute("aria-invalid");
+  });
+}

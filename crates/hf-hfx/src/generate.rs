@@ -1,0 +1,762 @@
+//! Code generation: the markup tree to the body of the component's render function.
+//!
+//! The output is JavaScript/TypeScript text that calls the runtime (`$$rt.*`). Every dynamic
+//! piece registers an updater with the state slots it depends on (`$$b.u([0, 2], fn)`), so that
+//! when a handler assigns state slot 2 exactly those updaters run. Expressions are copied from the
+//! source, with assignments to state wrapped as `$$.u(assignment, slot)`. The generated text is
+//! parsed once more by oxc, stripped of TypeScript and printed (see `js::finish_module`).
+//!
+//! Recursion here follows the markup tree, whose depth the parser caps at `markup::MAX_DEPTH`.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use oxc::allocator::Allocator;
+
+use crate::diagnostics::{DiagnosticCode as Code, Sink};
+use crate::js::{self, Edit, ScriptInfo};
+use crate::markup::{self, Attr, AttrValue, Element, Node, Part, Span};
+
+/// A name bound by the markup (`{#each}` item, `{@const}`, `{#query}`/`{#form}` name).
+struct Local {
+    name: String,
+    /// Slots an expression using this name depends on.
+    deps: BTreeSet<usize>,
+    /// Slots to invalidate when code assigns through this name.
+    writes: BTreeSet<usize>,
+}
+
+/// Options that flow down the tree.
+#[derive(Clone, Copy, Default)]
+struct Ctx {
+    /// Inside `<pre>` or `<textarea>`: keep whitespace.
+    pre: bool,
+    /// Inside `<svg>`: create elements in the SVG namespace.
+    svg: bool,
+}
+
+pub(crate) struct Generator<'s, 'k, 'a> {
+    pub(crate) sink: &'k mut Sink<'s>,
+    pub(crate) alloc: &'a Allocator,
+    pub(crate) script: &'k ScriptInfo,
+    /// The scope class when the screen has a `<style>`.
+    pub(crate) scope: Option<String>,
+    /// Names usable as components (imports and top-level constants).
+    pub(crate) components: BTreeSet<String>,
+    pub(crate) out: String,
+    next_var: usize,
+    /// Next free slot for `{#query}` and `{#form}` state (after the script's state).
+    next_slot: usize,
+    /// One frame per generated JavaScript function (render function, branch, item).
+    frames: Vec<Vec<Local>>,
+    /// The enclosing `{#form}`: its name and slot.
+    form: Option<(String, usize)>,
+}
+
+fn js_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            '<' => out.push_str("\\x3C"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\x{:02X}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Quotes a string as a JavaScript string literal (also used for the CSS and scope names).
+pub(crate) fn quote(s: &str) -> String {
+    js_string(s)
+}
+
+fn slots(set: &BTreeSet<usize>) -> String {
+    let list: Vec<String> = set.iter().map(ToString::to_string).collect();
+    format!("[{}]", list.join(", "))
+}
+
+const EVENT_MODIFIERS: &[&str] = &[
+    "preventDefault",
+    "stopPropagation",
+    "once",
+    "capture",
+    "self",
+    "passive",
+];
+
+/// Attributes set as DOM properties rather than HTML attributes when dynamic.
+const PROPERTIES: &[&str] = &["value", "checked", "selected", "indeterminate", "muted"];
+
+impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
+    pub(crate) fn new(
+        sink: &'k mut Sink<'s>,
+        alloc: &'a Allocator,
+        script: &'k ScriptInfo,
+        scope: Option<String>,
+    ) -> Self {
+        let mut components: BTreeSet<String> = script.others.clone();
+        for import in &script.imports {
+            components.extend(import.locals.iter().cloned());
+        }
+        Generator {
+            sink,
+            alloc,
+            script,
+            scope,
+            components,
+            out: String::new(),
+            next_var: 0,
+            next_slot: script.state.len(),
+            frames: Vec::new(),
+            form: None,
+        }
+    }
+
+    fn src(&self) -> &'s str {
+        self.sink.source
+    }
+
+    fn var(&mut self, prefix: &str) -> String {
+        let v = format!("$${prefix}{}", self.next_var);
+        self.next_var += 1;
+        v
+    }
+
+    /// Generates the render function body for the top-level nodes.
+    pub(crate) fn root(&mut self, nodes: &[Node]) {
+        self.frames.push(Vec::new());
+        self.nodes(nodes, "$$t", Ctx::default());
+        self.frames.pop();
+    }
+
+    /// The dependencies and write slots of a free name, innermost binding first.
+    fn resolve(&self, name: &str) -> (BTreeSet<usize>, BTreeSet<usize>) {
+        for frame in self.frames.iter().rev() {
+            if let Some(local) = frame.iter().rev().find(|l| l.name == name) {
+                return (local.deps.clone(), local.writes.clone());
+            }
+        }
+        if let Some(slot) = self.script.slot_of(name) {
+            return (BTreeSet::from([slot]), BTreeSet::from([slot]));
+        }
+        if let Some(reads) = self.script.functions.get(name) {
+            return (reads.clone(), BTreeSet::new());
+        }
+        (BTreeSet::new(), BTreeSet::new())
+    }
+
+    /// The code of an `{expression}` (parenthesised, assignments instrumented) and its slots.
+    fn expr(&mut self, span: Span) -> (String, BTreeSet<usize>) {
+        let Some(info) = js::analyze_expression(self.alloc, self.sink, span) else {
+            return ("undefined".into(), BTreeSet::new());
+        };
+        let mut deps = BTreeSet::new();
+        for name in &info.reads {
+            if name.starts_with("$$") {
+                self.sink.error(
+                    Code::ReservedName,
+                    span.start,
+                    format!("`{name}`: names starting with `$$` are reserved"),
+                );
+            }
+            deps.extend(self.resolve(name).0);
+        }
+        let mut edits = Vec::new();
+        for (name, target) in &info.writes {
+            let writes = self.resolve(name).1;
+            if !writes.is_empty() {
+                edits.extend(Edit::wrap(*target, &writes));
+            }
+        }
+        let code = js::apply_edits(self.src(), span, &edits);
+        (format!("({code}\n)"), deps)
+    }
+
+    fn nodes(&mut self, nodes: &[Node], parent: &str, ctx: Ctx) {
+        for node in nodes {
+            match node {
+                Node::Text(text) => self.text(text, parent, ctx),
+                Node::Expr(span) => {
+                    let (code, deps) = self.expr(*span);
+                    let v = self.var("x");
+                    let _ = writeln!(self.out, "const {v} = $$rt.text({parent}, \"\");");
+                    let _ = writeln!(
+                        self.out,
+                        "$$b.u({}, () => $$rt.set_text({v}, {code}));",
+                        slots(&deps)
+                    );
+                }
+                Node::Element(el) => self.element(el, parent, ctx),
+                Node::If(block) => self.if_block(block, parent, ctx),
+                Node::Each(block) => self.each_block(block, parent, ctx),
+                Node::Const { name, value } => self.const_tag(*name, *value),
+                Node::Query(block) => self.query_block(block, parent, ctx),
+                Node::Form(block) => self.form_block(block, parent, ctx),
+            }
+        }
+    }
+
+    fn text(&mut self, text: &str, parent: &str, ctx: Ctx) {
+        let shown = if ctx.pre {
+            text.to_string()
+        } else {
+            if text.trim().is_empty() && text.contains('\n') {
+                return;
+            }
+            let mut collapsed = String::with_capacity(text.len());
+            let mut in_space = false;
+            for c in text.chars() {
+                if c.is_ascii_whitespace() {
+                    if !in_space {
+                        collapsed.push(' ');
+                    }
+                    in_space = true;
+                } else {
+                    collapsed.push(c);
+                    in_space = false;
+                }
+            }
+            collapsed
+        };
+        let _ = writeln!(self.out, "$$rt.text({parent}, {});", js_string(&shown));
+    }
+
+    fn element(&mut self, el: &Element, parent: &str, ctx: Ctx) {
+        if el.name.starts_with(|c: char| c.is_ascii_uppercase()) {
+            self.component(el, parent);
+            return;
+        }
+        let svg = ctx.svg || el.name == "svg";
+        let v = self.var("e");
+        let ns = if svg { ", true" } else { "" };
+        let _ = writeln!(
+            self.out,
+            "const {v} = $$rt.el({parent}, {}{ns});",
+            js_string(&el.name)
+        );
+        let child_ctx = Ctx {
+            pre: ctx.pre || matches!(el.name.as_str(), "pre" | "textarea"),
+            svg: svg && el.name != "foreignObject",
+        };
+        self.nodes(&el.children, &v, child_ctx);
+        self.attributes(el, &v);
+        if let Some((form, slot)) = self.form.clone() {
+            if matches!(el.name.as_str(), "input" | "select" | "textarea") {
+                if let Some(key) = self.field_key(el, &form) {
+                    let _ = writeln!(
+                        self.out,
+                        "$$rt.field_error($$b, {v}, {form}, {}, [{slot}]);",
+                        js_string(&key)
+                    );
+                }
+            }
+        }
+    }
+
+    /// The record field an input inside `{#form ... as f}` edits: `bind:value={f.values.key}` or
+    /// a static `name="key"`.
+    fn field_key(&self, el: &Element, form: &str) -> Option<String> {
+        for attr in &el.attrs {
+            if let ("bind:value" | "bind:checked", AttrValue::Expr(span)) =
+                (attr.name.as_str(), &attr.value)
+            {
+                let text: String = self.src()[span.start..span.end]
+                    .chars()
+                    .filter(|c| !c.is_whitespace())
+                    .collect();
+                let rest = text.strip_prefix(form)?.strip_prefix(".values")?;
+                let key = rest
+                    .strip_prefix('.')
+                    .or_else(|| rest.strip_prefix("[\"").and_then(|r| r.strip_suffix("\"]")))
+                    .or_else(|| rest.strip_prefix("['").and_then(|r| r.strip_suffix("']")))?;
+                return is_field_key(key).then(|| key.to_string());
+            }
+        }
+        el.attrs.iter().find_map(|a| match (&a.name[..], &a.value) {
+            ("name", AttrValue::Text(t)) if is_field_key(t) => Some(t.clone()),
+            _ => None,
+        })
+    }
+
+    fn attr_code(&mut self, attr: &Attr) -> (String, BTreeSet<usize>) {
+        match &attr.value {
+            AttrValue::Bare => ("true".into(), BTreeSet::new()),
+            AttrValue::Text(t) => (js_string(t), BTreeSet::new()),
+            AttrValue::Expr(span) => self.expr(*span),
+            AttrValue::Mixed(parts) => {
+                let mut deps = BTreeSet::new();
+                let mut pieces = vec!["\"\"".to_string()];
+                for part in parts {
+                    match part {
+                        Part::Text(t) => pieces.push(js_string(t)),
+                        Part::Expr(span) => {
+                            let (code, d) = self.expr(*span);
+                            deps.extend(d);
+                            pieces.push(format!("$$rt.str({code})"));
+                        }
+                    }
+                }
+                (pieces.join(" + "), deps)
+            }
+        }
+    }
+
+    fn attributes(&mut self, el: &Element, v: &str) {
+        let mut class_deps = BTreeSet::new();
+        let mut has_class = false;
+        for attr in &el.attrs {
+            let name = attr.name.as_str();
+            if name.starts_with("on:")
+                || (is_event_attr(name) && matches!(attr.value, AttrValue::Expr(_)))
+            {
+                self.event(attr, v);
+            } else if name.len() > 2 && name.starts_with("on") && !name.contains(':') {
+                self.sink.error(
+                    Code::InvalidDirective,
+                    attr.start,
+                    format!("`{name}` needs a handler expression: `{name}={{handler}}` or `on:{}={{handler}}`", &name[2..]),
+                );
+            } else if let Some(kind) = name.strip_prefix("bind:") {
+                self.binding(el, attr, kind, v);
+            } else if let Some(class) = name.strip_prefix("class:") {
+                let (code, mut deps) = self.directive_value(attr, class);
+                deps.extend(class_deps.iter().copied());
+                let _ = writeln!(
+                    self.out,
+                    "$$b.u({}, () => $$rt.toggle_class({v}, {}, {code}));",
+                    slots(&deps),
+                    js_string(class)
+                );
+            } else if let Some(prop) = name.strip_prefix("style:") {
+                let (code, deps) = self.directive_value(attr, prop);
+                let _ = writeln!(
+                    self.out,
+                    "$$b.u({}, () => $$rt.style({v}, {}, {code}));",
+                    slots(&deps),
+                    js_string(prop)
+                );
+            } else if name.contains(':') && !name.starts_with("xlink:") && !name.starts_with("xml:")
+            {
+                self.sink.error(
+                    Code::InvalidDirective,
+                    attr.start,
+                    format!("unknown directive `{name}`"),
+                );
+            } else if !is_attr_name(name) {
+                self.sink.error(
+                    Code::InvalidName,
+                    attr.start,
+                    format!("`{name}` is not a valid attribute name"),
+                );
+            } else {
+                let (mut code, deps) = self.attr_code(attr);
+                if name == "class" {
+                    has_class = true;
+                    class_deps = deps.clone();
+                    if let Some(scope) = &self.scope {
+                        code = format!("$$rt.cls({code}, {})", js_string(scope));
+                    }
+                }
+                let setter = if PROPERTIES.contains(&name)
+                    && !matches!(attr.value, AttrValue::Text(_) | AttrValue::Bare)
+                {
+                    "prop"
+                } else {
+                    "attr"
+                };
+                let _ = writeln!(
+                    self.out,
+                    "$$b.u({}, () => $$rt.{setter}({v}, {}, {code}));",
+                    slots(&deps),
+                    js_string(name)
+                );
+            }
+        }
+        if !has_class {
+            if let Some(scope) = &self.scope {
+                let _ = writeln!(self.out, "$$rt.attr({v}, \"class\", {});", js_string(scope));
+            }
+        }
+    }
+
+    /// `class:name={cond}` / `style:prop={value}`; a bare `class:name` means `{name}`.
+    fn directive_value(&mut self, attr: &Attr, name: &str) -> (String, BTreeSet<usize>) {
+        match &attr.value {
+            AttrValue::Bare if markup::is_identifier(name) => {
+                (name.to_string(), self.resolve(name).0)
+            }
+            AttrValue::Bare => {
+                self.sink.error(
+                    Code::InvalidDirective,
+                    attr.start,
+                    format!("`{}` needs a value", attr.name),
+                );
+                ("undefined".into(), BTreeSet::new())
+            }
+            _ => self.attr_code(attr),
+        }
+    }
+
+    fn event(&mut self, attr: &Attr, v: &str) {
+        let spec = attr
+            .name
+            .strip_prefix("on:")
+            .unwrap_or_else(|| &attr.name[2..]);
+        let mut parts = spec.split('|');
+        let event = parts.next().unwrap_or("");
+        let modifiers: Vec<&str> = parts.collect();
+        if event.is_empty()
+            || !event
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            self.sink.error(
+                Code::InvalidDirective,
+                attr.start,
+                format!("`{}`: invalid event name", attr.name),
+            );
+            return;
+        }
+        if let Some(bad) = modifiers.iter().find(|m| !EVENT_MODIFIERS.contains(m)) {
+            self.sink.error(
+                Code::InvalidDirective,
+                attr.start,
+                format!(
+                    "unknown event modifier `{bad}` (known: {})",
+                    EVENT_MODIFIERS.join(", ")
+                ),
+            );
+            return;
+        }
+        let AttrValue::Expr(span) = &attr.value else {
+            self.sink.error(
+                Code::InvalidDirective,
+                attr.start,
+                format!(
+                    "`{}` needs a handler: `{}={{handler}}`",
+                    attr.name, attr.name
+                ),
+            );
+            return;
+        };
+        let (code, _) = self.expr(*span);
+        let _ = writeln!(
+            self.out,
+            "$$rt.on({v}, {}, () => {code}, {});",
+            js_string(event),
+            js_string(&modifiers.join("|"))
+        );
+    }
+
+    fn binding(&mut self, el: &Element, attr: &Attr, kind: &str, v: &str) {
+        let fits = match kind {
+            "value" => matches!(el.name.as_str(), "input" | "textarea" | "select"),
+            "checked" => el.name == "input",
+            "this" => true,
+            _ => false,
+        };
+        if !fits {
+            self.sink.error(
+                Code::InvalidDirective,
+                attr.start,
+                format!("`bind:{kind}` is not supported on <{}> (use bind:value, bind:checked or bind:this)", el.name),
+            );
+            return;
+        }
+        let AttrValue::Expr(span) = &attr.value else {
+            self.sink.error(
+                Code::InvalidDirective,
+                attr.start,
+                format!("`bind:{kind}` needs a variable: `bind:{kind}={{name}}`"),
+            );
+            return;
+        };
+        if !js::is_assignable(self.alloc, self.sink, *span) {
+            return;
+        }
+        let text = &self.src()[span.start..span.end];
+        let root: String = text
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '$')
+            .collect();
+        let writes = self.resolve(&root).1;
+        let (code, deps) = self.expr(*span);
+        let assign = if writes.is_empty() {
+            format!("{code} = $$v")
+        } else {
+            let list: Vec<String> = writes.iter().map(ToString::to_string).collect();
+            format!("$$.u({code} = $$v, {})", list.join(", "))
+        };
+        if kind == "this" {
+            let _ = writeln!(self.out, "(($$v) => {{ {assign}; }})({v});");
+        } else {
+            let _ = writeln!(
+                self.out,
+                "$$rt.bind_{kind}($$b, {v}, () => {code}, ($$v) => {{ {assign}; }}, {});",
+                slots(&deps)
+            );
+        }
+    }
+
+    fn component(&mut self, el: &Element, parent: &str) {
+        if !self.components.contains(&el.name) {
+            self.sink.error(
+                Code::UnknownComponent,
+                el.start,
+                format!("<{}> is not a component: import it (`import {} from \"screen:module/screen\"`)", el.name, el.name),
+            );
+            return;
+        }
+        let has_children = el
+            .children
+            .iter()
+            .any(|n| !matches!(n, Node::Text(t) if t.trim().is_empty()));
+        if has_children {
+            self.sink.error(
+                Code::InvalidBlock,
+                el.start,
+                format!(
+                    "<{}>: components take props, not children, in HFX v1",
+                    el.name
+                ),
+            );
+            return;
+        }
+        let mut props = Vec::new();
+        let mut deps = BTreeSet::new();
+        for attr in &el.attrs {
+            let key = if let Some(event) = attr.name.strip_prefix("on:") {
+                format!("on{event}")
+            } else if attr.name.contains(':') {
+                self.sink.error(
+                    Code::InvalidDirective,
+                    attr.start,
+                    format!("`{}` is not supported on components", attr.name),
+                );
+                continue;
+            } else {
+                attr.name.clone()
+            };
+            let (code, d) = self.attr_code(attr);
+            deps.extend(d);
+            props.push(format!("{}: {code}", js_string(&key)));
+        }
+        let _ = writeln!(
+            self.out,
+            "$$rt.child($$b, {parent}, {}, () => ({{ {} }}), {});",
+            el.name,
+            props.join(", "),
+            slots(&deps)
+        );
+    }
+
+    fn if_block(&mut self, block: &markup::IfBlock, parent: &str, ctx: Ctx) {
+        let mut select = String::new();
+        let mut deps = BTreeSet::new();
+        let mut has_else = false;
+        for (i, (cond, _)) in block.branches.iter().enumerate() {
+            match cond {
+                Some(span) => {
+                    let (code, d) = self.expr(*span);
+                    deps.extend(d);
+                    let _ = write!(select, "{code} ? {i} : ");
+                }
+                None => {
+                    let _ = write!(select, "{i}");
+                    has_else = true;
+                }
+            }
+        }
+        if !has_else {
+            select.push_str("-1");
+        }
+        let _ = writeln!(
+            self.out,
+            "$$rt.if_block($$b, {parent}, () => {select}, {}, [",
+            slots(&deps)
+        );
+        for (_, body) in &block.branches {
+            self.out.push_str("($$b, $$t) => {\n");
+            self.frames.push(Vec::new());
+            self.nodes(body, "$$t", ctx);
+            self.frames.pop();
+            self.out.push_str("},\n");
+        }
+        self.out.push_str("]);\n");
+    }
+
+    fn each_block(&mut self, block: &markup::EachBlock, parent: &str, ctx: Ctx) {
+        let (list, list_deps) = self.expr(block.list);
+        let names = js::pattern_names(self.alloc, self.sink, block.pattern).unwrap_or_default();
+        let pattern = &self.src()[block.pattern.start..block.pattern.end];
+        let index = block.index.map(|s| self.src()[s.start..s.end].to_string());
+        let mut frame: Vec<Local> = names
+            .iter()
+            .map(|n| Local {
+                name: n.clone(),
+                deps: list_deps.clone(),
+                writes: list_deps.clone(),
+            })
+            .collect();
+        if let Some(i) = &index {
+            frame.push(Local {
+                name: i.clone(),
+                deps: list_deps.clone(),
+                writes: BTreeSet::new(),
+            });
+        }
+        let declare = match &index {
+            Some(i) => format!("let {pattern} = $$v, {i} = $$i;"),
+            None => format!("let {pattern} = $$v;"),
+        };
+        let reassign = match &index {
+            Some(i) => format!("({pattern} = $$v); {i} = $$i;"),
+            None => format!("({pattern} = $$v);"),
+        };
+        let _ = writeln!(
+            self.out,
+            "$$rt.each($$b, {parent}, () => {list}, {}, ",
+            slots(&list_deps)
+        );
+        self.frames.push(frame);
+        match block.key {
+            Some(key) => {
+                let (code, _) = self.expr(key);
+                let _ = writeln!(self.out, "($$v, $$i) => {{ {declare} return {code}; }},");
+            }
+            None => self.out.push_str("null,\n"),
+        }
+        let _ = writeln!(
+            self.out,
+            "($$b, $$t, $$v, $$i) => {{ {declare} $$b.set = ($$v, $$i) => {{ {reassign} }};"
+        );
+        self.nodes(&block.body, "$$t", ctx);
+        self.frames.pop();
+        self.out.push_str("},\n");
+        match &block.else_body {
+            Some(body) => {
+                self.out.push_str("($$b, $$t) => {\n");
+                self.frames.push(Vec::new());
+                self.nodes(body, "$$t", ctx);
+                self.frames.pop();
+                self.out.push_str("});\n");
+            }
+            None => self.out.push_str("null);\n"),
+        }
+    }
+
+    fn const_tag(&mut self, name_span: Span, value: Span) {
+        let name = self.src()[name_span.start..name_span.end].to_string();
+        let declared = self
+            .frames
+            .last()
+            .is_some_and(|f| f.iter().any(|l| l.name == name));
+        if declared || name.starts_with("$$") {
+            self.sink.error(
+                Code::InvalidBlock,
+                name_span.start,
+                format!("`{name}` is already declared here"),
+            );
+            return;
+        }
+        let (code, deps) = self.expr(value);
+        let _ = writeln!(
+            self.out,
+            "let {name};\n$$b.u({}, () => {{ {name} = {code}; }});",
+            slots(&deps)
+        );
+        if let Some(frame) = self.frames.last_mut() {
+            frame.push(Local {
+                name,
+                deps,
+                writes: BTreeSet::new(),
+            });
+        }
+    }
+
+    fn query_block(&mut self, block: &markup::QueryBlock, parent: &str, ctx: Ctx) {
+        let slot = self.next_slot;
+        self.next_slot += 1;
+        let (query, mut deps) = self.expr(block.query);
+        let params = match block.params {
+            Some(span) => {
+                let (code, d) = self.expr(span);
+                deps.extend(d);
+                code
+            }
+            None => "undefined".into(),
+        };
+        let name = self.src()[block.name.start..block.name.end].to_string();
+        let _ = writeln!(
+            self.out,
+            "$$rt.query($$, $$b, {parent}, {slot}, () => [{query}, {params}], {}, ($$b, $$t, {name}) => {{",
+            slots(&deps)
+        );
+        let slot_set = BTreeSet::from([slot]);
+        self.frames.push(vec![Local {
+            name,
+            deps: slot_set.clone(),
+            writes: slot_set,
+        }]);
+        self.nodes(&block.body, "$$t", ctx);
+        self.frames.pop();
+        self.out.push_str("});\n");
+    }
+
+    fn form_block(&mut self, block: &markup::FormBlock, parent: &str, ctx: Ctx) {
+        let slot = self.next_slot;
+        self.next_slot += 1;
+        let (id, deps) = match block.id {
+            Some(span) => self.expr(span),
+            None => ("null".into(), BTreeSet::new()),
+        };
+        let name = self.src()[block.name.start..block.name.end].to_string();
+        let scope = self.scope.clone().unwrap_or_default();
+        let _ = writeln!(
+            self.out,
+            "$$rt.form($$, $$b, {parent}, {slot}, {}, {}, () => {id}, {}, {}, ($$b, $$t, {name}) => {{",
+            js_string(&block.module),
+            js_string(&block.object),
+            slots(&deps),
+            js_string(&scope)
+        );
+        let slot_set = BTreeSet::from([slot]);
+        self.frames.push(vec![Local {
+            name: name.clone(),
+            deps: slot_set.clone(),
+            writes: slot_set,
+        }]);
+        let outer = self.form.replace((name, slot));
+        self.nodes(&block.body, "$$t", ctx);
+        self.form = outer;
+        self.frames.pop();
+        self.out.push_str("});\n");
+    }
+}
+
+fn is_event_attr(name: &str) -> bool {
+    name.len() > 2 && name.starts_with("on") && name[2..].bytes().all(|b| b.is_ascii_lowercase())
+}
+
+fn is_attr_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
+}
+
+fn is_field_key(s: &str) -> bool {
+    let mut bytes = s.bytes();
+    matches!(bytes.next(), Some(b'a'..=b'z'))
+        && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}

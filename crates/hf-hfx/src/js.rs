@@ -1,0 +1,698 @@
+//! Everything the compiler asks of oxc: parsing the script, the sidecar and each `{expression}`
+//! (with errors mapped back to source positions), finding which state each piece of code reads
+//! and assigns (oxc_semantic), and the final TypeScript strip and print of the generated module.
+//!
+//! Positions handed out by this module are byte offsets into the HFX source (or the sidecar), so
+//! the code generator can splice text without knowing about oxc.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+
+use oxc::allocator::Allocator;
+use oxc::ast::ast::{
+    Declaration, Expression, ImportDeclarationSpecifier, ImportOrExportKind, Program, Statement,
+    VariableDeclarationKind,
+};
+use oxc::ast::AstKind;
+use oxc::codegen::{Codegen, CodegenOptions};
+use oxc::diagnostics::OxcDiagnostic;
+use oxc::parser::Parser;
+use oxc::semantic::{Semantic, SemanticBuilder};
+use oxc::span::{GetSpan, SourceType, Span as OxcSpan};
+use oxc::syntax::reference::Reference;
+use oxc::transformer::{TransformOptions, Transformer};
+
+use crate::diagnostics::{DiagnosticCode as Code, Sink};
+use crate::imports::{self, Specifier};
+use crate::markup::Span;
+use crate::scan;
+
+/// A text insertion or replacement in the source, applied by [`apply_edits`].
+#[derive(Debug, Clone)]
+pub(crate) struct Edit {
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+    pub(crate) text: String,
+    /// Orders edits at the same offset: closing wraps (inner first), then opening wraps (outer
+    /// first), then replacements.
+    pub(crate) rank: (u8, i64),
+}
+
+impl Edit {
+    /// Wraps `span` as `$$.u(<code>, slots...)` so assigning state schedules a DOM update.
+    pub(crate) fn wrap(span: Span, slots: &BTreeSet<usize>) -> [Edit; 2] {
+        let len = i64::try_from(span.end - span.start).unwrap_or(i64::MAX);
+        let list: Vec<String> = slots.iter().map(ToString::to_string).collect();
+        [
+            Edit {
+                start: span.start,
+                end: span.start,
+                text: "$$.u(".into(),
+                rank: (1, -len),
+            },
+            Edit {
+                start: span.end,
+                end: span.end,
+                text: format!(", {})", list.join(", ")),
+                rank: (0, len),
+            },
+        ]
+    }
+
+    pub(crate) fn replace(start: usize, end: usize, text: impl Into<String>) -> Edit {
+        Edit {
+            start,
+            end,
+            text: text.into(),
+            rank: (2, 0),
+        }
+    }
+}
+
+/// Copies `src[range]` with `edits` applied (edits outside the range are ignored).
+pub(crate) fn apply_edits(src: &str, range: Span, edits: &[Edit]) -> String {
+    let mut sorted: Vec<&Edit> = edits
+        .iter()
+        .filter(|e| e.start >= range.start && e.end <= range.end)
+        .collect();
+    sorted.sort_by_key(|e| (e.start, e.rank));
+    let mut out = String::with_capacity(range.end - range.start + 16 * sorted.len());
+    let mut cursor = range.start;
+    for e in sorted {
+        if e.start >= cursor {
+            out.push_str(&src[cursor..e.start]);
+            cursor = e.start;
+        }
+        out.push_str(&e.text);
+        cursor = cursor.max(e.end);
+    }
+    out.push_str(&src[cursor..range.end]);
+    out
+}
+
+/// One import of the screen script.
+#[derive(Debug)]
+pub(crate) struct Import {
+    /// The whole statement.
+    pub(crate) span: Span,
+    pub(crate) specifier: Specifier,
+    /// The default import's local name (`import X from ...`).
+    pub(crate) default_name: Option<String>,
+    /// Every local name the statement binds.
+    pub(crate) locals: Vec<String>,
+    pub(crate) type_only: bool,
+}
+
+/// What the code generator needs to know about the screen's `<script>`.
+#[derive(Debug, Default)]
+pub(crate) struct ScriptInfo {
+    pub(crate) imports: Vec<Import>,
+    /// Reactive state (top-level `let`/`var`, props included), in declaration order; the index is
+    /// the state's slot number.
+    pub(crate) state: Vec<String>,
+    /// Props: `(name, slot, end of the declaring statement)`.
+    pub(crate) props: Vec<(String, usize, usize)>,
+    /// Top-level functions and the state slots they read, directly or through other top-level
+    /// functions, so that `{total()}` updates when what `total` reads changes.
+    pub(crate) functions: HashMap<String, BTreeSet<usize>>,
+    /// Every other top-level name (const, class, import, enum).
+    pub(crate) others: BTreeSet<String>,
+    /// Instrumentation and `export` removals, in source offsets.
+    pub(crate) edits: Vec<Edit>,
+}
+
+impl ScriptInfo {
+    pub(crate) fn slot_of(&self, name: &str) -> Option<usize> {
+        self.state.iter().position(|s| s == name)
+    }
+}
+
+/// Free names an `{expression}` reads and the assignments it makes to them.
+#[derive(Debug, Default)]
+pub(crate) struct ExprInfo {
+    pub(crate) reads: BTreeSet<String>,
+    /// `(root name, span of the assignment or update expression)`.
+    pub(crate) writes: Vec<(String, Span)>,
+}
+
+/// Reports oxc diagnostics, shifting their offsets by `shift` and clamping them into `clamp`.
+fn report(sink: &mut Sink<'_>, errors: &[OxcDiagnostic], shift: isize, clamp: Span) {
+    for error in errors {
+        let offset = error.labels.first().map_or(0, |l| l.offset() as usize);
+        let mapped = offset
+            .saturating_add_signed(shift)
+            .clamp(clamp.start, clamp.end);
+        sink.error(Code::JsSyntax, mapped, error.message.to_string());
+    }
+}
+
+/// Refuses text nested so deeply that oxc's recursive passes could overflow the stack.
+pub(crate) fn nesting_ok(sink: &mut Sink<'_>, text: &str, at: usize) -> bool {
+    let depth = scan::js_nesting_estimate(text);
+    if depth > scan::MAX_JS_NESTING {
+        sink.error(
+            Code::NestingTooDeep,
+            at,
+            format!(
+                "code is nested too deeply (about {depth} levels; the limit is {})",
+                scan::MAX_JS_NESTING
+            ),
+        );
+        return false;
+    }
+    true
+}
+
+fn ts_module() -> SourceType {
+    SourceType::ts().with_module(true)
+}
+
+/// Parses and analyses the screen's `<script>` (`span` of the HFX source).
+pub(crate) fn analyze_script(alloc: &Allocator, sink: &mut Sink<'_>, span: Span) -> ScriptInfo {
+    let mut info = ScriptInfo::default();
+    let text = &sink.source[span.start..span.end];
+    if !nesting_ok(sink, text, span.start) {
+        return info;
+    }
+    let parsed = Parser::new(alloc, text, ts_module()).parse();
+    let shift = isize::try_from(span.start).unwrap_or(0);
+    if !parsed.diagnostics.is_empty() || parsed.panicked {
+        report(sink, &parsed.diagnostics, shift, span);
+        return info;
+    }
+    let program = parsed.program;
+    let base = span.start;
+    let abs = |s: OxcSpan| Span {
+        start: base + s.start as usize,
+        end: base + s.end as usize,
+    };
+
+    // Imports and exports.
+    for stmt in &program.body {
+        match stmt {
+            Statement::ImportDeclaration(decl) => {
+                let spec_text = decl.source.value.as_str();
+                let specifier = match imports::classify(spec_text) {
+                    Ok(s) => s,
+                    Err(why) => {
+                        sink.error(
+                            Code::InvalidImport,
+                            base + decl.source.span.start as usize,
+                            why,
+                        );
+                        continue;
+                    }
+                };
+                let mut default_name = None;
+                let mut locals = Vec::new();
+                for s in decl.specifiers.iter().flatten() {
+                    let local = match s {
+                        ImportDeclarationSpecifier::ImportSpecifier(s) => s.local.name.as_str(),
+                        ImportDeclarationSpecifier::ImportDefaultSpecifier(s) => {
+                            default_name = Some(s.local.name.as_str().to_string());
+                            s.local.name.as_str()
+                        }
+                        ImportDeclarationSpecifier::ImportNamespaceSpecifier(s) => {
+                            s.local.name.as_str()
+                        }
+                    };
+                    locals.push(local.to_string());
+                }
+                let type_only = decl.import_kind == ImportOrExportKind::Type;
+                if matches!(specifier, Specifier::Screen { .. })
+                    && !type_only
+                    && (default_name.is_none() || locals.len() != 1)
+                {
+                    sink.error(
+                        Code::InvalidImport,
+                        base + decl.span.start as usize,
+                        "a screen import takes exactly one default name: `import Card from \"screen:crm/card\"`",
+                    );
+                    continue;
+                }
+                info.imports.push(Import {
+                    span: abs(decl.span),
+                    specifier,
+                    default_name,
+                    locals,
+                    type_only,
+                });
+            }
+            Statement::ExportDeclaration(export) => match &export.declaration {
+                Declaration::VariableDeclaration(var)
+                    if var.kind == VariableDeclarationKind::Let =>
+                {
+                    let decl_start = base + var.span.start as usize;
+                    info.edits.push(Edit::replace(
+                        base + export.span.start as usize,
+                        decl_start,
+                        "",
+                    ));
+                    for d in &var.declarations {
+                        match d.id.get_binding_identifier() {
+                            Some(id) => info.props.push((
+                                id.name.as_str().to_string(),
+                                0,
+                                base + export.span.end as usize,
+                            )),
+                            None => sink.error(
+                                Code::InvalidExport,
+                                base + d.span.start as usize,
+                                "a prop is a plain name: `export let name = default;`",
+                            ),
+                        }
+                    }
+                }
+                Declaration::TSTypeAliasDeclaration(_) | Declaration::TSInterfaceDeclaration(_) => {
+                    let decl_start = base + export.declaration.span().start as usize;
+                    info.edits.push(Edit::replace(
+                        base + export.span.start as usize,
+                        decl_start,
+                        "",
+                    ));
+                }
+                _ => sink.error(
+                    Code::InvalidExport,
+                    base + export.span.start as usize,
+                    "a screen script exports only props (`export let name = default;`)",
+                ),
+            },
+            Statement::ExportAllDeclaration(_)
+            | Statement::ExportDefaultDeclaration(_)
+            | Statement::ExportNamedDeclaration(_)
+            | Statement::ExportFromDeclaration(_)
+            | Statement::TSExportAssignment(_)
+            | Statement::TSNamespaceExportDeclaration(_) => sink.error(
+                Code::InvalidExport,
+                base + stmt.span().start as usize,
+                "a screen script exports only props (`export let name = default;`)",
+            ),
+            _ => {}
+        }
+    }
+
+    let built = SemanticBuilder::new()
+        .with_build_nodes(true)
+        .with_check_syntax_error(true)
+        .build(&program);
+    if !built.diagnostics.is_empty() {
+        report(sink, &built.diagnostics, shift, span);
+        return info;
+    }
+    let semantic = built.semantic;
+    let scoping = semantic.scoping();
+    let nodes = semantic.nodes();
+
+    for node in nodes.iter() {
+        let is_await = match node.kind() {
+            AstKind::AwaitExpression(_) => true,
+            AstKind::ForOfStatement(f) => f.r#await,
+            _ => false,
+        };
+        if is_await
+            && !nodes.ancestor_kinds(node.id()).any(|k| {
+                matches!(
+                    k,
+                    AstKind::Function(_)
+                        | AstKind::ArrowFunctionExpression(_)
+                        | AstKind::StaticBlock(_)
+                )
+            })
+        {
+            sink.error(
+                Code::TopLevelAwait,
+                base + node.kind().span().start as usize,
+                "`await` at the top level of a screen script is not allowed; await inside a function",
+            );
+        }
+    }
+
+    // Top-level symbols in declaration order (the binding map's order is not stable).
+    let root = scoping.root_scope_id();
+    let mut symbols: Vec<_> = scoping.iter_bindings_in(root).collect();
+    symbols.sort_by_key(|s| scoping.symbol_span(*s).start);
+    let mut function_spans: Vec<(Span, String)> = Vec::new();
+    let mut state_symbols = Vec::new();
+    let mut function_symbols = Vec::new();
+    for symbol in symbols {
+        let name = scoping.symbol_name(symbol).to_string();
+        let flags = scoping.symbol_flags(symbol);
+        if name.starts_with("$$") {
+            sink.error(
+                Code::ReservedName,
+                base + scoping.symbol_span(symbol).start as usize,
+                format!("`{name}`: names starting with `$$` are reserved for the compiler"),
+            );
+            continue;
+        }
+        let decl = scoping.symbol_declaration(symbol);
+        let function_span = match nodes.kind(decl) {
+            AstKind::Function(f) => Some(f.span),
+            AstKind::VariableDeclarator(d) if flags.is_const_variable() => match &d.init {
+                Some(Expression::ArrowFunctionExpression(a)) => Some(a.span),
+                Some(Expression::FunctionExpression(f)) => Some(f.span),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(fs) = function_span {
+            function_spans.push((abs(fs), name.clone()));
+            function_symbols.push((symbol, name.clone()));
+            info.functions.insert(name, BTreeSet::new());
+        } else if flags.is_variable() && !flags.is_const_variable() {
+            state_symbols.push(symbol);
+            info.state.push(name);
+        } else if flags.is_value() || flags.is_import() {
+            info.others.insert(name);
+        }
+    }
+    for prop in &mut info.props {
+        prop.1 = info.state.iter().position(|s| *s == prop.0).unwrap_or(0);
+    }
+    function_spans.sort_by_key(|(s, _)| s.start);
+    let enclosing_function = |pos: usize| -> Option<&String> {
+        let i = function_spans.partition_point(|(s, _)| s.start <= pos);
+        let (s, name) = function_spans.get(i.checked_sub(1)?)?;
+        (pos < s.end).then_some(name)
+    };
+
+    // State reads and writes.
+    let mut reads_in: HashMap<String, BTreeSet<usize>> = HashMap::new();
+    for (slot, symbol) in state_symbols.iter().enumerate() {
+        for reference in scoping.get_resolved_references(*symbol) {
+            let ref_span = abs(nodes.kind(reference.node_id()).span());
+            if let Some(f) = enclosing_function(ref_span.start) {
+                reads_in.entry(f.clone()).or_default().insert(slot);
+            }
+            if let Some(target) = assignment_around(&semantic, reference) {
+                let slots = BTreeSet::from([slot]);
+                info.edits.extend(Edit::wrap(abs(target), &slots));
+            }
+        }
+    }
+    // Calls between top-level functions, then the transitive closure of what they read.
+    let mut calls: HashMap<String, BTreeSet<String>> = HashMap::new();
+    for (symbol, callee) in &function_symbols {
+        for reference in scoping.get_resolved_references(*symbol) {
+            let at = base + nodes.kind(reference.node_id()).span().start as usize;
+            if let Some(caller) = enclosing_function(at) {
+                calls
+                    .entry(caller.clone())
+                    .or_default()
+                    .insert(callee.clone());
+            }
+        }
+    }
+    let names: Vec<String> = info.functions.keys().cloned().collect();
+    for name in names {
+        let mut seen = BTreeSet::from([name.clone()]);
+        let mut todo = vec![name.clone()];
+        let mut slots = BTreeSet::new();
+        while let Some(f) = todo.pop() {
+            slots.extend(reads_in.get(&f).into_iter().flatten().copied());
+            for callee in calls.get(&f).into_iter().flatten() {
+                if seen.insert(callee.clone()) {
+                    todo.push(callee.clone());
+                }
+            }
+        }
+        info.functions.insert(name, slots);
+    }
+    info
+}
+
+/// If `reference` is assigned (`x = 1`, `x += 1`, `x++`, `[x, y] = ...`) or is the root object of
+/// an assigned member (`x.done = true`, `x[i]++`), returns the span of that assignment.
+fn assignment_around(semantic: &Semantic<'_>, reference: &Reference) -> Option<OxcSpan> {
+    let nodes = semantic.nodes();
+    let ref_span = nodes.kind(reference.node_id()).span();
+    for kind in nodes.ancestor_kinds(reference.node_id()).take(64) {
+        match kind {
+            AstKind::AssignmentExpression(a) => {
+                let left = a.left.span();
+                let inside = left.start <= ref_span.start && ref_span.end <= left.end;
+                let is_root = left.start == ref_span.start;
+                return ((reference.is_write() && inside) || is_root && inside).then_some(a.span);
+            }
+            AstKind::UpdateExpression(u) => {
+                let arg = u.argument.span();
+                return (arg.start == ref_span.start).then_some(u.span);
+            }
+            AstKind::Function(_)
+            | AstKind::ArrowFunctionExpression(_)
+            | AstKind::ExpressionStatement(_)
+            | AstKind::CallExpression(_)
+            | AstKind::VariableDeclarator(_) => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Parses one `{expression}` (`span` of the HFX source) and lists the free names it reads and
+/// assigns. Returns `None` (with diagnostics) when it is not a single valid expression.
+pub(crate) fn analyze_expression(
+    alloc: &Allocator,
+    sink: &mut Sink<'_>,
+    span: Span,
+) -> Option<ExprInfo> {
+    let text = &sink.source[span.start..span.end];
+    if !nesting_ok(sink, text, span.start) {
+        return None;
+    }
+    // The newline keeps a trailing `// comment` from swallowing the closing parenthesis.
+    let wrapped = format!("({text}\n)");
+    let wrapped = alloc.alloc_str(&wrapped);
+    let parsed = Parser::new(alloc, wrapped, ts_module()).parse();
+    let shift = isize::try_from(span.start).unwrap_or(0) - 1;
+    if !parsed.diagnostics.is_empty() || parsed.panicked {
+        report(sink, &parsed.diagnostics, shift, span);
+        return None;
+    }
+    let program = parsed.program;
+    if !is_single_parenthesized(&program, wrapped.len()) {
+        sink.error(
+            Code::InvalidExpression,
+            span.start,
+            "expected a single expression",
+        );
+        return None;
+    }
+    let built = SemanticBuilder::new()
+        .with_build_nodes(true)
+        .build(&program);
+    let semantic = built.semantic;
+    let scoping = semantic.scoping();
+    let mut info = ExprInfo::default();
+    let to_src = |s: OxcSpan| Span {
+        start: (s.start as usize + span.start)
+            .saturating_sub(1)
+            .clamp(span.start, span.end),
+        end: (s.end as usize + span.start)
+            .saturating_sub(1)
+            .clamp(span.start, span.end),
+    };
+    for (name, ids) in scoping.root_unresolved_references() {
+        let name = name.as_str().to_string();
+        for id in ids {
+            let reference = scoping.get_reference(*id);
+            if let Some(target) = assignment_around(&semantic, reference) {
+                info.writes.push((name.clone(), to_src(target)));
+            }
+        }
+        info.reads.insert(name);
+    }
+    info.writes.sort_by_key(|(_, s)| (s.start, s.end));
+    Some(info)
+}
+
+fn is_single_parenthesized(program: &Program<'_>, len: usize) -> bool {
+    match program.body.as_slice() {
+        [Statement::ExpressionStatement(e)] => {
+            matches!(&e.expression, Expression::ParenthesizedExpression(p) if p.span.start == 0 && p.span.end as usize == len)
+        }
+        _ => false,
+    }
+}
+
+/// Parses an `{#each}` pattern (`item`, `{ id, name }`, `[a, b]`) and returns the names it binds.
+pub(crate) fn pattern_names(
+    alloc: &Allocator,
+    sink: &mut Sink<'_>,
+    span: Span,
+) -> Option<Vec<String>> {
+    let text = &sink.source[span.start..span.end];
+    if !nesting_ok(sink, text, span.start) {
+        return None;
+    }
+    let wrapped = alloc.alloc_str(&format!("let {text}\n= $$v;"));
+    let parsed = Parser::new(alloc, wrapped, ts_module()).parse();
+    let shift = isize::try_from(span.start).unwrap_or(0) - 4;
+    if !parsed.diagnostics.is_empty() || parsed.panicked {
+        report(sink, &parsed.diagnostics, shift, span);
+        return None;
+    }
+    let names = match parsed.program.body.as_slice() {
+        [Statement::VariableDeclaration(v)]
+            if v.declarations.len() == 1 && v.declarations[0].type_annotation.is_none() =>
+        {
+            v.declarations[0]
+                .id
+                .get_binding_identifiers()
+                .iter()
+                .map(|id| id.name.as_str().to_string())
+                .collect::<Vec<_>>()
+        }
+        _ => {
+            sink.error(
+                Code::InvalidBlock,
+                span.start,
+                "expected a name or a destructuring pattern",
+            );
+            return None;
+        }
+    };
+    if let Some(bad) = names.iter().find(|n| n.starts_with("$$")) {
+        sink.error(
+            Code::ReservedName,
+            span.start,
+            format!("`{bad}`: names starting with `$$` are reserved"),
+        );
+        return None;
+    }
+    Some(names)
+}
+
+/// Rewrites every import and re-export specifier of `program` to its browser URL.
+fn rewrite_specifiers<'a>(alloc: &'a Allocator, program: &mut Program<'a>) {
+    for stmt in program.body.iter_mut() {
+        let source = match stmt {
+            Statement::ImportDeclaration(d) => &mut d.source,
+            Statement::ExportAllDeclaration(d) => &mut d.source,
+            Statement::ExportFromDeclaration(d) => &mut d.source,
+            _ => continue,
+        };
+        if let Ok(Specifier::Vendor(url)) = imports::classify(source.value.as_str()) {
+            source.value = alloc.alloc_str(&url).into();
+            source.raw = None;
+        }
+    }
+}
+
+/// Strips TypeScript from `text`, rewrites import specifiers and prints it with oxc codegen.
+/// Returns oxc's errors when `text` does not parse.
+fn strip_and_print(
+    alloc: &Allocator,
+    text: &str,
+    path: &str,
+) -> Result<String, Vec<OxcDiagnostic>> {
+    let parsed = Parser::new(alloc, text, ts_module()).parse();
+    if !parsed.diagnostics.is_empty() || parsed.panicked {
+        return Err(parsed.diagnostics.to_vec());
+    }
+    let mut program = parsed.program;
+    let built = SemanticBuilder::new()
+        .with_check_syntax_error(true)
+        .build(&program);
+    if !built.diagnostics.is_empty() {
+        return Err(built.diagnostics.to_vec());
+    }
+    let scoping = built.semantic.into_scoping();
+    let options = TransformOptions::default();
+    let result = Transformer::new(alloc, Path::new(path), &options)
+        .build_with_scoping(scoping, &mut program);
+    if !result.diagnostics.is_empty() {
+        return Err(result.diagnostics.to_vec());
+    }
+    rewrite_specifiers(alloc, &mut program);
+    Ok(Codegen::new()
+        .with_options(CodegenOptions::default())
+        .build(&program)
+        .code)
+}
+
+/// The last step for a screen: the generated module (TypeScript allowed) to plain JavaScript.
+pub(crate) fn finish_module(
+    alloc: &Allocator,
+    sink: &mut Sink<'_>,
+    module: &str,
+) -> Option<String> {
+    match strip_and_print(alloc, module, "screen.ts") {
+        Ok(code) => Some(code),
+        Err(errors) => {
+            let what = errors
+                .first()
+                .map_or_else(String::new, |e| e.message.to_string());
+            sink.error(
+                Code::Internal,
+                0,
+                format!("internal compiler error: the generated module does not parse ({what})"),
+            );
+            None
+        }
+    }
+}
+
+/// Compiles the TypeScript sidecar to JavaScript; problems go to `sink` (the sidecar's own).
+pub(crate) fn compile_sidecar(alloc: &Allocator, sink: &mut Sink<'_>) -> Option<String> {
+    let text = sink.source;
+    let whole = Span {
+        start: 0,
+        end: text.len(),
+    };
+    if !nesting_ok(sink, text, 0) {
+        return None;
+    }
+    // Check specifiers before printing, with positions.
+    let parsed = Parser::new(alloc, text, ts_module()).parse();
+    if !parsed.diagnostics.is_empty() || parsed.panicked {
+        report(sink, &parsed.diagnostics, 0, whole);
+        return None;
+    }
+    for stmt in &parsed.program.body {
+        let source = match stmt {
+            Statement::ImportDeclaration(d) => &d.source,
+            Statement::ExportAllDeclaration(d) => &d.source,
+            Statement::ExportFromDeclaration(d) => &d.source,
+            _ => continue,
+        };
+        if let Err(why) = imports::classify_sidecar(source.value.as_str()) {
+            sink.error(Code::InvalidImport, source.span.start as usize, why);
+        }
+    }
+    if sink.has_errors() {
+        return None;
+    }
+    match strip_and_print(alloc, text, "sidecar.ts") {
+        Ok(code) => Some(code),
+        Err(errors) => {
+            report(sink, &errors, 0, whole);
+            None
+        }
+    }
+}
+
+/// Whether a `bind:` target (`name`, `obj.field`, `list[i].x`) can be assigned to.
+pub(crate) fn is_assignable(alloc: &Allocator, sink: &mut Sink<'_>, span: Span) -> bool {
+    let text = &sink.source[span.start..span.end];
+    if !nesting_ok(sink, text, span.start) {
+        return false;
+    }
+    let wrapped = alloc.alloc_str(&format!("({text}\n) = 0;"));
+    let parsed = Parser::new(alloc, wrapped, ts_module()).parse();
+    let ok = parsed.diagnostics.is_empty()
+        && !parsed.panicked
+        && matches!(
+            parsed.program.body.as_slice(),
+            [Statement::ExpressionStatement(_)]
+        )
+        && text.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_' || c == '$');
+    if !ok {
+        sink.error(
+            Code::InvalidDirective,
+            span.start,
+            "a binding needs a variable or a property (`name`, `obj.field`)",
+        );
+    }
+    ok
+}

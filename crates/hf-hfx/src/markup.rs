@@ -1,0 +1,1172 @@
+//! The hand-written HFX markup parser: source text to a tree of elements, text, `{expressions}`
+//! and blocks, with exact byte positions.
+//!
+//! It is iterative (an explicit stack of open elements and blocks), so hostile nesting cannot
+//! overflow the stack, and it refuses nesting deeper than [`MAX_DEPTH`] so that the later passes
+//! may recurse. The first structural error (unclosed or mismatched tag, unterminated construct)
+//! stops parsing: what follows it would only produce confusing follow-up errors.
+
+use crate::diagnostics::{DiagnosticCode as Code, Sink};
+use crate::scan;
+
+/// The deepest nesting of elements and blocks a screen may have.
+pub(crate) const MAX_DEPTH: usize = 256;
+
+/// A byte range of the HFX source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+}
+
+/// A parsed HFX source.
+#[derive(Debug, Default)]
+pub(crate) struct Document {
+    pub(crate) script: Option<Span>,
+    pub(crate) style: Option<Span>,
+    pub(crate) nodes: Vec<Node>,
+}
+
+#[derive(Debug)]
+pub(crate) enum Node {
+    /// Literal text, entities already decoded.
+    Text(String),
+    /// `{expression}`: text content, always escaped.
+    Expr(Span),
+    Element(Element),
+    If(IfBlock),
+    Each(EachBlock),
+    /// `{@const name = expression}`.
+    Const {
+        name: Span,
+        value: Span,
+    },
+    Query(QueryBlock),
+    Form(FormBlock),
+}
+
+#[derive(Debug)]
+pub(crate) struct Element {
+    pub(crate) name: String,
+    pub(crate) start: usize,
+    pub(crate) attrs: Vec<Attr>,
+    pub(crate) children: Vec<Node>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Attr {
+    pub(crate) name: String,
+    pub(crate) start: usize,
+    pub(crate) value: AttrValue,
+}
+
+#[derive(Debug)]
+pub(crate) enum AttrValue {
+    /// `disabled`: no value.
+    Bare,
+    /// `name="text"` (decoded).
+    Text(String),
+    /// `name={expression}`.
+    Expr(Span),
+    /// `name="text {expression} text"`.
+    Mixed(Vec<Part>),
+}
+
+#[derive(Debug)]
+pub(crate) enum Part {
+    Text(String),
+    Expr(Span),
+}
+
+#[derive(Debug)]
+pub(crate) struct IfBlock {
+    /// `(condition, body)`; the final `{:else}` branch has no condition.
+    pub(crate) branches: Vec<(Option<Span>, Vec<Node>)>,
+}
+
+#[derive(Debug)]
+pub(crate) struct EachBlock {
+    pub(crate) list: Span,
+    pub(crate) pattern: Span,
+    pub(crate) index: Option<Span>,
+    pub(crate) key: Option<Span>,
+    pub(crate) body: Vec<Node>,
+    pub(crate) else_body: Option<Vec<Node>>,
+}
+
+#[derive(Debug)]
+pub(crate) struct QueryBlock {
+    pub(crate) query: Span,
+    pub(crate) params: Option<Span>,
+    pub(crate) name: Span,
+    pub(crate) body: Vec<Node>,
+}
+
+#[derive(Debug)]
+pub(crate) struct FormBlock {
+    pub(crate) module: String,
+    pub(crate) object: String,
+    pub(crate) id: Option<Span>,
+    pub(crate) name: Span,
+    pub(crate) body: Vec<Node>,
+}
+
+/// Elements that have no content and no closing tag.
+pub(crate) fn is_void(name: &str) -> bool {
+    matches!(
+        name.to_ascii_lowercase().as_str(),
+        "area"
+            | "base"
+            | "br"
+            | "col"
+            | "embed"
+            | "hr"
+            | "img"
+            | "input"
+            | "link"
+            | "meta"
+            | "param"
+            | "source"
+            | "track"
+            | "wbr"
+    )
+}
+
+/// An open element or block while parsing.
+enum Frame {
+    Element(Element),
+    If {
+        start: usize,
+        block: IfBlock,
+        current: Option<Span>,
+        body: Vec<Node>,
+        closed_else: bool,
+    },
+    Each {
+        start: usize,
+        block: EachBlock,
+        in_else: bool,
+    },
+    Query {
+        start: usize,
+        block: QueryBlock,
+    },
+    Form {
+        start: usize,
+        block: FormBlock,
+    },
+}
+
+impl Frame {
+    fn start(&self) -> usize {
+        match self {
+            Frame::Element(e) => e.start,
+            Frame::If { start, .. }
+            | Frame::Each { start, .. }
+            | Frame::Query { start, .. }
+            | Frame::Form { start, .. } => *start,
+        }
+    }
+
+    /// How the frame is named in messages and matched by closing tags.
+    fn label(&self) -> String {
+        match self {
+            Frame::Element(e) => format!("<{}>", e.name),
+            Frame::If { .. } => "{#if}".into(),
+            Frame::Each { .. } => "{#each}".into(),
+            Frame::Query { .. } => "{#query}".into(),
+            Frame::Form { .. } => "{#form}".into(),
+        }
+    }
+
+    fn closer(&self) -> String {
+        match self {
+            Frame::Element(e) => format!("</{}>", e.name),
+            Frame::If { .. } => "{/if}".into(),
+            Frame::Each { .. } => "{/each}".into(),
+            Frame::Query { .. } => "{/query}".into(),
+            Frame::Form { .. } => "{/form}".into(),
+        }
+    }
+
+    fn children(&mut self) -> &mut Vec<Node> {
+        match self {
+            Frame::Element(e) => &mut e.children,
+            Frame::If { body, .. } => body,
+            Frame::Each { block, in_else, .. } => {
+                if *in_else {
+                    block.else_body.get_or_insert_with(Vec::new)
+                } else {
+                    &mut block.body
+                }
+            }
+            Frame::Query { block, .. } => &mut block.body,
+            Frame::Form { block, .. } => &mut block.body,
+        }
+    }
+
+    fn into_node(self) -> Node {
+        match self {
+            Frame::Element(e) => Node::Element(e),
+            Frame::If {
+                mut block,
+                current,
+                body,
+                closed_else,
+                ..
+            } => {
+                block.branches.push((current, body));
+                let _ = closed_else;
+                Node::If(block)
+            }
+            Frame::Each { block, .. } => Node::Each(block),
+            Frame::Query { block, .. } => Node::Query(block),
+            Frame::Form { block, .. } => Node::Form(block),
+        }
+    }
+}
+
+/// What a closing tag or block end refers to.
+#[derive(PartialEq)]
+enum Closer<'n> {
+    Element(&'n str),
+    Block(&'n str),
+}
+
+struct Parser<'s, 'd> {
+    src: &'s str,
+    bytes: &'s [u8],
+    pos: usize,
+    stack: Vec<Frame>,
+    doc: Document,
+    sink: &'d mut Sink<'s>,
+}
+
+/// Parses HFX markup; problems go to `sink`. The document is partial when the sink has errors.
+pub(crate) fn parse(sink: &mut Sink<'_>) -> Document {
+    let src = sink.source;
+    let mut p = Parser {
+        src,
+        bytes: src.as_bytes(),
+        pos: 0,
+        stack: Vec::new(),
+        doc: Document::default(),
+        sink,
+    };
+    if p.run().is_none() {
+        return p.doc;
+    }
+    // Anything still open at the end is unclosed; report the innermost.
+    if let Some(frame) = p.stack.last() {
+        let (code, what) = match frame {
+            Frame::Element(_) => (Code::UnclosedTag, "element"),
+            _ => (Code::UnclosedBlock, "block"),
+        };
+        let msg = format!(
+            "{} {} is never closed (expected {})",
+            what,
+            frame.label(),
+            frame.closer()
+        );
+        p.sink.error(code, frame.start(), msg);
+    }
+    p.doc
+}
+
+impl Parser<'_, '_> {
+    fn push_node(&mut self, node: Node) {
+        match self.stack.last_mut() {
+            Some(frame) => frame.children().push(node),
+            None => self.doc.nodes.push(node),
+        }
+    }
+
+    fn fail<T>(&mut self, code: Code, at: usize, msg: impl Into<String>) -> Option<T> {
+        self.sink.error(code, at, msg);
+        None
+    }
+
+    fn open(&mut self, frame: Frame) -> Option<()> {
+        if self.stack.len() >= MAX_DEPTH {
+            let at = frame.start();
+            return self.fail(
+                Code::NestingTooDeep,
+                at,
+                format!("markup is nested more than {MAX_DEPTH} levels deep"),
+            );
+        }
+        self.stack.push(frame);
+        Some(())
+    }
+
+    /// The main loop; returns `None` after a structural error.
+    fn run(&mut self) -> Option<()> {
+        let mut text_start = self.pos;
+        while self.pos < self.bytes.len() {
+            match self.bytes[self.pos] {
+                b'<' | b'{' => {
+                    self.flush_text(text_start);
+                    if self.bytes[self.pos] == b'<' {
+                        self.tag()?;
+                    } else {
+                        self.mustache()?;
+                    }
+                    text_start = self.pos;
+                }
+                _ => self.pos += 1,
+            }
+        }
+        self.flush_text(text_start);
+        Some(())
+    }
+
+    fn flush_text(&mut self, start: usize) {
+        if start < self.pos {
+            let text = decode_entities(&self.src[start..self.pos]);
+            self.push_node(Node::Text(text));
+        }
+    }
+
+    fn starts_with(&self, s: &str) -> bool {
+        self.bytes[self.pos..].starts_with(s.as_bytes())
+    }
+
+    fn skip_ws(&mut self) {
+        while self.pos < self.bytes.len() && self.bytes[self.pos].is_ascii_whitespace() {
+            self.pos += 1;
+        }
+    }
+
+    fn tag(&mut self) -> Option<()> {
+        let start = self.pos;
+        if self.starts_with("<!--") {
+            return match self.src[start + 4..].find("-->") {
+                Some(i) => {
+                    self.pos = start + 4 + i + 3;
+                    Some(())
+                }
+                None => self.fail(
+                    Code::Unterminated,
+                    start,
+                    "comment is never closed (expected `-->`)",
+                ),
+            };
+        }
+        if self.starts_with("<!") {
+            return match self.src[start..].find('>') {
+                Some(i) => {
+                    self.pos = start + i + 1;
+                    Some(())
+                }
+                None => self.fail(
+                    Code::Unterminated,
+                    start,
+                    "`<!` is never closed (expected `>`)",
+                ),
+            };
+        }
+        if self.starts_with("</") {
+            return self.closing_tag();
+        }
+        self.pos += 1;
+        let name = self.tag_name();
+        if name.is_empty() {
+            return self.fail(
+                Code::InvalidName,
+                start,
+                "expected a tag name after `<` (write `&lt;` for a literal `<`)",
+            );
+        }
+        let lower = name.to_ascii_lowercase();
+        if lower == "script" || lower == "style" {
+            return self.raw_block(start, &lower);
+        }
+        let mut el = Element {
+            name,
+            start,
+            attrs: Vec::new(),
+            children: Vec::new(),
+        };
+        let self_closing = self.attributes(&mut el)?;
+        if self_closing || is_void(&el.name) {
+            self.push_node(Node::Element(el));
+            Ok::<(), ()>(()).ok()
+        } else {
+            self.open(Frame::Element(el))
+        }
+    }
+
+    fn tag_name(&mut self) -> String {
+        let start = self.pos;
+        if self.pos < self.bytes.len() && self.bytes[self.pos].is_ascii_alphabetic() {
+            self.pos += 1;
+            while self.pos < self.bytes.len()
+                && (self.bytes[self.pos].is_ascii_alphanumeric() || self.bytes[self.pos] == b'-')
+            {
+                self.pos += 1;
+            }
+        }
+        self.src[start..self.pos].to_string()
+    }
+
+    fn raw_block(&mut self, start: usize, lower: &str) -> Option<()> {
+        let mut probe = Element {
+            name: lower.to_string(),
+            start,
+            attrs: Vec::new(),
+            children: Vec::new(),
+        };
+        let self_closing = self.attributes(&mut probe)?;
+        if !self.stack.is_empty() {
+            return self.fail(
+                Code::MisplacedBlock,
+                start,
+                format!("<{lower}> must be at the top level of the screen"),
+            );
+        }
+        let already = if lower == "script" {
+            self.doc.script.is_some()
+        } else {
+            self.doc.style.is_some()
+        };
+        if already {
+            return self.fail(
+                Code::MisplacedBlock,
+                start,
+                format!("a screen has at most one <{lower}>"),
+            );
+        }
+        for attr in &probe.attrs {
+            let allowed = matches!(attr.name.as_str(), "lang" | "type");
+            if !allowed {
+                return self.fail(
+                    Code::InvalidName,
+                    attr.start,
+                    format!("<{lower}> does not take the attribute `{}`", attr.name),
+                );
+            }
+        }
+        let content_start = self.pos;
+        let content = if self_closing {
+            Span {
+                start: content_start,
+                end: content_start,
+            }
+        } else {
+            let close = format!("</{lower}");
+            let Some(i) = find_ascii_ci(&self.src[content_start..], &close) else {
+                return self.fail(
+                    Code::UnclosedTag,
+                    start,
+                    format!("<{lower}> is never closed (expected </{lower}>)"),
+                );
+            };
+            let end = content_start + i;
+            self.pos = end + close.len();
+            self.skip_ws();
+            if self.bytes.get(self.pos) != Some(&b'>') {
+                return self.fail(
+                    Code::Unterminated,
+                    end,
+                    format!("expected `>` to end </{lower}>"),
+                );
+            }
+            self.pos += 1;
+            Span {
+                start: content_start,
+                end,
+            }
+        };
+        if lower == "script" {
+            self.doc.script = Some(content);
+        } else {
+            self.doc.style = Some(content);
+        }
+        Some(())
+    }
+
+    /// Parses attributes up to and including `>` or `/>`; returns whether the tag self-closed.
+    fn attributes(&mut self, el: &mut Element) -> Option<bool> {
+        loop {
+            self.skip_ws();
+            let at = self.pos;
+            match self.bytes.get(self.pos) {
+                None => {
+                    return self.fail(
+                        Code::Unterminated,
+                        el.start,
+                        format!("tag <{}> is never ended with `>`", el.name),
+                    );
+                }
+                Some(b'>') => {
+                    self.pos += 1;
+                    return Some(false);
+                }
+                Some(b'/') if self.bytes.get(self.pos + 1) == Some(&b'>') => {
+                    self.pos += 2;
+                    return Some(true);
+                }
+                Some(b'{') => {
+                    // Shorthand `{name}` = `name={name}`.
+                    let Some(end) = scan::find_expression_end(self.src, at + 1) else {
+                        return self.fail(
+                            Code::Unterminated,
+                            at,
+                            "`{` is never closed (expected `}`)",
+                        );
+                    };
+                    let inner = self.src[at + 1..end].trim();
+                    if !is_identifier(inner) {
+                        return self.fail(
+                            Code::InvalidName,
+                            at,
+                            "only `{name}` shorthand attributes are supported (spread `{...x}` is not)",
+                        );
+                    }
+                    let span = trimmed(self.src, at + 1, end);
+                    self.add_attr(
+                        el,
+                        Attr {
+                            name: inner.to_string(),
+                            start: at,
+                            value: AttrValue::Expr(span),
+                        },
+                    )?;
+                    self.pos = end + 1;
+                }
+                Some(_) => {
+                    let name_start = self.pos;
+                    while self.pos < self.bytes.len() {
+                        let b = self.bytes[self.pos];
+                        if b.is_ascii_whitespace()
+                            || matches!(b, b'=' | b'>' | b'"' | b'\'' | b'{' | b'}' | b'<')
+                            || (b == b'/' && self.bytes.get(self.pos + 1) == Some(&b'>'))
+                        {
+                            break;
+                        }
+                        self.pos += 1;
+                    }
+                    let name = self.src[name_start..self.pos].to_string();
+                    if name.is_empty() {
+                        return self.fail(
+                            Code::InvalidName,
+                            name_start,
+                            format!(
+                                "unexpected `{}` in tag <{}>",
+                                self.bytes[name_start] as char, el.name
+                            ),
+                        );
+                    }
+                    self.skip_ws();
+                    let value = if self.bytes.get(self.pos) == Some(&b'=') {
+                        self.pos += 1;
+                        self.skip_ws();
+                        self.attr_value(name_start)?
+                    } else {
+                        AttrValue::Bare
+                    };
+                    self.add_attr(
+                        el,
+                        Attr {
+                            name,
+                            start: name_start,
+                            value,
+                        },
+                    )?;
+                }
+            }
+        }
+    }
+
+    fn add_attr(&mut self, el: &mut Element, attr: Attr) -> Option<()> {
+        if el.attrs.iter().any(|a| a.name == attr.name) {
+            return self.fail(
+                Code::DuplicateAttribute,
+                attr.start,
+                format!("attribute `{}` appears twice", attr.name),
+            );
+        }
+        el.attrs.push(attr);
+        Some(())
+    }
+
+    fn attr_value(&mut self, name_start: usize) -> Option<AttrValue> {
+        let at = self.pos;
+        match self.bytes.get(self.pos) {
+            None => self.fail(Code::Unterminated, name_start, "attribute value is missing"),
+            Some(b'{') => {
+                let Some(end) = scan::find_expression_end(self.src, at + 1) else {
+                    return self.fail(Code::Unterminated, at, "`{` is never closed (expected `}`)");
+                };
+                self.pos = end + 1;
+                Some(AttrValue::Expr(trimmed(self.src, at + 1, end)))
+            }
+            Some(&q @ (b'"' | b'\'')) => {
+                self.pos += 1;
+                let mut parts = Vec::new();
+                let mut text_start = self.pos;
+                loop {
+                    match self.bytes.get(self.pos) {
+                        None => {
+                            return self.fail(
+                                Code::Unterminated,
+                                at,
+                                "quoted attribute value is never closed",
+                            )
+                        }
+                        Some(&c) if c == q => {
+                            if text_start < self.pos {
+                                parts.push(Part::Text(decode_entities(
+                                    &self.src[text_start..self.pos],
+                                )));
+                            }
+                            self.pos += 1;
+                            break;
+                        }
+                        Some(b'{') => {
+                            if text_start < self.pos {
+                                parts.push(Part::Text(decode_entities(
+                                    &self.src[text_start..self.pos],
+                                )));
+                            }
+                            let open = self.pos;
+                            let Some(end) = scan::find_expression_end(self.src, open + 1) else {
+                                return self.fail(
+                                    Code::Unterminated,
+                                    open,
+                                    "`{` is never closed (expected `}`)",
+                                );
+                            };
+                            parts.push(Part::Expr(trimmed(self.src, open + 1, end)));
+                            self.pos = end + 1;
+                            text_start = self.pos;
+                        }
+                        Some(_) => self.pos += 1,
+                    }
+                }
+                Some(match parts.len() {
+                    0 => AttrValue::Text(String::new()),
+                    1 if matches!(parts[0], Part::Text(_)) => match parts.pop() {
+                        Some(Part::Text(t)) => AttrValue::Text(t),
+                        _ => AttrValue::Text(String::new()),
+                    },
+                    _ => AttrValue::Mixed(parts),
+                })
+            }
+            Some(_) => {
+                while self.pos < self.bytes.len()
+                    && !self.bytes[self.pos].is_ascii_whitespace()
+                    && !matches!(
+                        self.bytes[self.pos],
+                        b'>' | b'"' | b'\'' | b'<' | b'=' | b'`' | b'{' | b'}'
+                    )
+                    && !(self.bytes[self.pos] == b'/'
+                        && self.bytes.get(self.pos + 1) == Some(&b'>'))
+                {
+                    self.pos += 1;
+                }
+                if self.pos == at {
+                    return self.fail(Code::InvalidName, at, "expected an attribute value");
+                }
+                Some(AttrValue::Text(decode_entities(&self.src[at..self.pos])))
+            }
+        }
+    }
+
+    fn closing_tag(&mut self) -> Option<()> {
+        let start = self.pos;
+        self.pos += 2;
+        let name = self.tag_name();
+        self.skip_ws();
+        if self.bytes.get(self.pos) != Some(&b'>') {
+            if name.is_empty() {
+                return self.fail(Code::InvalidName, start, "expected a tag name after `</`");
+            }
+            return self.fail(
+                Code::Unterminated,
+                start,
+                format!("closing tag </{name}> is never ended with `>`"),
+            );
+        }
+        self.pos += 1;
+        if is_void(&name) {
+            return self.fail(
+                Code::UnexpectedClosingTag,
+                start,
+                format!("<{name}> is a void element and takes no closing tag"),
+            );
+        }
+        self.close(Closer::Element(&name), start, &format!("</{name}>"))
+    }
+
+    /// Closes the innermost frame if `closer` matches it; otherwise reports the error at the
+    /// unclosed frame (when the closer matches something further out) or at the closer.
+    fn close(&mut self, closer: Closer<'_>, at: usize, shown: &str) -> Option<()> {
+        let matches = |frame: &Frame| match (&closer, frame) {
+            (Closer::Element(n), Frame::Element(e)) => e.name == *n,
+            (Closer::Block(b), Frame::If { .. }) => *b == "if",
+            (Closer::Block(b), Frame::Each { .. }) => *b == "each",
+            (Closer::Block(b), Frame::Query { .. }) => *b == "query",
+            (Closer::Block(b), Frame::Form { .. }) => *b == "form",
+            _ => false,
+        };
+        match self.stack.last() {
+            Some(top) if matches(top) => {
+                if let Some(frame) = self.stack.pop() {
+                    let node = frame.into_node();
+                    self.push_node(node);
+                }
+                Some(())
+            }
+            Some(top) if self.stack.iter().any(|f| matches(f)) => {
+                let (code, msg) = match top {
+                    Frame::Element(_) => (
+                        Code::UnclosedTag,
+                        format!(
+                            "{} is not closed before {shown} (expected {})",
+                            top.label(),
+                            top.closer()
+                        ),
+                    ),
+                    _ => (
+                        Code::UnclosedBlock,
+                        format!(
+                            "{} is not closed before {shown} (expected {})",
+                            top.label(),
+                            top.closer()
+                        ),
+                    ),
+                };
+                let start = top.start();
+                self.fail(code, start, msg)
+            }
+            Some(top) => {
+                let msg = format!(
+                    "{shown} does not match {} (expected {})",
+                    top.label(),
+                    top.closer()
+                );
+                self.fail(Code::MismatchedTag, at, msg)
+            }
+            None => self.fail(
+                Code::UnexpectedClosingTag,
+                at,
+                format!("{shown} closes nothing"),
+            ),
+        }
+    }
+
+    /// `{expression}`, `{#block ...}`, `{:branch ...}`, `{/block}` or `{@tag ...}`.
+    fn mustache(&mut self) -> Option<()> {
+        let start = self.pos;
+        let Some(end) = scan::find_expression_end(self.src, start + 1) else {
+            return self.fail(
+                Code::Unterminated,
+                start,
+                "`{` is never closed (expected `}`)",
+            );
+        };
+        self.pos = end + 1;
+        let sigil = self.bytes.get(start + 1).copied();
+        if !matches!(sigil, Some(b'#' | b':' | b'/' | b'@')) {
+            let span = trimmed(self.src, start + 1, end);
+            if span.start == span.end {
+                return self.fail(Code::InvalidExpression, start, "empty expression `{}`");
+            }
+            self.push_node(Node::Expr(span));
+            return Some(());
+        }
+        let kw_start = start + 2;
+        let mut kw_end = kw_start;
+        while kw_end < end && self.bytes[kw_end].is_ascii_alphabetic() {
+            kw_end += 1;
+        }
+        let keyword = &self.src[kw_start..kw_end];
+        let rest = trimmed(self.src, kw_end, end);
+        let has_rest = rest.start < rest.end;
+        match (sigil, keyword) {
+            (Some(b'#'), "if") => {
+                if !has_rest {
+                    return self.fail(Code::InvalidBlock, start, "{#if} needs a condition");
+                }
+                let frame = Frame::If {
+                    start,
+                    block: IfBlock {
+                        branches: Vec::new(),
+                    },
+                    current: Some(rest),
+                    body: Vec::new(),
+                    closed_else: false,
+                };
+                self.open(frame)
+            }
+            (Some(b'#'), "each") => {
+                let block = self.each_header(start, rest)?;
+                self.open(Frame::Each {
+                    start,
+                    block,
+                    in_else: false,
+                })
+            }
+            (Some(b'#'), "query") => {
+                let block = self.query_header(start, rest)?;
+                self.open(Frame::Query { start, block })
+            }
+            (Some(b'#'), "form") => {
+                let block = self.form_header(start, rest)?;
+                self.open(Frame::Form { start, block })
+            }
+            (Some(b':'), "else") => self.else_branch(start, kw_end, end),
+            (Some(b'/'), kw @ ("if" | "each" | "query" | "form")) => {
+                if has_rest {
+                    return self.fail(
+                        Code::InvalidBlock,
+                        start,
+                        format!("{{/{kw}}} takes nothing after its name"),
+                    );
+                }
+                self.close(Closer::Block(kw), start, &format!("{{/{kw}}}"))
+            }
+            (Some(b'@'), "const") => {
+                let text = &self.src[rest.start..rest.end];
+                let name_len = text.bytes().take_while(|b| is_ident_byte(*b)).count();
+                let after = text[name_len..].trim_start();
+                let ok = name_len > 0
+                    && is_identifier(&text[..name_len])
+                    && after.starts_with('=')
+                    && !after.starts_with("==");
+                if !ok {
+                    return self.fail(
+                        Code::InvalidBlock,
+                        start,
+                        "expected `{@const name = expression}`",
+                    );
+                }
+                let eq = rest.start + name_len + (text[name_len..].len() - after.len());
+                let value = trimmed(self.src, eq + 1, rest.end);
+                if value.start == value.end {
+                    return self.fail(
+                        Code::InvalidBlock,
+                        start,
+                        "{@const} needs a value after `=`",
+                    );
+                }
+                let name = Span {
+                    start: rest.start,
+                    end: rest.start + name_len,
+                };
+                self.push_node(Node::Const { name, value });
+                Some(())
+            }
+            (Some(b'@'), "html") => self.fail(
+                Code::RawHtml,
+                start,
+                "{@html} is not supported: HFX never renders raw HTML (interpolate with `{value}`)",
+            ),
+            _ => {
+                let shown = &self.src[start..kw_end];
+                self.fail(Code::InvalidBlock, start, format!("unknown tag `{shown}`"))
+            }
+        }
+    }
+
+    fn else_branch(&mut self, start: usize, kw_end: usize, end: usize) -> Option<()> {
+        let after = trimmed(self.src, kw_end, end);
+        let cond = if after.start < after.end {
+            let text = &self.src[after.start..after.end];
+            let is_else_if =
+                text.starts_with("if") && text[2..].starts_with(|c: char| c.is_ascii_whitespace());
+            if !is_else_if {
+                return self.fail(
+                    Code::InvalidBlock,
+                    start,
+                    "expected `{:else}` or `{:else if condition}`",
+                );
+            }
+            Some(trimmed(self.src, after.start + 2, after.end))
+        } else {
+            None
+        };
+        match self.stack.last_mut() {
+            Some(Frame::If {
+                block,
+                current,
+                body,
+                closed_else,
+                ..
+            }) => {
+                if *closed_else {
+                    return self.fail(
+                        Code::InvalidBlock,
+                        start,
+                        "{:else} after the final {:else} of this {#if}",
+                    );
+                }
+                let finished = std::mem::take(body);
+                block.branches.push((current.take(), finished));
+                *current = cond;
+                *closed_else = cond.is_none();
+                Some(())
+            }
+            Some(Frame::Each { in_else, .. }) if cond.is_none() && !*in_else => {
+                *in_else = true;
+                Some(())
+            }
+            Some(top @ Frame::Element(_)) => {
+                let msg = format!(
+                    "{} is not closed before {{:else}} (expected {})",
+                    top.label(),
+                    top.closer()
+                );
+                let at = top.start();
+                self.fail(Code::UnclosedTag, at, msg)
+            }
+            _ => self.fail(
+                Code::InvalidBlock,
+                start,
+                "{:else} outside of {#if} or {#each}",
+            ),
+        }
+    }
+
+    fn each_header(&mut self, start: usize, rest: Span) -> Option<EachBlock> {
+        let text = &self.src[rest.start..rest.end];
+        let Some(as_at) = scan::last_top_level_as(text) else {
+            return self.fail(Code::InvalidBlock, start, "expected `{#each list as item}`");
+        };
+        let list = trimmed(self.src, rest.start, rest.start + as_at);
+        let tail_start = rest.start + as_at + 2;
+        let tail = &self.src[tail_start..rest.end];
+        let cut = scan::first_top_level(tail, |c| c == b',' || c == b'(').unwrap_or(tail.len());
+        let pattern = trimmed(self.src, tail_start, tail_start + cut);
+        let mut index = None;
+        let mut key = None;
+        let mut pos = tail_start + cut;
+        if self.bytes.get(pos) == Some(&b',') {
+            let after = &self.src[pos + 1..rest.end];
+            let lead = after.len() - after.trim_start().len();
+            let name_len = after
+                .trim_start()
+                .bytes()
+                .take_while(|b| is_ident_byte(*b))
+                .count();
+            let name = Span {
+                start: pos + 1 + lead,
+                end: pos + 1 + lead + name_len,
+            };
+            if !is_identifier(&self.src[name.start..name.end]) {
+                return self.fail(
+                    Code::InvalidBlock,
+                    pos + 1 + lead,
+                    "expected an index name after `,`",
+                );
+            }
+            index = Some(name);
+            pos = name.end;
+        }
+        let remaining = trimmed(self.src, pos, rest.end);
+        if remaining.start < remaining.end {
+            let r = &self.src[remaining.start..remaining.end];
+            if !(r.starts_with('(') && r.ends_with(')')) {
+                return self.fail(
+                    Code::InvalidBlock,
+                    remaining.start,
+                    "expected `(key)` at the end of {#each}",
+                );
+            }
+            let k = trimmed(self.src, remaining.start + 1, remaining.end - 1);
+            if k.start == k.end {
+                return self.fail(
+                    Code::InvalidBlock,
+                    remaining.start,
+                    "empty key `()` in {#each}",
+                );
+            }
+            key = Some(k);
+        }
+        if list.start == list.end || pattern.start == pattern.end {
+            return self.fail(Code::InvalidBlock, start, "expected `{#each list as item}`");
+        }
+        Some(EachBlock {
+            list,
+            pattern,
+            index,
+            key,
+            body: Vec::new(),
+            else_body: None,
+        })
+    }
+
+    /// Splits `head as name` and checks that `name` is an identifier.
+    fn split_as(&mut self, start: usize, rest: Span, usage: &str) -> Option<(Span, Span)> {
+        let text = &self.src[rest.start..rest.end];
+        let Some(as_at) = scan::last_top_level_as(text) else {
+            return self.fail(Code::InvalidBlock, start, format!("expected `{usage}`"));
+        };
+        let head = trimmed(self.src, rest.start, rest.start + as_at);
+        let name = trimmed(self.src, rest.start + as_at + 2, rest.end);
+        if head.start == head.end || !is_identifier(&self.src[name.start..name.end]) {
+            return self.fail(Code::InvalidBlock, start, format!("expected `{usage}`"));
+        }
+        Some((head, name))
+    }
+
+    fn query_header(&mut self, start: usize, rest: Span) -> Option<QueryBlock> {
+        let (head, name) = self.split_as(start, rest, "{#query \"HOQS\", params as name}")?;
+        let text = &self.src[head.start..head.end];
+        let (query, params) = match scan::first_top_level(text, |c| c == b',') {
+            Some(comma) => (
+                trimmed(self.src, head.start, head.start + comma),
+                Some(trimmed(self.src, head.start + comma + 1, head.end)),
+            ),
+            None => (head, None),
+        };
+        if query.start == query.end || params.is_some_and(|p| p.start == p.end) {
+            return self.fail(
+                Code::InvalidBlock,
+                start,
+                "expected `{#query \"HOQS\", params as name}`",
+            );
+        }
+        Some(QueryBlock {
+            query,
+            params,
+            name,
+            body: Vec::new(),
+        })
+    }
+
+    fn form_header(&mut self, start: usize, rest: Span) -> Option<FormBlock> {
+        let (head, name) = self.split_as(start, rest, "{#form module.object, id as name}")?;
+        let text = &self.src[head.start..head.end];
+        let (target, id) = match scan::first_top_level(text, |c| c == b',') {
+            Some(comma) => (
+                trimmed(self.src, head.start, head.start + comma),
+                Some(trimmed(self.src, head.start + comma + 1, head.end)),
+            ),
+            None => (head, None),
+        };
+        let target_text = &self.src[target.start..target.end];
+        let Some((module, object)) = target_text
+            .split_once('.')
+            .filter(|(m, o)| is_key(m) && is_key(o))
+        else {
+            return self.fail(
+                Code::InvalidFormTarget,
+                target.start,
+                format!(
+                    "`{target_text}` is not `module.object` (lower-case keys, e.g. `crm.account`)"
+                ),
+            );
+        };
+        if id.is_some_and(|i| i.start == i.end) {
+            return self.fail(
+                Code::InvalidBlock,
+                start,
+                "expected a record id expression after `,`",
+            );
+        }
+        Some(FormBlock {
+            module: module.to_string(),
+            object: object.to_string(),
+            id,
+            name,
+            body: Vec::new(),
+        })
+    }
+}
+
+/// The span of `src[start..end]` without surrounding whitespace.
+fn trimmed(src: &str, start: usize, end: usize) -> Span {
+    let text = &src[start..end];
+    let lead = text.len() - text.trim_start().len();
+    let trail = text.len() - text.trim_end().len();
+    if lead == text.len() {
+        return Span { start, end: start };
+    }
+    Span {
+        start: start + lead,
+        end: end - trail,
+    }
+}
+
+fn is_ident_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'$'
+}
+
+/// A plain ASCII JavaScript identifier (what HFX accepts for names it binds).
+pub(crate) fn is_identifier(s: &str) -> bool {
+    let mut bytes = s.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_' || b == b'$')
+        && bytes.all(is_ident_byte)
+}
+
+/// A module or object key (`^[a-z][a-z0-9_]{0,62}$`).
+fn is_key(s: &str) -> bool {
+    let mut bytes = s.bytes();
+    s.len() <= 63
+        && matches!(bytes.next(), Some(b'a'..=b'z'))
+        && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+fn find_ascii_ci(haystack: &str, needle: &str) -> Option<usize> {
+    let h = haystack.as_bytes();
+    let n = needle.as_bytes();
+    if n.is_empty() || h.len() < n.len() {
+        return None;
+    }
+    (0..=h.len() - n.len()).find(|&i| h[i..i + n.len()].eq_ignore_ascii_case(n))
+}
+
+/// Decodes the common named entities and numeric references; unknown ones stay as written.
+pub(crate) fn decode_entities(text: &str) -> String {
+    if !text.contains('&') {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(amp) = rest.find('&') {
+        out.push_str(&rest[..amp]);
+        rest = &rest[amp..];
+        let semi = rest[..rest.len().min(12)].find(';');
+        let decoded = semi.and_then(|semi| {
+            let name = &rest[1..semi];
+            let c = match name {
+                "amp" => Some('&'),
+                "lt" => Some('<'),
+                "gt" => Some('>'),
+                "quot" => Some('"'),
+                "apos" => Some('\''),
+                "nbsp" => Some('\u{a0}'),
+                "copy" => Some('©'),
+                "reg" => Some('®'),
+                "mdash" => Some('—'),
+                "ndash" => Some('–'),
+                "hellip" => Some('…'),
+                "lbrace" => Some('{'),
+                "rbrace" => Some('}'),
+                _ => {
+                    let num = name.strip_prefix('#')?;
+                    let code = match num.strip_prefix(['x', 'X']) {
+                        Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+                        None => num.parse::<u32>().ok()?,
+                    };
+                    char::from_u32(code)
+                }
+            }?;
+            Some((c, semi))
+        });
+        match decoded {
+            Some((c, semi)) => {
+                out.push(c);
+                rest = &rest[semi + 1..];
+            }
+            None => {
+                out.push('&');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}

@@ -1,0 +1,269 @@
+//! A tiny JavaScript-aware byte scanner used to find where an `{expression}` ends and to split
+//! block headers (`{#each list as item, i (key)}`) at their top-level keywords.
+//!
+//! It knows just enough JavaScript to skip string literals, template literals (with nested
+//! `${...}`), and comments, and to track bracket depth. Everything else is left to oxc, which
+//! parses the pieces we cut out. Regular-expression literals are not recognised, so a `}` inside
+//! one ends an expression early (oxc then reports the broken expression). It never recurses, so
+//! hostile input cannot overflow the stack.
+
+/// Iterates over the "code" bytes of JavaScript text (bytes outside strings and comments).
+pub(crate) struct JsScan<'a> {
+    s: &'a [u8],
+    i: usize,
+    /// Open brackets; `$` marks an open template substitution `${`.
+    stack: Vec<u8>,
+    /// Set when a string, template or comment runs to the end of the text.
+    pub(crate) unterminated: bool,
+}
+
+impl<'a> JsScan<'a> {
+    pub(crate) fn new(text: &'a str, start: usize) -> Self {
+        JsScan {
+            s: text.as_bytes(),
+            i: start,
+            stack: Vec::new(),
+            unterminated: false,
+        }
+    }
+
+    /// Returns the next code byte, its offset, and the bracket depth in front of it.
+    pub(crate) fn next_code(&mut self) -> Option<(usize, u8, usize)> {
+        loop {
+            let c = *self.s.get(self.i)?;
+            match c {
+                b'\'' | b'"' => {
+                    if !self.skip_string(c) {
+                        return None;
+                    }
+                    continue;
+                }
+                b'`' => {
+                    self.i += 1;
+                    if !self.template_body() {
+                        return None;
+                    }
+                    continue;
+                }
+                b'/' if self.s.get(self.i + 1) == Some(&b'/') => {
+                    while self.i < self.s.len() && self.s[self.i] != b'\n' {
+                        self.i += 1;
+                    }
+                    continue;
+                }
+                b'/' if self.s.get(self.i + 1) == Some(&b'*') => {
+                    match find(self.s, self.i + 2, b"*/") {
+                        Some(end) => self.i = end + 2,
+                        None => {
+                            self.unterminated = true;
+                            self.i = self.s.len();
+                            return None;
+                        }
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            let depth = self.stack.len();
+            let pos = self.i;
+            self.i += 1;
+            match c {
+                b'(' | b'[' | b'{' => self.stack.push(c),
+                b')' | b']' => {
+                    self.stack.pop();
+                }
+                b'}' if depth > 0 => {
+                    if self.stack.pop() == Some(b'$') {
+                        // The end of a `${...}` substitution: back inside the template text.
+                        if !self.template_body() {
+                            return None;
+                        }
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+            return Some((pos, c, depth));
+        }
+    }
+
+    /// Skips a quoted string starting at `self.i`. A raw newline ends it, as in JavaScript (oxc
+    /// reports the unterminated string); only the end of the text makes the scan fail.
+    fn skip_string(&mut self, quote: u8) -> bool {
+        let mut j = self.i + 1;
+        while j < self.s.len() {
+            match self.s[j] {
+                b'\\' => j += 2,
+                b'\n' => break,
+                c if c == quote => break,
+                _ => j += 1,
+            }
+        }
+        if j >= self.s.len() {
+            self.unterminated = true;
+            self.i = self.s.len();
+            return false;
+        }
+        self.i = j + 1;
+        true
+    }
+
+    /// Skips template text up to the closing backtick or the next `${`.
+    fn template_body(&mut self) -> bool {
+        loop {
+            match self.s.get(self.i) {
+                None => {
+                    self.unterminated = true;
+                    return false;
+                }
+                Some(b'\\') => self.i += 2,
+                Some(b'`') => {
+                    self.i += 1;
+                    return true;
+                }
+                Some(b'$') if self.s.get(self.i + 1) == Some(&b'{') => {
+                    self.i += 2;
+                    self.stack.push(b'$');
+                    return true;
+                }
+                Some(_) => self.i += 1,
+            }
+        }
+    }
+}
+
+fn find(s: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
+    if from >= s.len() {
+        return None;
+    }
+    s[from..]
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .map(|p| p + from)
+}
+
+/// Finds the `}` that closes an expression whose text starts at `start` (just after its `{`).
+pub(crate) fn find_expression_end(text: &str, start: usize) -> Option<usize> {
+    let mut scan = JsScan::new(text, start);
+    while let Some((pos, c, depth)) = scan.next_code() {
+        if c == b'}' && depth == 0 {
+            return Some(pos);
+        }
+    }
+    None
+}
+
+/// Offset (relative to `text`) of the last top-level `as` keyword, as in `list as item`.
+pub(crate) fn last_top_level_as(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut scan = JsScan::new(text, 0);
+    let mut found = None;
+    while let Some((pos, c, depth)) = scan.next_code() {
+        if depth == 0
+            && c == b'a'
+            && bytes.get(pos + 1) == Some(&b's')
+            && pos > 0
+            && bytes[pos - 1].is_ascii_whitespace()
+            && bytes.get(pos + 2).is_some_and(u8::is_ascii_whitespace)
+        {
+            found = Some(pos);
+        }
+    }
+    found
+}
+
+/// Offset of the first top-level byte for which `want` holds.
+pub(crate) fn first_top_level(text: &str, want: impl Fn(u8) -> bool) -> Option<usize> {
+    let mut scan = JsScan::new(text, 0);
+    while let Some((pos, c, depth)) = scan.next_code() {
+        if depth == 0 && want(c) {
+            return Some(pos);
+        }
+    }
+    None
+}
+
+/// A rough upper bound of how deeply oxc will recurse on `text`.
+///
+/// oxc's parser, semantic analysis, transformer and printer are recursive, so an expression
+/// nested a hundred thousand levels deep would overflow the stack. This counts open brackets plus
+/// the operators and keywords that build nested syntax trees (operator chains, unary chains,
+/// `else if` chains) since the last `;` or `,` of each bracket level. Real code stays far below
+/// [`MAX_JS_NESTING`]; hostile input is rejected before oxc sees it.
+pub(crate) fn js_nesting_estimate(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    let mut scan = JsScan::new(text, 0);
+    // Operators counted at each open bracket level.
+    let mut levels: Vec<usize> = vec![0];
+    let mut total = 0usize;
+    let mut worst = 0usize;
+    let mut prev_was_op = false;
+    while let Some((pos, c, _)) = scan.next_code() {
+        let mut is_op = false;
+        match c {
+            b'(' | b'[' | b'{' => {
+                levels.push(0);
+                total += 1;
+            }
+            b')' | b']' | b'}' => {
+                if levels.len() > 1 {
+                    let ops = levels.pop().unwrap_or(0);
+                    total = total.saturating_sub(ops + 1);
+                }
+            }
+            b';' | b',' => {
+                if let Some(ops) = levels.last_mut() {
+                    total -= *ops;
+                    *ops = 0;
+                }
+            }
+            b'+' | b'-' | b'*' | b'/' | b'%' | b'<' | b'>' | b'=' | b'&' | b'|' | b'^' | b'!'
+            | b'~' | b'?' | b':' | b'.' => is_op = true,
+            b'a'..=b'z' => {
+                let starts_word = pos == 0 || !is_ident_byte(bytes[pos - 1]);
+                if starts_word {
+                    let end = bytes[pos..]
+                        .iter()
+                        .position(|b| !is_ident_byte(*b))
+                        .map_or(bytes.len(), |n| pos + n);
+                    is_op = matches!(
+                        &text[pos..end],
+                        "typeof"
+                            | "void"
+                            | "await"
+                            | "new"
+                            | "delete"
+                            | "yield"
+                            | "if"
+                            | "else"
+                            | "for"
+                            | "while"
+                            | "do"
+                            | "with"
+                            | "in"
+                            | "instanceof"
+                            | "extends"
+                    );
+                }
+            }
+            _ => {}
+        }
+        // A run of operator characters (`===`, `=>`, `&&`) counts once.
+        if is_op && !prev_was_op {
+            if let Some(ops) = levels.last_mut() {
+                *ops += 1;
+                total += 1;
+            }
+        }
+        prev_was_op = is_op && !c.is_ascii_alphabetic();
+        worst = worst.max(total);
+    }
+    worst
+}
+
+fn is_ident_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
+}
+
+/// The deepest [`js_nesting_estimate`] handed to oxc.
+pub(crate) const MAX_JS_NESTING: usize = 1000;
