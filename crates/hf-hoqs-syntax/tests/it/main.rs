@@ -5,6 +5,7 @@
     reason = "test helpers outside #[test] functions may panic on a broken fixture"
 )]
 
+mod docs;
 mod fixtures;
 mod limits;
 mod location;
