@@ -31,6 +31,9 @@ pub struct EmbeddedCluster {
     data: PathBuf,
     socket_dir: PathBuf,
     child: Option<Child>,
+    /// Held while this process owns the cluster; another hf sees it taken and attaches instead
+    /// of starting (and never stops a server it does not own).
+    lock: Option<fs::File>,
 }
 
 /// The operating system user the server processes run as when hf itself runs as root.
@@ -41,9 +44,23 @@ struct RunAs {
 }
 
 impl EmbeddedCluster {
-    /// Creates the cluster on first use and starts it. Blocking: call it before serving, or
-    /// inside `spawn_blocking`.
+    /// Creates the cluster on first use and starts it, owning it until stopped. Refuses when
+    /// another hf process owns the cluster of this data directory. Blocking: call it before
+    /// serving, or inside `spawn_blocking`.
     pub fn start(data_dir: &Path) -> Result<Self> {
+        match Self::attach_or_start(data_dir)? {
+            cluster if cluster.is_owned() => Ok(cluster),
+            _ => Err(Error::Embedded(format!(
+                "another hf process is already running the database in {}; stop it first, or \
+                 choose another HF_DATA_DIR",
+                data_dir.display()
+            ))),
+        }
+    }
+
+    /// For command-line tools: uses the cluster a running `hf serve` owns, or starts (and later
+    /// stops) it when nobody does.
+    pub fn attach_or_start(data_dir: &Path) -> Result<Self> {
         let bindir = find_postgres_bindir().ok_or_else(|| {
             Error::Embedded(
                 "no PostgreSQL server binaries (initdb, postgres) found via `pg_config --bindir` \
@@ -68,6 +85,14 @@ impl EmbeddedCluster {
                 socket_file.display()
             )));
         }
+        let Some(lock) = try_lock(&data_dir)? else {
+            return Ok(Self {
+                data,
+                socket_dir,
+                child: None,
+                lock: None,
+            });
+        };
         let run_as = run_as()?;
         if let Some(user) = run_as {
             check_reachable(&data_dir, user)?;
@@ -115,9 +140,15 @@ impl EmbeddedCluster {
             data,
             socket_dir,
             child: Some(child),
+            lock: Some(lock),
         };
         cluster.wait_until_ready(&log_path)?;
         Ok(cluster)
+    }
+
+    /// Whether this process started the server (and so stops it).
+    pub fn is_owned(&self) -> bool {
+        self.lock.is_some()
     }
 
     /// The connection string for the service's database inside the cluster.
@@ -217,6 +248,21 @@ impl Drop for EmbeddedCluster {
             tracing::warn!(%error, "stopping the embedded PostgreSQL failed");
         }
     }
+}
+
+/// Takes the data directory's lock file, or returns `None` when another process holds it.
+fn try_lock(data_dir: &Path) -> Result<Option<fs::File>> {
+    use std::os::fd::AsRawFd;
+    let path = data_dir.join("hf.lock");
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+    // SAFETY: flock on a file descriptor we own; the lock is released when the file is closed.
+    let taken = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    Ok(taken.then_some(file))
 }
 
 /// Finds the directory holding `initdb` and `postgres`: `pg_config --bindir` first, else the
