@@ -4,4 +4,5 @@ mod db;
 mod failed_apply;
 mod fixtures;
 mod hand_changes;
+mod random_edits;
 mod roundtrip;
