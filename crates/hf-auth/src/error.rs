@@ -142,6 +142,14 @@ pub enum Error {
     /// The text is not an OpenSSH public key line.
     #[error("not an OpenSSH public key")]
     InvalidPublicKey(#[source] ssh_key::Error),
+    /// The public key line is longer than any accepted key type needs.
+    #[error("the public key line has {bytes} bytes; at most {max} are allowed")]
+    PublicKeyTooLong {
+        /// Its length in bytes.
+        bytes: usize,
+        /// The maximum.
+        max: usize,
+    },
     /// The public key line contains control characters (a second line, a terminal escape, …).
     #[error("the public key line contains control characters")]
     PublicKeyControlCharacter,
@@ -170,6 +178,14 @@ pub enum Error {
     /// The text is not an armored SSHSIG signature.
     #[error("not an armored SSH signature")]
     MalformedSignature(#[source] ssh_key::Error),
+    /// The armored signature is longer than any accepted key type produces.
+    #[error("the SSH signature has {bytes} bytes; at most {max} are allowed")]
+    SignatureTooLong {
+        /// Its length in bytes.
+        bytes: usize,
+        /// The maximum.
+        max: usize,
+    },
     /// The signature was made by a different key than the one it is checked against.
     #[error("the SSH signature was made by another key")]
     SignatureKeyMismatch,
@@ -258,11 +274,13 @@ impl Error {
                 ErrorKind::WeakPassword
             }
             Error::InvalidPublicKey(_)
+            | Error::PublicKeyTooLong { .. }
             | Error::PublicKeyControlCharacter
             | Error::UnsupportedKeyAlgorithm { .. }
             | Error::RsaKeyTooSmall { .. }
             | Error::RsaKeyTooLarge { .. } => ErrorKind::InvalidPublicKey,
             Error::MalformedSignature(_)
+            | Error::SignatureTooLong { .. }
             | Error::SignatureKeyMismatch
             | Error::WrongNamespace { .. }
             | Error::BadSshSignature(_) => ErrorKind::InvalidSignature,

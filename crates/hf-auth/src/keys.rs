@@ -33,8 +33,9 @@ pub const KEY_USE: &str = "sig";
 
 /// The private ES256 key that signs new tokens.
 ///
-/// Holds the PEM it was loaded from so it can be stored again without re-encoding.
-#[derive(Debug, Clone)]
+/// Holds the PEM it was loaded from so it can be stored again without re-encoding. `Debug` shows
+/// only the `kid`, so the private key cannot leak through a log line.
+#[derive(Clone)]
 pub struct SigningKey {
     pem: String,
     signer: EcdsaJwsSigner,
@@ -86,6 +87,14 @@ impl SigningKey {
     /// Signs `message` and returns the 64-byte JWS signature (`r || s`).
     pub(crate) fn sign(&self, message: &[u8]) -> Result<Vec<u8>, Error> {
         self.signer.sign(message).map_err(Error::Signing)
+    }
+}
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SigningKey")
+            .field("kid", &self.kid())
+            .finish_non_exhaustive()
     }
 }
 
@@ -298,7 +307,9 @@ impl KeySet {
 }
 
 /// A signing key as the caller stores it, with its lifecycle timestamps.
-#[derive(Debug, Clone)]
+///
+/// `Debug` leaves out the private key.
+#[derive(Clone)]
 pub struct StoredKey {
     /// From [`SigningKey::to_pkcs8_pem`].
     pub pkcs8_pem: String,
@@ -306,6 +317,15 @@ pub struct StoredKey {
     pub created_at: SystemTime,
     /// When a newer key replaced it (no new tokens are signed with it after that).
     pub retired_at: Option<SystemTime>,
+}
+
+impl std::fmt::Debug for StoredKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoredKey")
+            .field("created_at", &self.created_at)
+            .field("retired_at", &self.retired_at)
+            .finish_non_exhaustive()
+    }
 }
 
 /// How long a retired key stays published: until every token it signed has expired.

@@ -64,7 +64,10 @@ impl SshPublicKey {
     pub fn parse(line: &str) -> Result<Self, Error> {
         let line = line.trim();
         if line.len() > MAX_PUBLIC_KEY_BYTES {
-            return Err(Error::InvalidPublicKey(ssh_key::Error::FormatEncoding));
+            return Err(Error::PublicKeyTooLong {
+                bytes: line.len(),
+                max: MAX_PUBLIC_KEY_BYTES,
+            });
         }
         if line.chars().any(char::is_control) {
             return Err(Error::PublicKeyControlCharacter);
@@ -155,7 +158,10 @@ pub fn verify_ssh_signature(
     armored: &str,
 ) -> Result<(), Error> {
     if armored.len() > MAX_SIGNATURE_BYTES {
-        return Err(Error::MalformedSignature(ssh_key::Error::FormatEncoding));
+        return Err(Error::SignatureTooLong {
+            bytes: armored.len(),
+            max: MAX_SIGNATURE_BYTES,
+        });
     }
     let signature = SshSig::from_pem(armored.trim()).map_err(Error::MalformedSignature)?;
     match key.key.verify(namespace, message, &signature) {

@@ -4,6 +4,9 @@
 //! because that validator accepts tokens without `exp` (see SECURITY.md, trap 1). josekit only
 //! does the elliptic-curve arithmetic. The order of checks is deliberate: the header's `alg` is
 //! judged before any key is touched, the signature before any claim is trusted.
+//!
+//! ECDSA signatures are malleable (a second valid signature exists for the same token), so a token
+//! is identified by its `jti`, never by its text.
 
 use std::time::{Duration, SystemTime};
 

@@ -299,3 +299,21 @@ fn key_set_ignores_duplicate_older_keys() {
     assert!(set.find(older.kid()).is_some());
     assert!(set.find("nope").is_none());
 }
+
+#[test]
+fn debug_output_does_not_leak_the_private_key() {
+    let key = SigningKey::generate().unwrap();
+    let row = stored(&key, 0, None);
+    let body = key.to_pkcs8_pem().lines().nth(1).unwrap().to_owned();
+    for printed in [
+        format!("{key:?}"),
+        format!("{row:?}"),
+        format!("{:?}", KeySet::new(key.clone(), Vec::new())),
+    ] {
+        assert!(
+            !printed.contains(&body) && !printed.contains("PRIVATE KEY"),
+            "{printed}"
+        );
+    }
+    assert!(format!("{key:?}").contains(key.kid()));
+}

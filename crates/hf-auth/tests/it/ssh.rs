@@ -372,7 +372,9 @@ fn malformed_signatures_are_refused_without_panicking() {
         assert!(
             matches!(
                 err,
-                Error::MalformedSignature(_) | Error::BadSshSignature(_)
+                Error::MalformedSignature(_)
+                    | Error::BadSshSignature(_)
+                    | Error::SignatureTooLong { .. }
             ),
             "{case:?}: {err:?}"
         );
