@@ -1,0 +1,89 @@
+//! The crate's one error type.
+//!
+//! Every contract error a metadata route can answer is a variant here or inside
+//! [`Error::Model`] (the model's own errors: `AlreadyExists`, `ModuleNotFound`, `InUse`, broken
+//! files...), each carrying the branch, key or target it concerns.
+
+use hf_model::Diagnostic;
+
+/// Everything that can go wrong in the metadata store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An edit was refused, or the branch's files cannot be read as a model (the model's error
+    /// names the file and line).
+    #[error(transparent)]
+    Model(#[from] hf_model::Error),
+    /// The branch id breaks the branch grammar (`INVALID_BRANCH`).
+    #[error("invalid branch id `{branch}`")]
+    InvalidBranch {
+        /// The branch id as given.
+        branch: String,
+    },
+    /// The branch does not exist (`BRANCH_NOT_FOUND`).
+    #[error("branch `{branch}` not found")]
+    BranchNotFound {
+        /// The branch id.
+        branch: String,
+    },
+    /// The write would add problems to the model (`INVALID_REFERENCE` and friends); nothing was
+    /// committed.
+    #[error(
+        "the change to branch `{branch}` would make the metadata invalid: {}",
+        summary(diagnostics)
+    )]
+    Invalid {
+        /// The branch written to.
+        branch: String,
+        /// The problems the change adds, each with its target.
+        diagnostics: Vec<Diagnostic>,
+    },
+    /// The branch moved since the commit was prepared; the ref was left alone.
+    #[error(
+        "branch `{branch}` moved: expected {}, found {}",
+        show(expected),
+        show(actual)
+    )]
+    Conflict {
+        /// The branch.
+        branch: String,
+        /// The head the caller expected (`None`: expected the branch not to exist).
+        expected: Option<String>,
+        /// The head found (`None`: the branch does not exist).
+        actual: Option<String>,
+    },
+    /// Writers kept winning the race for this branch; the write gave up after this many tries.
+    #[error("branch `{branch}` is too busy: gave up after {attempts} attempts")]
+    Contention {
+        /// The branch.
+        branch: String,
+        /// How many times the edit was applied.
+        attempts: usize,
+    },
+    /// A commit or tree id is not 40 hexadecimal digits, or names no such object.
+    #[error("no {kind} `{id}` in the metadata repository")]
+    UnknownObject {
+        /// `commit` or `tree`.
+        kind: &'static str,
+        /// The id as given.
+        id: String,
+    },
+    /// The directory exists and is not a git repository, so it is not made into one.
+    #[error("{path} exists and is not a git repository")]
+    NotARepository {
+        /// The path given.
+        path: String,
+    },
+    /// libgit2 failed (I/O, a corrupt repository...).
+    #[error("git: {0}")]
+    Git(#[from] git2::Error),
+}
+
+fn show(id: &Option<String>) -> &str {
+    id.as_deref().unwrap_or("no branch")
+}
+
+fn summary(diagnostics: &[Diagnostic]) -> String {
+    let parts: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
+    parts.join("; ")
+}

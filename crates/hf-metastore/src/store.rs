@@ -1,0 +1,577 @@
+//! The store: a bare git repository whose branches hold the metadata files.
+//!
+//! # Concurrency
+//! `git2::Repository` is `Send` but not `Sync`, so the store never shares one between threads:
+//! each call takes a repository handle from a small pool (or opens a new one) and returns it
+//! when done, so a `Store` (and an `Arc<Store>`) can be used from any number of threads. Every
+//! call blocks on disk I/O; async callers run it inside `spawn_blocking`.
+//!
+//! Writes serialize per branch in two layers. In this process, a per-branch mutex makes writers
+//! take turns, so none wastes work. Across processes (or across `Store` values), the branch ref
+//! moves by compare-and-swap (`reference_matching` with the expected old head): a writer that
+//! loses the race re-reads the branch and applies its edit again, so no write is ever lost.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use git2::{ErrorCode, Oid, Repository, RepositoryInitOptions, Signature};
+use hf_model::key::check_branch_id;
+use hf_model::{files, new_problems, validate, Change, Model};
+
+use crate::cache::ModelCache;
+use crate::error::Error;
+use crate::tree;
+
+/// How many times a write applies its edit before giving up on a branch that keeps moving.
+const MAX_ATTEMPTS: usize = 1000;
+
+/// How many idle repository handles are kept for reuse.
+const POOL_SIZE: usize = 16;
+
+/// One branch's metadata at one commit.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// The branch id.
+    pub branch: String,
+    /// The commit id, 40 hex digits.
+    pub commit: String,
+    /// The commit's root tree id, 40 hex digits: the "source tree hash" in HFX module URLs.
+    pub tree: String,
+    /// The parsed metadata, shared by every snapshot of the same tree.
+    pub model: Arc<Model>,
+}
+
+/// One branch, as listed by `GET /branches`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BranchInfo {
+    /// The branch id.
+    pub branch: String,
+    /// Its head commit, 40 hex digits.
+    pub commit: String,
+    /// Whether this is the live branch (the one the database reflects).
+    pub live: bool,
+}
+
+/// The result of a committed write; what the write response reports.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// The branch written to.
+    pub branch: String,
+    /// What the edit did to which item (`status` is `change.action`).
+    pub change: Change,
+    /// The `.json5` file of the item, relative to the metadata directory.
+    pub file: String,
+    /// Whether the branch did not exist and was forked from the live branch by this write.
+    pub forked: bool,
+    /// The branch after the write.
+    pub snapshot: Arc<Snapshot>,
+}
+
+/// A commit written but not yet on its branch: the first half of a live-branch write, whose
+/// database DDL must commit together with the ref move ([`Store::advance`]).
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The branch the commit is for.
+    pub branch: String,
+    /// The branch head the commit was built on; `None` when the branch does not exist yet (the
+    /// commit then builds on the live head). Pass it to [`Store::advance`].
+    pub expected_old: Option<String>,
+    /// The parent commit: the branch head, or the live head for a fork.
+    pub parent: String,
+    /// The new commit, 40 hex digits.
+    pub commit: String,
+    /// The new commit's root tree, 40 hex digits.
+    pub tree: String,
+    /// The model before the edit (the parent's).
+    pub base: Arc<Model>,
+    /// The model after the edit.
+    pub model: Arc<Model>,
+    /// What the edit did.
+    pub change: Change,
+    /// The `.json5` file of the item, relative to the metadata directory.
+    pub file: String,
+}
+
+/// The metadata store. Cheap to share: wrap it in an `Arc`.
+pub struct Store {
+    path: PathBuf,
+    live_branch: String,
+    cache: ModelCache,
+    pool: Mutex<Vec<Repository>>,
+    branch_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.path)
+            .field("live_branch", &self.live_branch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens the repository at `path`, creating a bare one if the path is missing or an empty
+    /// directory. The live branch is created with an empty first commit if it does not exist.
+    pub fn open_or_init(path: impl AsRef<Path>, live_branch: &str) -> Result<Store, Error> {
+        check_branch(live_branch)?;
+        let path = path.as_ref().to_path_buf();
+        let repo = match Repository::open(&path) {
+            Ok(repo) => repo,
+            Err(error) if error.code() == ErrorCode::NotFound => {
+                let empty_or_missing = std::fs::read_dir(&path)
+                    .map(|mut entries| entries.next().is_none())
+                    .unwrap_or(true);
+                if !empty_or_missing {
+                    return Err(Error::NotARepository {
+                        path: path.display().to_string(),
+                    });
+                }
+                let mut options = RepositoryInitOptions::new();
+                options
+                    .bare(true)
+                    .initial_head(&format!("refs/heads/{live_branch}"));
+                Repository::init_opts(&path, &options)?
+            }
+            Err(error) => return Err(error.into()),
+        };
+        let store = Store {
+            path,
+            live_branch: live_branch.to_owned(),
+            cache: ModelCache::default(),
+            pool: Mutex::new(Vec::new()),
+            branch_locks: Mutex::new(HashMap::new()),
+        };
+        if head_of(&repo, live_branch)?.is_none() {
+            let signature = signature("hf")?;
+            let empty = repo.find_tree(repo.treebuilder(None)?.write()?)?;
+            let commit = repo.commit(
+                None,
+                &signature,
+                &signature,
+                "initialize metadata",
+                &empty,
+                &[],
+            )?;
+            // Another process may have initialised it meanwhile; its commit is as good as ours.
+            if let Err(Error::Git(error)) = store.advance_in(&repo, live_branch, None, commit) {
+                return Err(Error::Git(error));
+            }
+        }
+        store.give_back(repo);
+        Ok(store)
+    }
+
+    /// The repository's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The live branch: the one the database reflects.
+    pub fn live_branch(&self) -> &str {
+        &self.live_branch
+    }
+
+    /// The current snapshot of a branch. Fails with `BranchNotFound`, or with the model's error
+    /// naming the file and line when a file on the branch cannot be read.
+    pub fn snapshot(&self, branch: &str) -> Result<Arc<Snapshot>, Error> {
+        check_branch(branch)?;
+        let repo = self.take()?;
+        let result = self.snapshot_in(&repo, branch);
+        self.give_back(repo);
+        result
+    }
+
+    /// The current snapshot of the live branch.
+    pub fn live(&self) -> Result<Arc<Snapshot>, Error> {
+        self.snapshot(&self.live_branch)
+    }
+
+    /// The model of any tree of the repository, by its 40-hex id: HFX module URLs name a tree,
+    /// and stay valid after the branch moves on.
+    pub fn model_at_tree(&self, tree: &str) -> Result<Arc<Model>, Error> {
+        let unknown = || Error::UnknownObject {
+            kind: "tree",
+            id: tree.to_owned(),
+        };
+        let id = parse_id(tree).ok_or_else(unknown)?;
+        let repo = self.take()?;
+        let result = match repo.find_tree(id) {
+            Ok(_) => self.model_in(&repo, id),
+            Err(error) if error.code() == ErrorCode::NotFound => Err(unknown()),
+            Err(error) => Err(error.into()),
+        };
+        self.give_back(repo);
+        result
+    }
+
+    /// Every branch with its head, sorted by branch id.
+    pub fn branches(&self) -> Result<Vec<BranchInfo>, Error> {
+        let repo = self.take()?;
+        let result = (|| {
+            let mut list = Vec::new();
+            for branch in repo.branches(Some(git2::BranchType::Local))? {
+                let (branch, _) = branch?;
+                let (Some(name), Some(target)) = (branch.name()?, branch.get().target()) else {
+                    continue;
+                };
+                list.push(BranchInfo {
+                    branch: name.to_owned(),
+                    commit: target.to_string(),
+                    live: name == self.live_branch,
+                });
+            }
+            list.sort_by(|a, b| a.branch.cmp(&b.branch));
+            Ok(list)
+        })();
+        self.give_back(repo);
+        result
+    }
+
+    /// Applies `edit` to the branch's model and commits the result as `author`.
+    ///
+    /// The edit gets a copy of the current model and returns the [`Change`] it made (the model's
+    /// edit helpers return exactly that). A write that would add validation problems fails with
+    /// [`Error::Invalid`]; a branch that does not exist is forked from the live branch. If the
+    /// branch moves meanwhile, the edit is applied again to the new head, so it must not have
+    /// side effects outside the model. Errors of the edit itself are returned as they are.
+    pub fn write<E, F>(&self, branch: &str, author: &str, mut edit: F) -> Result<Written, E>
+    where
+        E: From<Error>,
+        F: FnMut(&mut Model) -> Result<Change, E>,
+    {
+        check_branch(branch)?;
+        let lock = self.branch_lock(branch);
+        let _turn = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let repo = self.take()?;
+        let result = self.write_in(&repo, branch, author, &mut edit);
+        self.give_back(repo);
+        result
+    }
+
+    fn write_in<E, F>(
+        &self,
+        repo: &Repository,
+        branch: &str,
+        author: &str,
+        edit: &mut F,
+    ) -> Result<Written, E>
+    where
+        E: From<Error>,
+        F: FnMut(&mut Model) -> Result<Change, E>,
+    {
+        for _ in 0..MAX_ATTEMPTS {
+            let prepared = self.prepare_in(repo, branch, author, edit)?;
+            let commit = parse_id(&prepared.commit).ok_or_else(|| Error::UnknownObject {
+                kind: "commit",
+                id: prepared.commit.clone(),
+            })?;
+            match self.advance_in(repo, branch, prepared.expected_old.as_deref(), commit) {
+                Ok(()) => {
+                    let snapshot = Arc::new(Snapshot {
+                        branch: branch.to_owned(),
+                        commit: prepared.commit,
+                        tree: prepared.tree,
+                        model: prepared.model,
+                    });
+                    return Ok(Written {
+                        branch: branch.to_owned(),
+                        change: prepared.change,
+                        file: prepared.file,
+                        forked: prepared.expected_old.is_none(),
+                        snapshot,
+                    });
+                }
+                Err(Error::Conflict { .. }) => continue,
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Err(Error::Contention {
+            branch: branch.to_owned(),
+            attempts: MAX_ATTEMPTS,
+        }
+        .into())
+    }
+
+    /// Applies `edit` and writes the commit without moving the branch: the first half of a
+    /// write whose ref move must wait (for the live branch's DDL transaction). Finish it with
+    /// [`Store::advance`]; if that reports a conflict, prepare again.
+    pub fn prepare<E, F>(&self, branch: &str, author: &str, mut edit: F) -> Result<Prepared, E>
+    where
+        E: From<Error>,
+        F: FnMut(&mut Model) -> Result<Change, E>,
+    {
+        check_branch(branch)?;
+        let repo = self.take()?;
+        let result = self.prepare_in(&repo, branch, author, &mut edit);
+        self.give_back(repo);
+        result
+    }
+
+    fn prepare_in<E, F>(
+        &self,
+        repo: &Repository,
+        branch: &str,
+        author: &str,
+        edit: &mut F,
+    ) -> Result<Prepared, E>
+    where
+        E: From<Error>,
+        F: FnMut(&mut Model) -> Result<Change, E>,
+    {
+        let expected_old = head_of(repo, branch)?;
+        let parent_id = match expected_old {
+            Some(head) => head,
+            None => head_of(repo, &self.live_branch)?.ok_or_else(|| Error::BranchNotFound {
+                branch: self.live_branch.clone(),
+            })?,
+        };
+        let parent = repo.find_commit(parent_id).map_err(Error::from)?;
+        let base_tree = parent.tree().map_err(Error::from)?;
+        let base = self.model_in(repo, base_tree.id())?;
+
+        let mut model = Model::clone(&base);
+        let change = edit(&mut model)?;
+        let problems = new_problems(&base, &model);
+        if !problems.is_empty() {
+            return Err(Error::Invalid {
+                branch: branch.to_owned(),
+                diagnostics: problems,
+            }
+            .into());
+        }
+        let changes = files::render_changes(&base, &model).map_err(Error::from)?;
+        let tree_id = tree::update_tree(repo, &base_tree, &changes)?;
+        let new_tree = repo.find_tree(tree_id).map_err(Error::from)?;
+        let signature = signature(author)?;
+        let commit = repo
+            .commit(
+                None,
+                &signature,
+                &signature,
+                &change.describe(),
+                &new_tree,
+                &[&parent],
+            )
+            .map_err(Error::from)?;
+        let model = Arc::new(model);
+        self.cache.insert(tree_id, Arc::clone(&model));
+        Ok(Prepared {
+            branch: branch.to_owned(),
+            expected_old: expected_old.map(|id| id.to_string()),
+            parent: parent_id.to_string(),
+            commit: commit.to_string(),
+            tree: tree_id.to_string(),
+            base,
+            model,
+            file: change.file(),
+            change,
+        })
+    }
+
+    /// Moves `branch` to `new_commit` if its head is still `expected_old` (`None`: if the branch
+    /// still does not exist). Otherwise fails with [`Error::Conflict`] and leaves the ref alone.
+    pub fn advance(
+        &self,
+        branch: &str,
+        expected_old: Option<&str>,
+        new_commit: &str,
+    ) -> Result<(), Error> {
+        check_branch(branch)?;
+        let unknown = || Error::UnknownObject {
+            kind: "commit",
+            id: new_commit.to_owned(),
+        };
+        let id = parse_id(new_commit).ok_or_else(unknown)?;
+        let repo = self.take()?;
+        let result = match repo.find_commit(id) {
+            Ok(_) => self.advance_in(&repo, branch, expected_old, id),
+            Err(error) if error.code() == ErrorCode::NotFound => Err(unknown()),
+            Err(error) => Err(error.into()),
+        };
+        self.give_back(repo);
+        result
+    }
+
+    fn advance_in(
+        &self,
+        repo: &Repository,
+        branch: &str,
+        expected_old: Option<&str>,
+        new_commit: Oid,
+    ) -> Result<(), Error> {
+        let name = format!("refs/heads/{branch}");
+        let message = format!("hf: move {branch}");
+        let moved = match expected_old {
+            Some(old) => {
+                let old = parse_id(old).ok_or_else(|| Error::UnknownObject {
+                    kind: "commit",
+                    id: old.to_owned(),
+                })?;
+                repo.reference_matching(&name, new_commit, true, old, &message)
+            }
+            None => repo.reference(&name, new_commit, false, &message),
+        };
+        match moved {
+            Ok(_) => Ok(()),
+            Err(error)
+                if matches!(
+                    error.code(),
+                    ErrorCode::Modified
+                        | ErrorCode::Exists
+                        | ErrorCode::Locked
+                        | ErrorCode::NotFound
+                ) =>
+            {
+                Err(Error::Conflict {
+                    branch: branch.to_owned(),
+                    expected: expected_old.map(str::to_owned),
+                    actual: head_of(repo, branch)?.map(|id| id.to_string()),
+                })
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Commits the metadata files of a directory (for example `fixtures/demo`) onto the live
+    /// branch, byte for byte, if the live branch holds no files yet. Returns the new live
+    /// snapshot, or `None` when the live branch already has metadata. The directory must load
+    /// and validate clean.
+    pub fn seed_from_dir(&self, dir: &Path, author: &str) -> Result<Option<Arc<Snapshot>>, Error> {
+        let files = files::read_dir_files(dir)?;
+        let model = files::load(files.iter().map(|(p, b)| (p.as_str(), b.as_slice())))?;
+        let problems = validate(&model);
+        if !problems.is_empty() {
+            return Err(Error::Invalid {
+                branch: self.live_branch.clone(),
+                diagnostics: problems,
+            });
+        }
+        let live = self.live_branch.clone();
+        let lock = self.branch_lock(&live);
+        let _turn = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let repo = self.take()?;
+        let result = (|| {
+            let head = head_of(&repo, &live)?.ok_or_else(|| Error::BranchNotFound {
+                branch: live.clone(),
+            })?;
+            let parent = repo.find_commit(head)?;
+            if !parent.tree()?.is_empty() {
+                return Ok(None);
+            }
+            let tree_id = tree::tree_of_files(&repo, &files)?;
+            let tree = repo.find_tree(tree_id)?;
+            let signature = signature(author)?;
+            let name = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let message = format!("seed metadata from {name}");
+            let commit = repo.commit(None, &signature, &signature, &message, &tree, &[&parent])?;
+            self.advance_in(&repo, &live, Some(&head.to_string()), commit)?;
+            let model = Arc::new(model);
+            self.cache.insert(tree_id, Arc::clone(&model));
+            Ok(Some(Arc::new(Snapshot {
+                branch: live.clone(),
+                commit: commit.to_string(),
+                tree: tree_id.to_string(),
+                model,
+            })))
+        })();
+        self.give_back(repo);
+        result
+    }
+
+    fn snapshot_in(&self, repo: &Repository, branch: &str) -> Result<Arc<Snapshot>, Error> {
+        let commit_id = head_of(repo, branch)?.ok_or_else(|| Error::BranchNotFound {
+            branch: branch.to_owned(),
+        })?;
+        let tree_id = repo.find_commit(commit_id)?.tree_id();
+        let model = self.model_in(repo, tree_id)?;
+        Ok(Arc::new(Snapshot {
+            branch: branch.to_owned(),
+            commit: commit_id.to_string(),
+            tree: tree_id.to_string(),
+            model,
+        }))
+    }
+
+    /// The model of a tree: from the cache, or parsed once and cached.
+    fn model_in(&self, repo: &Repository, tree_id: Oid) -> Result<Arc<Model>, Error> {
+        if let Some(model) = self.cache.get(tree_id) {
+            return Ok(model);
+        }
+        let tree = repo.find_tree(tree_id)?;
+        let model = Arc::new(tree::load_model(repo, &tree)?);
+        self.cache.insert(tree_id, Arc::clone(&model));
+        Ok(model)
+    }
+
+    fn take(&self) -> Result<Repository, Error> {
+        let pooled = self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        match pooled {
+            Some(repo) => Ok(repo),
+            None => Ok(Repository::open(&self.path)?),
+        }
+    }
+
+    fn give_back(&self, repo: Repository) {
+        let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        if pool.len() < POOL_SIZE {
+            pool.push(repo);
+        }
+    }
+
+    fn branch_lock(&self, branch: &str) -> Arc<Mutex<()>> {
+        let mut locks = self.branch_locks.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(locks.entry(branch.to_owned()).or_default())
+    }
+}
+
+fn check_branch(branch: &str) -> Result<(), Error> {
+    check_branch_id(branch).map_err(|_| Error::InvalidBranch {
+        branch: branch.to_owned(),
+    })
+}
+
+/// The head commit of a branch, or `None` if the branch does not exist.
+fn head_of(repo: &Repository, branch: &str) -> Result<Option<Oid>, Error> {
+    match repo.find_reference(&format!("refs/heads/{branch}")) {
+        Ok(reference) => Ok(reference.resolve()?.target()),
+        Err(error) if error.code() == ErrorCode::NotFound => Ok(None),
+        Err(error) => Err(error.into()),
+    }
+}
+
+fn parse_id(text: &str) -> Option<Oid> {
+    let is_hex = text.len() == 40 && text.bytes().all(|b| b.is_ascii_hexdigit());
+    is_hex.then(|| Oid::from_str(text).ok()).flatten()
+}
+
+/// The author and committer of a write: the principal's name, email `<name>@hf.local`.
+/// Characters git refuses in signatures (`<`, `>`, control characters) are replaced.
+fn signature(principal: &str) -> Result<Signature<'static>, Error> {
+    let clean = |keep_spaces: bool| -> String {
+        principal
+            .chars()
+            .map(|c| match c {
+                '<' | '>' => '_',
+                c if c.is_control() => '_',
+                c if c.is_whitespace() && !keep_spaces => '_',
+                c => c,
+            })
+            .collect::<String>()
+            .trim()
+            .to_owned()
+    };
+    let name = match clean(true) {
+        name if name.is_empty() => "unknown".to_owned(),
+        name => name,
+    };
+    let local = match clean(false) {
+        local if local.is_empty() => "unknown".to_owned(),
+        local => local,
+    };
+    Ok(Signature::now(&name, &format!("{local}@hf.local"))?)
+}
