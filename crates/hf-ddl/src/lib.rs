@@ -5,7 +5,7 @@
 //!
 //! - [`Schema`] is the planner's own description of a database: schemas, tables, columns, keys,
 //!   indexes, comments, grants and `managed` markers.
-//! - `desired_schema` maps a metadata model to the [`Schema`] it needs.
+//! - [`desired_schema`] maps a metadata [`hf_model::Model`] to the [`Schema`] it needs.
 //! - [`plan`] diffs two schemas into a [`Plan`]. It is a pure function: no IO, no panics;
 //!   problems are diagnostics inside the plan, never `Err`.
 //! - With the default feature `pg`: [`introspect`] reads a live database into a [`Schema`] in a
@@ -28,6 +28,7 @@
 mod diagnostics;
 mod diff;
 mod error;
+mod mapping;
 mod markers;
 mod names;
 mod plan;
@@ -43,6 +44,7 @@ mod introspect;
 pub use diagnostics::{Diagnostic, DiagnosticCode, Lint, LintCode, Severity};
 pub use diff::plan;
 pub use error::{Error, ErrorKind};
+pub use mapping::{column_type, desired_schema, map_model};
 pub use markers::{ManagedSet, Marker, MarkerKind, MARKER_SCHEMA, MARKER_TABLE};
 pub use names::{foreign_key_name, index_name, primary_key_name, unique_name};
 pub use plan::{

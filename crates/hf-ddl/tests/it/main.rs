@@ -4,5 +4,6 @@ mod db;
 mod failed_apply;
 mod fixtures;
 mod hand_changes;
+mod model_fixtures;
 mod random_edits;
 mod roundtrip;
