@@ -375,12 +375,16 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 } else {
                     "attr"
                 };
-                let _ = writeln!(
-                    self.out,
-                    "$$b.u({}, () => $$rt.{setter}({v}, {}, {code}));",
-                    slots(&deps),
-                    js_string(name)
-                );
+                if deps.is_empty() {
+                    let _ = writeln!(self.out, "$$rt.{setter}({v}, {}, {code});", js_string(name));
+                } else {
+                    let _ = writeln!(
+                        self.out,
+                        "$$b.u({}, () => $$rt.{setter}({v}, {}, {code}));",
+                        slots(&deps),
+                        js_string(name)
+                    );
+                }
             }
         }
         if !has_class {

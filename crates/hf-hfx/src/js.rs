@@ -591,8 +591,10 @@ fn strip_and_print(
         return Err(parsed.diagnostics.to_vec());
     }
     let mut program = parsed.program;
+    // The transformer panics on `enum` unless enum members were constant-evaluated.
     let built = SemanticBuilder::new()
         .with_check_syntax_error(true)
+        .with_enum_eval(true)
         .build(&program);
     if !built.diagnostics.is_empty() {
         return Err(built.diagnostics.to_vec());

@@ -390,7 +390,7 @@ impl Parser<'_, '_> {
         let self_closing = self.attributes(&mut el)?;
         if self_closing || is_void(&el.name) {
             self.push_node(Node::Element(el));
-            Ok::<(), ()>(()).ok()
+            Some(())
         } else {
             self.open(Frame::Element(el))
         }
@@ -748,6 +748,11 @@ impl Parser<'_, '_> {
                 );
                 self.fail(Code::MismatchedTag, at, msg)
             }
+            None if shown == "</script>" || shown == "</style>" => self.fail(
+                Code::UnexpectedClosingTag,
+                at,
+                format!("{shown} closes nothing (a `{shown}` inside a string ends the block early; write `<\\/` in strings)"),
+            ),
             None => self.fail(
                 Code::UnexpectedClosingTag,
                 at,
@@ -1128,7 +1133,7 @@ pub(crate) fn decode_entities(text: &str) -> String {
     while let Some(amp) = rest.find('&') {
         out.push_str(&rest[..amp]);
         rest = &rest[amp..];
-        let semi = rest[..rest.len().min(12)].find(';');
+        let semi = rest.bytes().take(12).position(|b| b == b';');
         let decoded = semi.and_then(|semi| {
             let name = &rest[1..semi];
             let c = match name {

@@ -197,7 +197,6 @@ pub(crate) fn js_nesting_estimate(text: &str) -> usize {
     let mut levels: Vec<usize> = vec![0];
     let mut total = 0usize;
     let mut worst = 0usize;
-    let mut prev_was_op = false;
     while let Some((pos, c, _)) = scan.next_code() {
         let mut is_op = false;
         match c {
@@ -248,14 +247,14 @@ pub(crate) fn js_nesting_estimate(text: &str) -> usize {
             }
             _ => {}
         }
-        // A run of operator characters (`===`, `=>`, `&&`) counts once.
-        if is_op && !prev_was_op {
+        // Every operator character counts (`===` three times): generous to real code, and a
+        // chain like `!!!!x` or `+-+-x` cannot slip through as one "run".
+        if is_op {
             if let Some(ops) = levels.last_mut() {
                 *ops += 1;
                 total += 1;
             }
         }
-        prev_was_op = is_op && !c.is_ascii_alphabetic();
         worst = worst.max(total);
     }
     worst

@@ -1,0 +1,91 @@
+//! Data-driven fixtures: `fixtures/hfx/ok/*.hfx` (with an optional `<case>.ts` sidecar) must
+//! compile without diagnostics and snapshot their output; `fixtures/hfx/err/*.hfx` must produce
+//! diagnostics, snapshotted as rendered with line:column and a caret frame.
+
+use std::path::Path;
+
+use hf_hfx::{compile, CompileOutput};
+
+fn check(path: &Path) -> CompileOutput {
+    let source = std::fs::read_to_string(path).unwrap();
+    let sidecar = std::fs::read_to_string(path.with_extension("ts")).ok();
+    let out = compile(&source, sidecar.as_deref());
+    // Same input, same bytes.
+    assert_eq!(
+        out,
+        compile(&source, sidecar.as_deref()),
+        "{} compiles deterministically",
+        path.display()
+    );
+    out
+}
+
+#[test]
+fn ok_fixtures_compile() {
+    insta::glob!("../../../../fixtures/hfx", "ok/*.hfx", |path| {
+        let out = check(path);
+        let rendered: Vec<String> = out.diagnostics.iter().map(|d| d.render()).collect();
+        assert!(
+            out.diagnostics.is_empty(),
+            "{} has diagnostics:\n{}",
+            path.display(),
+            rendered.join("\n")
+        );
+        let mut snap = format!("// contentHash {}\n{}", out.content_hash, out.js.unwrap());
+        if let Some(sidecar) = out.sidecar_js {
+            snap.push_str("// ---- compiled sidecar\n");
+            snap.push_str(&sidecar);
+        }
+        insta::assert_snapshot!(snap);
+    });
+}
+
+#[test]
+fn err_fixtures_report_located_diagnostics() {
+    insta::glob!("../../../../fixtures/hfx", "err/*.hfx", |path| {
+        let out = check(path);
+        assert!(
+            !out.diagnostics.is_empty(),
+            "{} compiled without diagnostics",
+            path.display()
+        );
+        assert!(out.js.is_none() && out.sidecar_js.is_none());
+        let rendered: Vec<String> = out.diagnostics.iter().map(|d| d.render()).collect();
+        insta::assert_snapshot!(rendered.join("\n"));
+    });
+}
+
+#[test]
+fn emoji_column_counts_utf16_units() {
+    let out = compile("<p>👋</p><p>{1 +* 2}</p>", None);
+    let d = &out.diagnostics[0];
+    // `<p>👋</p><p>{1 +` is 16 UTF-16 units (the emoji counts two); the error is at `*`.
+    assert_eq!((d.line, d.column), (1, 17), "{}", d.render());
+    assert_eq!(d.frame, "<p>👋</p><p>{1 +* 2}</p>");
+}
+
+#[test]
+fn content_hash_is_the_sha256_prefix() {
+    let out = compile("<p>hi</p>", None);
+    // printf '<p>hi</p>' | sha256sum
+    assert_eq!(out.content_hash.len(), 16);
+    assert_eq!(out.content_hash, hf_hfx::content_hash("<p>hi</p>"));
+    assert!(out.content_hash.bytes().all(|b| b.is_ascii_hexdigit()));
+}
+
+#[test]
+fn vendor_files_are_the_runtime_only() {
+    assert_eq!(
+        hf_hfx::vendor_file("hfx-runtime.js"),
+        Some(hf_hfx::RUNTIME_JS)
+    );
+    for other in [
+        "",
+        "../Cargo.toml",
+        "hfx-runtime.js/",
+        "x.js",
+        "/hfx-runtime.js",
+    ] {
+        assert_eq!(hf_hfx::vendor_file(other), None, "{other}");
+    }
+}

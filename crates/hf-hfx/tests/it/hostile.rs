@@ -1,0 +1,158 @@
+//! Hostile input: huge sources, deep nesting, unterminated constructs and random bytes must give
+//! a clean result or a located diagnostic, quickly, and never a panic.
+
+use std::time::{Duration, Instant};
+
+use hf_hfx::{compile, DiagnosticCode};
+use proptest::prelude::*;
+
+fn timed(source: &str) -> (hf_hfx::CompileOutput, Duration) {
+    let start = Instant::now();
+    let out = compile(source, None);
+    (out, start.elapsed())
+}
+
+#[test]
+fn deep_element_nesting_is_refused_cleanly() {
+    let source = "<div>".repeat(10_000) + &"</div>".repeat(10_000);
+    let (out, took) = timed(&source);
+    assert_eq!(out.diagnostics[0].code, DiagnosticCode::NestingTooDeep);
+    assert!(took < Duration::from_secs(2), "{took:?}");
+}
+
+#[test]
+fn deep_block_nesting_is_refused_cleanly() {
+    let source = "{#if a}".repeat(10_000) + &"{/if}".repeat(10_000);
+    let (out, _) = timed(&source);
+    assert_eq!(out.diagnostics[0].code, DiagnosticCode::NestingTooDeep);
+}
+
+#[test]
+fn nesting_within_the_limit_compiles() {
+    let source = "<div>".repeat(200) + "{1}" + &"</div>".repeat(200);
+    let (out, _) = timed(&source);
+    assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics.first());
+}
+
+#[test]
+fn deeply_nested_expressions_are_refused_cleanly() {
+    for expr in [
+        "(".repeat(100_000) + &")".repeat(100_000),
+        "[".repeat(100_000) + &"]".repeat(100_000),
+        "1".to_string() + &"+1".repeat(200_000),
+        "!".repeat(200_000) + "x",
+        "a.".repeat(100_000) + "b",
+        "typeof ".repeat(50_000) + "x",
+    ] {
+        let source = format!("<p>{{{expr}}}</p>");
+        let (out, took) = timed(&source);
+        assert_eq!(
+            out.diagnostics[0].code,
+            DiagnosticCode::NestingTooDeep,
+            "{}",
+            &expr[..20]
+        );
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        let script = format!("<script>let x = {expr};</script>");
+        let (out, _) = timed(&script);
+        assert_eq!(out.diagnostics[0].code, DiagnosticCode::NestingTooDeep);
+        let sidecar = compile("<p>x</p>", Some(&format!("export const x = {expr};")));
+        assert_eq!(sidecar.diagnostics[0].code, DiagnosticCode::NestingTooDeep);
+    }
+}
+
+#[test]
+fn nesting_below_the_limit_compiles_on_a_small_stack() {
+    // Test threads have 2 MiB stacks, like server worker threads.
+    let expr = "(".repeat(300) + "1" + &")".repeat(300);
+    let out = compile(&format!("<p>{{{expr}}}</p>"), None);
+    assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics.first());
+    let chain = "1".to_string() + &"+1".repeat(900);
+    let out = compile(
+        &format!("<script>let x = {chain};</script><p>{{x}}</p>"),
+        None,
+    );
+    assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics.first());
+}
+
+#[test]
+fn one_mebibyte_sources_compile_quickly() {
+    let line = "<li class=\"row\">{item.name} — {item.value * 2}</li>\n";
+    let body = line.repeat((1 << 20) / line.len());
+    let source =
+        format!("<script>let item = {{ name: 'a', value: 1 }};</script>\n<ul>\n{body}</ul>\n");
+    assert!(source.len() >= 1 << 20);
+    let (out, took) = timed(&source);
+    assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics.first());
+    assert!(took < Duration::from_secs(20), "{took:?}");
+
+    let text = "x".repeat(1 << 20);
+    let (out, _) = timed(&text);
+    assert!(out.diagnostics.is_empty());
+
+    let open = "<p>".to_string() + &"{".repeat(1 << 20);
+    let (out, took) = timed(&open);
+    assert_eq!(out.diagnostics[0].code, DiagnosticCode::Unterminated);
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+#[test]
+fn unterminated_everything_is_located() {
+    for (source, code) in [
+        ("<p", DiagnosticCode::Unterminated),
+        ("<p class=\"x", DiagnosticCode::Unterminated),
+        ("<p>{x", DiagnosticCode::Unterminated),
+        ("<p>{`x${", DiagnosticCode::Unterminated),
+        ("<p>{'x}</p>", DiagnosticCode::Unterminated),
+        ("<p>{'x\n}</p>", DiagnosticCode::JsSyntax),
+        ("<!-- x", DiagnosticCode::Unterminated),
+        ("<script>let x = 1;", DiagnosticCode::UnclosedTag),
+        ("<style>p {}", DiagnosticCode::UnclosedTag),
+        ("{#if a}", DiagnosticCode::UnclosedBlock),
+        ("{#each xs as x}<p>", DiagnosticCode::UnclosedTag),
+        ("<p>{/* x}</p>", DiagnosticCode::Unterminated),
+        ("</", DiagnosticCode::InvalidName),
+        ("<", DiagnosticCode::InvalidName),
+    ] {
+        let out = compile(source, None);
+        assert_eq!(
+            out.diagnostics.first().map(|d| d.code),
+            Some(code),
+            "{source}"
+        );
+    }
+}
+
+#[test]
+fn script_close_inside_a_string_ends_the_script() {
+    let out = compile("<script>let s = '</script>';</script><p>{s}</p>", None);
+    assert!(!out.diagnostics.is_empty());
+    assert!(out.diagnostics.iter().all(|d| d.line == 1));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_text_never_panics(source in "\\PC{0,200}") {
+        let out = compile(&source, None);
+        prop_assert!(out.js.is_some() != !out.diagnostics.is_empty());
+    }
+
+    #[test]
+    fn random_markup_never_panics(parts in proptest::collection::vec(prop_oneof![
+        Just("<div>"), Just("</div>"), Just("<p class=\"a {b}\">"), Just("</p>"), Just("{#if x}"),
+        Just("{:else}"), Just("{/if}"), Just("{#each xs as x, i (x.id)}"), Just("{/each}"),
+        Just("{x}"), Just("{"), Just("}"), Just("<script>let x = 1;</script>"), Just("<input bind:value={x}>"),
+        Just("'"), Just("\""), Just("`"), Just("<!--"), Just("-->"), Just("😀"), Just("\n"), Just("<br/>"),
+        Just("{@const y = x}"), Just("{#query \"SELECT a FROM m.o\" as q}"), Just("{/query}"),
+        Just("{#form m.o as f}"), Just("{/form}"), Just("on:click={() => x++}"), Just("<style>p{}</style>"),
+    ], 0..40)) {
+        let source: String = parts.concat();
+        let out = compile(&source, None);
+        prop_assert!(out.js.is_some() != !out.diagnostics.is_empty());
+        for d in &out.diagnostics {
+            prop_assert!(d.line >= 1 && d.column >= 1);
+        }
+    }
+}
