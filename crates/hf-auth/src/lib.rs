@@ -13,6 +13,20 @@
 //! Functions that depend on time take `now` as a parameter; the caller owns the clock.
 //! The password functions are CPU-bound and block for tens of milliseconds: async callers must run
 //! them on a blocking thread.
+//!
+//! ```
+//! use std::time::{Duration, SystemTime};
+//! use hf_auth::keys::{KeySet, SigningKey};
+//! use hf_auth::token::{self, Subject, DEFAULT_LEEWAY};
+//!
+//! let keys = KeySet::new(SigningKey::generate()?, Vec::new());
+//! let subject = Subject { sub: "p-1".into(), role: "alice".into(), admin: false };
+//! let (now, ttl) = (SystemTime::now(), Duration::from_secs(3600));
+//! let jwt = token::issue(keys.current(), "https://hf.example", &subject, now, ttl)?;
+//! let claims = token::verify(&jwt, &keys, "https://hf.example", now, DEFAULT_LEEWAY)?;
+//! assert_eq!(claims.role, "alice");
+//! # Ok::<(), hf_auth::Error>(())
+//! ```
 
 pub mod error;
 pub mod keys;

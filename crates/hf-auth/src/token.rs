@@ -17,7 +17,7 @@ use rand::RngCore as _;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::keys::{KeySet, SigningKey, ALGORITHM};
+use crate::keys::{KeySet, SigningKey, VerifyingKey, ALGORITHM};
 use crate::{unix_seconds, Error};
 
 /// The clock skew tolerated between issuer and verifier (PostgREST uses the same).
@@ -136,6 +136,39 @@ pub fn verify(
         "header is not base64url",
         "header is not a JSON object",
     )?;
+    let key = choose_key(&header, keys)?;
+
+    let signature = URL_SAFE_NO_PAD
+        .decode(signature_b64)
+        .map_err(|_| Error::MalformedToken {
+            reason: "signature is not base64url",
+        })?;
+    // The signing input is the token up to its last dot; the split above makes the slice exact.
+    let signed_len = header_b64.len() + 1 + payload_b64.len();
+    key.verify(&token.as_bytes()[..signed_len], &signature)?;
+
+    let payload = decode_json_object(
+        payload_b64,
+        "payload is not base64url",
+        "payload is not a JSON object",
+    )?;
+    let claims = read_claims(&payload)?;
+    if claims.iss != issuer {
+        return Err(Error::WrongIssuer {
+            expected: issuer.to_owned(),
+            found: claims.iss,
+        });
+    }
+    check_times(&claims, time_claim(&payload, "nbf")?, now, leeway)?;
+    Ok(claims)
+}
+
+/// Judges the header before any key is used: only ES256, only `typ: JWT`, no `crit`, and a `kid`
+/// that names a published key.
+fn choose_key<'k>(
+    header: &Map<String, Value>,
+    keys: &'k KeySet,
+) -> Result<&'k VerifyingKey, Error> {
     match header.get("alg") {
         Some(Value::String(alg)) if alg == ALGORITHM => {}
         Some(Value::String(alg)) => return Err(Error::UnsupportedAlgorithm { alg: alg.clone() }),
@@ -163,48 +196,37 @@ pub fn verify(
     if header.contains_key("crit") {
         return Err(Error::CriticalHeader);
     }
-    let key = match header.get("kid") {
+    match header.get("kid") {
         Some(Value::String(kid)) => keys
             .find(kid)
-            .ok_or_else(|| Error::UnknownKeyId { kid: kid.clone() })?,
-        Some(_) => {
-            return Err(Error::MalformedToken {
-                reason: "header kid is not a string",
-            })
-        }
-        None => return Err(Error::MissingKeyId),
-    };
-
-    let signature = URL_SAFE_NO_PAD
-        .decode(signature_b64)
-        .map_err(|_| Error::MalformedToken {
-            reason: "signature is not base64url",
-        })?;
-    let signed_len = header_b64.len() + 1 + payload_b64.len();
-    key.verify(&token.as_bytes()[..signed_len], &signature)?;
-
-    let payload = decode_json_object(
-        payload_b64,
-        "payload is not base64url",
-        "payload is not a JSON object",
-    )?;
-    let claims = Claims {
-        iss: string_claim(&payload, "iss")?,
-        sub: string_claim(&payload, "sub")?,
-        role: string_claim(&payload, "role")?,
-        admin: bool_claim(&payload, "admin")?,
-        iat: time_claim(&payload, "iat")?.ok_or(Error::MissingClaim { claim: "iat" })?,
-        exp: time_claim(&payload, "exp")?.ok_or(Error::MissingClaim { claim: "exp" })?,
-        jti: string_claim(&payload, "jti")?,
-    };
-    let nbf = time_claim(&payload, "nbf")?;
-
-    if claims.iss != issuer {
-        return Err(Error::WrongIssuer {
-            expected: issuer.to_owned(),
-            found: claims.iss,
-        });
+            .ok_or_else(|| Error::UnknownKeyId { kid: kid.clone() }),
+        Some(_) => Err(Error::MalformedToken {
+            reason: "header kid is not a string",
+        }),
+        None => Err(Error::MissingKeyId),
     }
+}
+
+/// Reads every required claim, refusing absent ones and wrong JSON types.
+fn read_claims(payload: &Map<String, Value>) -> Result<Claims, Error> {
+    Ok(Claims {
+        iss: string_claim(payload, "iss")?,
+        sub: string_claim(payload, "sub")?,
+        role: string_claim(payload, "role")?,
+        admin: bool_claim(payload, "admin")?,
+        iat: time_claim(payload, "iat")?.ok_or(Error::MissingClaim { claim: "iat" })?,
+        exp: time_claim(payload, "exp")?.ok_or(Error::MissingClaim { claim: "exp" })?,
+        jti: string_claim(payload, "jti")?,
+    })
+}
+
+/// Checks `exp`, `iat` and the optional `nbf` against the clock, each with the leeway.
+fn check_times(
+    claims: &Claims,
+    nbf: Option<i64>,
+    now: SystemTime,
+    leeway: Duration,
+) -> Result<(), Error> {
     if claims.exp < claims.iat {
         return Err(Error::InvalidClaim {
             claim: "exp",
@@ -230,7 +252,7 @@ pub fn verify(
             return Err(Error::TokenNotYetValid { nbf, now });
         }
     }
-    Ok(claims)
+    Ok(())
 }
 
 fn decode_json_object(
