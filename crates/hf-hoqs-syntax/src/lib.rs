@@ -56,18 +56,23 @@ pub struct ExprParseResult {
 #[non_exhaustive]
 pub enum Error {
     /// The text was not well formed; `diagnostics` is never empty.
-    #[error("{} (and {} more problem(s))", first_message(.diagnostics), .diagnostics.len().saturating_sub(1))]
+    #[error("{}", summary(.diagnostics))]
     Invalid {
         /// What was wrong, in source order.
         diagnostics: Vec<Diagnostic>,
     },
 }
 
-fn first_message(diagnostics: &[Diagnostic]) -> &str {
-    diagnostics
+/// The first message, and how many more there are, for [`Error`]'s display.
+fn summary(diagnostics: &[Diagnostic]) -> String {
+    let first = diagnostics
         .first()
-        .map(|diagnostic| diagnostic.message.as_str())
-        .unwrap_or("invalid text")
+        .map_or("invalid text", |diagnostic| diagnostic.message.as_str());
+    match diagnostics.len() {
+        0 | 1 => first.to_string(),
+        2 => format!("{first} (and 1 more problem)"),
+        n => format!("{first} (and {} more problems)", n - 1),
+    }
 }
 
 impl ParseResult {

@@ -81,3 +81,18 @@ fn result_keys_follow_the_contract() {
     );
     assert_eq!(query.select[1].text, "COUNT( * )");
 }
+
+#[test]
+fn into_result_gives_an_error_with_the_diagnostics() {
+    let error = parse_query("SELECT & FROM").into_result().unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "`&` is not an operator: use `||` to concatenate text"
+    );
+    let error = parse_expression("a $ b # c").into_result().unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "unexpected character `$` (and 1 more problem)"
+    );
+    assert!(parse_expression("a + 1").into_result().is_ok());
+}
