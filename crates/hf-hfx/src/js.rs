@@ -564,7 +564,11 @@ pub(crate) fn pattern_names(
 }
 
 /// Rewrites every import and re-export specifier of `program` to its browser URL.
-fn rewrite_specifiers<'a>(alloc: &'a Allocator, program: &mut Program<'a>) {
+fn rewrite_specifiers<'a>(
+    alloc: &'a Allocator,
+    program: &mut Program<'a>,
+    sidecar_url: Option<&str>,
+) {
     for stmt in program.body.iter_mut() {
         let source = match stmt {
             Statement::ImportDeclaration(d) => &mut d.source,
@@ -572,10 +576,16 @@ fn rewrite_specifiers<'a>(alloc: &'a Allocator, program: &mut Program<'a>) {
             Statement::ExportFromDeclaration(d) => &mut d.source,
             _ => continue,
         };
-        if let Ok(Specifier::Vendor(url)) = imports::classify(source.value.as_str()) {
-            source.value = alloc.alloc_str(&url).into();
-            source.raw = None;
-        }
+        let url = match imports::classify(source.value.as_str()) {
+            Ok(Specifier::Vendor(url)) => url,
+            Ok(Specifier::Sidecar) => match sidecar_url {
+                Some(url) => url.to_string(),
+                None => continue,
+            },
+            _ => continue,
+        };
+        source.value = alloc.alloc_str(&url).into();
+        source.raw = None;
     }
 }
 
@@ -585,6 +595,7 @@ fn strip_and_print(
     alloc: &Allocator,
     text: &str,
     path: &str,
+    sidecar_url: Option<&str>,
 ) -> Result<String, Vec<OxcDiagnostic>> {
     let parsed = Parser::new(alloc, text, ts_module()).parse();
     if !parsed.diagnostics.is_empty() || parsed.panicked {
@@ -606,7 +617,7 @@ fn strip_and_print(
     if !result.diagnostics.is_empty() {
         return Err(result.diagnostics.to_vec());
     }
-    rewrite_specifiers(alloc, &mut program);
+    rewrite_specifiers(alloc, &mut program, sidecar_url);
     Ok(Codegen::new()
         .with_options(CodegenOptions::default())
         .build(&program)
@@ -618,8 +629,9 @@ pub(crate) fn finish_module(
     alloc: &Allocator,
     sink: &mut Sink<'_>,
     module: &str,
+    sidecar_url: Option<&str>,
 ) -> Option<String> {
-    match strip_and_print(alloc, module, "screen.ts") {
+    match strip_and_print(alloc, module, "screen.ts", sidecar_url) {
         Ok(code) => Some(code),
         Err(errors) => {
             let what = errors
@@ -665,7 +677,7 @@ pub(crate) fn compile_sidecar(alloc: &Allocator, sink: &mut Sink<'_>) -> Option<
     if sink.has_errors() {
         return None;
     }
-    match strip_and_print(alloc, text, "sidecar.ts") {
+    match strip_and_print(alloc, text, "sidecar.ts", None) {
         Ok(code) => Some(code),
         Err(errors) => {
             report(sink, &errors, 0, whole);

@@ -66,6 +66,15 @@ pub struct CompileOutput {
     pub diagnostics: Vec<Diagnostic>,
 }
 
+/// Settings for [`compile_with`]; the defaults are what the HTTP contract describes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CompileOptions {
+    /// What `import ... from "./sidecar"` becomes in the compiled module. `None` keeps
+    /// `./sidecar`; a server that serves every screen's modules from one directory sets a
+    /// per-screen name such as `./<commit>-<module>-<screen>.sidecar.js`.
+    pub sidecar_url: Option<String>,
+}
+
 /// The content hash of an HFX source: the first 16 hex characters of its SHA-256.
 pub fn content_hash(source: &str) -> String {
     let digest = Sha256::digest(source.as_bytes());
@@ -77,6 +86,15 @@ pub fn content_hash(source: &str) -> String {
 /// The compiler is iterative where input controls depth and refuses code nested deeper than it
 /// can handle, so it runs on an ordinary thread; [`compile_on_thread`] adds a safety net.
 pub fn compile(source: &str, sidecar: Option<&str>) -> CompileOutput {
+    compile_with(source, sidecar, &CompileOptions::default())
+}
+
+/// [`compile`] with [`CompileOptions`].
+pub fn compile_with(
+    source: &str,
+    sidecar: Option<&str>,
+    options: &CompileOptions,
+) -> CompileOutput {
     let content_hash = content_hash(source);
     let alloc = Allocator::default();
     let mut diagnostics = Vec::new();
@@ -89,7 +107,12 @@ pub fn compile(source: &str, sidecar: Option<&str>) -> CompileOutput {
     });
 
     let mut sink = Sink::new(source, SourceFile::Screen);
-    let js = compile_screen(&alloc, &mut sink, &content_hash);
+    let js = compile_screen(
+        &alloc,
+        &mut sink,
+        &content_hash,
+        options.sidecar_url.as_deref(),
+    );
     diagnostics.append(&mut sink.list);
 
     if diagnostics.is_empty() {
@@ -129,7 +152,12 @@ pub fn compile_on_thread(source: &str, sidecar: Option<&str>) -> Result<CompileO
     })
 }
 
-fn compile_screen(alloc: &Allocator, sink: &mut Sink<'_>, hash: &str) -> Option<String> {
+fn compile_screen(
+    alloc: &Allocator,
+    sink: &mut Sink<'_>,
+    hash: &str,
+    sidecar_url: Option<&str>,
+) -> Option<String> {
     let doc = markup::parse(sink);
     if sink.has_errors() {
         return None;
@@ -197,7 +225,7 @@ fn compile_screen(alloc: &Allocator, sink: &mut Sink<'_>, hash: &str) -> Option<
     module.push_str(&generate::quote(&css));
     module.push_str(");\n");
 
-    js::finish_module(alloc, sink, &module)
+    js::finish_module(alloc, sink, &module, sidecar_url)
 }
 
 /// The files served at `/hfx/vendor/{path}`; anything else is `None` (the server answers 404).

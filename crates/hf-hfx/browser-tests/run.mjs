@@ -1,0 +1,177 @@
+// Drives compiled HFX screens in headless Chromium.
+//
+// Usage: node run.mjs <base-url>. The Rust test `browser` (tests/it/browser.rs) compiles the
+// fixture screens, serves them with the runtime and a fake /data API, and runs this script.
+// Exits non-zero when a check fails; prints one line per check.
+import { chromium } from "playwright-core";
+
+const base = process.argv[2];
+if (!base) {
+  console.error("usage: node run.mjs <base-url>");
+  process.exit(2);
+}
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+});
+
+let failures = 0;
+let passed = 0;
+
+function check(name, ok, detail = "") {
+  if (ok) {
+    passed++;
+    console.log(`ok   ${name}`);
+  } else {
+    failures++;
+    console.log(`FAIL ${name} ${detail}`);
+  }
+}
+
+async function screen(name, body, expectedStatus = []) {
+  const page = await browser.newPage();
+  const problems = [];
+  page.on("console", (m) => {
+    // Chromium logs every non-2xx response; a status the scenario provokes on purpose is fine.
+    const expected = expectedStatus.some((s) => m.text().includes(`status of ${s} `));
+    if ((m.type() === "error" || m.type() === "warning") && !expected) problems.push(`console ${m.type()}: ${m.text()}`);
+  });
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  page.on("dialog", (d) => {
+    problems.push(`dialog opened: ${d.message()}`);
+    d.dismiss();
+  });
+  try {
+    await page.goto(`${base}/page.html?screen=${name}`);
+    await page.waitForFunction(() => window.hfxReady === true, null, { timeout: 10000 });
+    await body(page);
+  } catch (e) {
+    check(`${name}: ran without exceptions`, false, String(e));
+  }
+  check(`${name}: no console errors`, problems.length === 0, problems.join("; "));
+  await page.close();
+}
+
+const text = (page, sel) => page.locator(sel).first().textContent();
+async function eventually(page, sel, want) {
+  try {
+    await page.waitForFunction(([s, w]) => document.querySelector(s)?.textContent === w, [sel, want], { timeout: 5000 });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+await screen("counter", async (page) => {
+  const button = page.locator("button").first();
+  check("counter: initial text", (await button.textContent()) === "Clicked 0 times", await button.textContent());
+  check("counter: reset disabled at 0", await page.locator("button").nth(1).isDisabled());
+  await button.click();
+  check("counter: singular after one click", await eventually(page, "button", "Clicked 1 time"));
+  await button.click();
+  await button.click();
+  check("counter: increments on click", await eventually(page, "button", "Clicked 3 times"));
+  check("counter: derived text updates", (await text(page, "p")) === "Doubled: 6");
+  check("counter: reset enabled", !(await page.locator("button").nth(1).isDisabled()));
+  await page.locator("button").nth(1).click();
+  check("counter: inline handler assigns state", await eventually(page, "button", "Clicked 0 times"));
+});
+
+await screen("each_keyed", async (page) => {
+  const items = () => page.locator("#list li").allTextContents();
+  check("each: initial items", (await items()).length === 2);
+  await page.evaluate(() => (document.querySelector("#list li").__mark = "first"));
+  await page.fill("#draft", "Write the browser test");
+  await page.click("#add");
+  await page.waitForFunction(() => document.querySelectorAll("#list li").length === 3);
+  const after = await items();
+  check("each: item appended", after[2].includes("Write the browser test"), JSON.stringify(after));
+  check("each: bound input cleared by handler", (await page.inputValue("#draft")) === "");
+  check("each: count of open items", await eventually(page, "#left", "2 left"));
+  await page.click("#reverse");
+  await page.waitForFunction(() => document.querySelector("#list li").textContent.includes("browser test"));
+  const moved = await page.evaluate(() => {
+    const lis = [...document.querySelectorAll("#list li")];
+    return { last: lis[2].__mark, index: lis[2].dataset.index };
+  });
+  check("each: keyed rows are moved, not recreated", moved.last === "first", JSON.stringify(moved));
+  check("each: index updates after move", moved.index === "2", JSON.stringify(moved));
+  await page.locator("#list li input[type=checkbox]").nth(0).check();
+  check("each: bind:checked on an item updates the list", await eventually(page, "#left", "1 left"));
+  check("each: class directive follows item", (await page.locator("#list li.done").count()) === 2);
+  for (let i = 0; i < 3; i++) await page.locator("#list li button").first().click();
+  check("each: {:else} when empty", await eventually(page, "#list", "Nothing to do"));
+});
+
+await screen("if_else", async (page) => {
+  check("if: first branch", (await text(page, "#state")) === "zero");
+  await page.click("#inc");
+  check("if: else-if branch", await eventually(page, "#state", "odd 1"));
+  await page.click("#inc");
+  check("if: else branch", await eventually(page, "#state", "even 2"));
+  check("if: block without else hidden", (await page.locator("#big").count()) === 0);
+  await page.click("#inc");
+  check("if: block appears", await eventually(page, "#big", "big"));
+});
+
+await screen("bind_value", async (page) => {
+  check("bind: initial value", (await page.inputValue("#name")) === "world");
+  await page.fill("#name", "HFX");
+  check("bind:value text", await eventually(page, "#greeting", "Hello HFX!"));
+  await page.check("#agree");
+  check("bind:checked", await eventually(page, "#agreed", "agreed"));
+  check("bind:value select initial", (await page.inputValue("#size")) === "m");
+  await page.selectOption("#size", "l");
+  check("bind:value select", await eventually(page, "#summary", "l:6"));
+  await page.fill("#amount", "5");
+  check("bind:value number", await eventually(page, "#summary", "l:10"));
+});
+
+await screen("escaping", async (page) => {
+  const literal = await text(page, "#literal");
+  check("escape: tag in expression renders as text", literal === "<img src=x onerror=alert(1)>", literal);
+  check("escape: no element created", (await page.locator("img").count()) === 0);
+  check("escape: state renders as text", (await text(page, "#state")) === "<img src=x onerror=alert(1)>");
+  const href = await page.getAttribute("#link", "href");
+  check("escape: javascript: URL neutralised", href.startsWith("unsafe:"), href);
+  check("escape: entities decoded", (await text(page, "#entities")) === "<b> & © 😀 &unknown;");
+});
+
+await screen("with_sidecar", async (page) => {
+  check("sidecar: function imported", (await text(page, "#greet")) === "Hello, HFX!");
+  check("sidecar: enum compiled", (await page.getAttribute("#greet", "class")) === "calm");
+  await page.click("#shout");
+  check("sidecar: handler result", await eventually(page, "#shouted", "HELLO, HFX!"));
+});
+
+await screen("query_list", async (page) => {
+  await page.waitForFunction(() => document.querySelectorAll("#accounts li").length === 3, null, { timeout: 5000 });
+  check("query: records listed", (await page.locator("#accounts li").count()) === 3);
+  await page.fill("#filter", "ac");
+  const rerun = await page
+    .waitForFunction(() => document.querySelectorAll("#accounts li").length === 1, null, { timeout: 5000 })
+    .then(() => true, () => false);
+  check("query: re-runs when the filter changes", rerun);
+  check("query: filtered record", (await text(page, "#accounts li")).startsWith("Acme"));
+  await page.fill("#filter", "zzz");
+  check("query: empty result shows {:else}", await eventually(page, "#accounts li", "No accounts match “zzz”."));
+});
+
+await screen("form_record", async (page) => {
+  await page.click("button[type=submit]");
+  const fieldError = page.locator("input + .hfx-field-error").first();
+  await fieldError.waitFor({ state: "visible", timeout: 5000 }).catch(() => {});
+  check("form: field error next to its input", (await fieldError.textContent()) === "Name is required", await fieldError.textContent());
+  check("form: input marked invalid", (await page.getAttribute("input >> nth=0", "aria-invalid")) === "true");
+  const recordErrors = await page.locator(".hfx-form-errors li").allTextContents();
+  check("form: record error above the form", recordErrors.includes("Accounts need an owner"), JSON.stringify(recordErrors));
+  await page.fill("input >> nth=0", "Initech");
+  await page.click("button[type=submit]");
+  check("form: saved event after create", await eventually(page, "#saved", "Saved 1 times"));
+  check("form: errors cleared", (await page.locator(".hfx-field-error:visible").count()) === 0);
+}, [422]);
+
+await browser.close();
+console.log(`${passed} passed, ${failures} failed`);
+process.exit(failures === 0 ? 0 : 1);
