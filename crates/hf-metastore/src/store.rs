@@ -581,14 +581,19 @@ impl Store {
     /// branch fast-forwards the live branch only when the branch grew out of the live head.
     pub fn descends_from(&self, descendant: &str, ancestor: &str) -> Result<bool, Error> {
         let parse = |id: &str| {
-            parse_id(id).ok_or_else(|| Error::UnknownObject { kind: "commit", id: id.to_owned() })
+            parse_id(id).ok_or_else(|| Error::UnknownObject {
+                kind: "commit",
+                id: id.to_owned(),
+            })
         };
         let (descendant, ancestor) = (parse(descendant)?, parse(ancestor)?);
         if descendant == ancestor {
             return Ok(true);
         }
         let repo = self.take()?;
-        let result = repo.graph_descendant_of(descendant, ancestor).map_err(Error::from);
+        let result = repo
+            .graph_descendant_of(descendant, ancestor)
+            .map_err(Error::from);
         self.give_back(repo);
         result
     }
