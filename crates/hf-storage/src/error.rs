@@ -19,6 +19,18 @@ pub enum Error {
     /// The embedded PostgreSQL cluster could not be created, started or stopped.
     #[error("embedded PostgreSQL: {0}")]
     Embedded(String),
+    /// The metadata store refused or failed (a missing branch, a refused edit, a moved ref).
+    #[error(transparent)]
+    Metadata(#[from] hf_metastore::Error),
+    /// Planning or applying DDL failed; the error names the statement.
+    #[error(transparent)]
+    Ddl(#[from] hf_ddl::Error),
+    /// `/apply` of a branch that does not descend from the live head.
+    #[error("branch `{branch}` does not descend from the live branch's head")]
+    BranchDiverged {
+        /// The branch that was to be applied.
+        branch: String,
+    },
     /// Reading or writing a file of the embedded cluster failed.
     #[error("{context}: {source}")]
     Io {
@@ -59,6 +71,8 @@ impl Error {
             Error::Pool(deadpool_postgres::PoolError::Backend(error)) => db_error_kind(error),
             Error::Pool(_) => ErrorKind::Unavailable,
             Error::Config(_) | Error::Embedded(_) | Error::Io { .. } => ErrorKind::Internal,
+            // Callers look inside these two; as a kind they are not database failures.
+            Error::Metadata(_) | Error::Ddl(_) | Error::BranchDiverged { .. } => ErrorKind::Internal,
         }
     }
 
