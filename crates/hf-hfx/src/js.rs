@@ -432,7 +432,7 @@ fn assignment_around(semantic: &Semantic<'_>, reference: &Reference) -> Option<O
                 let left = a.left.span();
                 let inside = left.start <= ref_span.start && ref_span.end <= left.end;
                 let is_root = left.start == ref_span.start;
-                return ((reference.is_write() && inside) || is_root && inside).then_some(a.span);
+                return (inside && (reference.is_write() || is_root)).then_some(a.span);
             }
             AstKind::UpdateExpression(u) => {
                 let arg = u.argument.span();

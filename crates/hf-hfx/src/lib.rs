@@ -132,6 +132,17 @@ pub fn compile_with(
     }
 }
 
+/// Compiles a TypeScript sidecar on its own (what `compile` does with its `sidecar` argument):
+/// the JavaScript, or the diagnostics (located in [`SourceFile::Sidecar`]).
+pub fn compile_sidecar(sidecar: &str) -> Result<String, Vec<Diagnostic>> {
+    let alloc = Allocator::default();
+    let mut sink = Sink::new(sidecar, SourceFile::Sidecar);
+    match js::compile_sidecar(&alloc, &mut sink) {
+        Some(js) if sink.list.is_empty() => Ok(js),
+        _ => Err(sink.list),
+    }
+}
+
 /// Runs [`compile`] on a fresh thread with a generous stack and turns a panic (a compiler bug)
 /// into an [`Error`], so a server can call it from any worker thread.
 pub fn compile_on_thread(source: &str, sidecar: Option<&str>) -> Result<CompileOutput, Error> {

@@ -654,15 +654,7 @@ impl Parser<'_, '_> {
                 })
             }
             Some(_) => {
-                while self.pos < self.bytes.len()
-                    && !self.bytes[self.pos].is_ascii_whitespace()
-                    && !matches!(
-                        self.bytes[self.pos],
-                        b'>' | b'"' | b'\'' | b'<' | b'=' | b'`' | b'{' | b'}'
-                    )
-                    && !(self.bytes[self.pos] == b'/'
-                        && self.bytes.get(self.pos + 1) == Some(&b'>'))
-                {
+                while self.pos < self.bytes.len() && !self.ends_unquoted_value() {
                     self.pos += 1;
                 }
                 if self.pos == at {
@@ -671,6 +663,14 @@ impl Parser<'_, '_> {
                 Some(AttrValue::Text(decode_entities(&self.src[at..self.pos])))
             }
         }
+    }
+
+    /// Whether the byte at `pos` ends an unquoted attribute value.
+    fn ends_unquoted_value(&self) -> bool {
+        let b = self.bytes[self.pos];
+        b.is_ascii_whitespace()
+            || matches!(b, b'>' | b'"' | b'\'' | b'<' | b'=' | b'`' | b'{' | b'}')
+            || (b == b'/' && self.bytes.get(self.pos + 1) == Some(&b'>'))
     }
 
     fn closing_tag(&mut self) -> Option<()> {
@@ -718,7 +718,7 @@ impl Parser<'_, '_> {
                 }
                 Some(())
             }
-            Some(top) if self.stack.iter().any(|f| matches(f)) => {
+            Some(top) if self.stack.iter().any(matches) => {
                 let (code, msg) = match top {
                     Frame::Element(_) => (
                         Code::UnclosedTag,

@@ -72,14 +72,12 @@ impl<'a> JsScan<'a> {
                 b')' | b']' => {
                     self.stack.pop();
                 }
-                b'}' if depth > 0 => {
-                    if self.stack.pop() == Some(b'$') {
-                        // The end of a `${...}` substitution: back inside the template text.
-                        if !self.template_body() {
-                            return None;
-                        }
-                        continue;
+                b'}' if depth > 0 && self.stack.pop() == Some(b'$') => {
+                    // The end of a `${...}` substitution: back inside the template text.
+                    if !self.template_body() {
+                        return None;
                     }
+                    continue;
                 }
                 _ => {}
             }
@@ -204,11 +202,9 @@ pub(crate) fn js_nesting_estimate(text: &str) -> usize {
                 levels.push(0);
                 total += 1;
             }
-            b')' | b']' | b'}' => {
-                if levels.len() > 1 {
-                    let ops = levels.pop().unwrap_or(0);
-                    total = total.saturating_sub(ops + 1);
-                }
+            b')' | b']' | b'}' if levels.len() > 1 => {
+                let ops = levels.pop().unwrap_or(0);
+                total = total.saturating_sub(ops + 1);
             }
             b';' | b',' => {
                 if let Some(ops) = levels.last_mut() {
