@@ -41,8 +41,48 @@ const LEVEL_ADD: u8 = 6;
 const LEVEL_MUL: u8 = 7;
 const LEVEL_UNARY: u8 = 8;
 
-/// The clauses after FROM, in the order they must appear.
-const CLAUSES: &[&str] = &["WHERE", "GROUP BY", "HAVING", "ORDER BY", "LIMIT", "OFFSET"];
+/// The clauses after FROM, declared in the order they must appear (so `<` means "before").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Clause {
+    Where,
+    GroupBy,
+    Having,
+    OrderBy,
+    Limit,
+    Offset,
+}
+
+impl Clause {
+    const ALL: [Clause; 6] = [
+        Clause::Where,
+        Clause::GroupBy,
+        Clause::Having,
+        Clause::OrderBy,
+        Clause::Limit,
+        Clause::Offset,
+    ];
+
+    /// The keyword that starts the clause.
+    fn keyword(self) -> &'static str {
+        match self {
+            Clause::Where => "WHERE",
+            Clause::GroupBy => "GROUP",
+            Clause::Having => "HAVING",
+            Clause::OrderBy => "ORDER",
+            Clause::Limit => "LIMIT",
+            Clause::Offset => "OFFSET",
+        }
+    }
+
+    /// The clause's name in messages.
+    fn name(self) -> &'static str {
+        match self {
+            Clause::GroupBy => "GROUP BY",
+            Clause::OrderBy => "ORDER BY",
+            other => other.keyword(),
+        }
+    }
+}
 
 type PResult<T> = Result<T, Diagnostic>;
 
@@ -181,9 +221,8 @@ impl<'a> Parser<'a> {
     // -- entry points ---------------------------------------------------------------------
 
     pub(crate) fn parse_query_to_end(&mut self) -> PResult<Query> {
-        let query = self.query(false)?;
-        // `query` reports anything left over with the list of clauses still allowed.
-        Ok(query)
+        // `query` itself checks that nothing follows the last clause.
+        self.query(false)
     }
 
     pub(crate) fn parse_expression_to_end(&mut self) -> PResult<Expr> {
@@ -235,34 +274,37 @@ impl<'a> Parser<'a> {
             offset: None,
             span: Span::new(select.span.start, select.span.end),
         };
-        // `done` is the index in CLAUSES of the last clause parsed, plus one.
-        let mut done = 0;
+        // Clauses must come in declaration order of `Clause`, each at most once.
+        let mut last: Option<Clause> = None;
         while let Some(clause) = self.clause_at_cursor() {
-            if clause < done {
-                let token = self.peek();
-                return Err(self.misplaced_clause(clause, done, token.span));
+            let token = self.bump();
+            if let Some(last) = last.filter(|last| clause <= *last) {
+                return Err(if clause == last {
+                    diag::duplicate_clause(clause.name(), token.span)
+                } else {
+                    diag::clause_out_of_order(clause.name(), last.name(), token.span)
+                });
             }
-            done = clause + 1;
-            let keyword = self.bump();
+            last = Some(clause);
             match clause {
-                0 => query.where_clause = Some(self.expr(0)?.expr),
-                1 => {
+                Clause::Where => query.where_clause = Some(self.expr(0)?.expr),
+                Clause::GroupBy => {
                     self.expect_by("GROUP")?;
                     query.group_by.push(self.expr(0)?.expr);
                     while self.eat(TokenKind::Comma).is_some() {
                         query.group_by.push(self.expr(0)?.expr);
                     }
                 }
-                2 => query.having = Some(self.expr(0)?.expr),
-                3 => {
+                Clause::Having => query.having = Some(self.expr(0)?.expr),
+                Clause::OrderBy => {
                     self.expect_by("ORDER")?;
                     query.order_by.push(self.order_item()?);
                     while self.eat(TokenKind::Comma).is_some() {
                         query.order_by.push(self.order_item()?);
                     }
                 }
-                4 => query.limit = Some(self.row_count(self.text(keyword))?),
-                _ => query.offset = Some(self.row_count(self.text(keyword))?),
+                Clause::Limit => query.limit = Some(self.row_count(clause)?),
+                Clause::Offset => query.offset = Some(self.row_count(clause)?),
             }
         }
 
@@ -273,7 +315,7 @@ impl<'a> Parser<'a> {
             next.kind == TokenKind::Eof
         };
         if !finished {
-            return Err(self.unexpected_after_clauses(done, subquery, next));
+            return Err(self.unexpected_after_clauses(last, subquery, next));
         }
         query.span = Span::new(select.span.start, self.prev_end().max(select.span.end));
         self.leave();
@@ -297,27 +339,26 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// The index in [`CLAUSES`] of the clause keyword at the cursor, if any.
-    fn clause_at_cursor(&self) -> Option<usize> {
+    /// The clause whose keyword is at the cursor, if any.
+    fn clause_at_cursor(&self) -> Option<Clause> {
         let next = self.peek();
-        CLAUSES.iter().position(|clause| {
-            let first = clause.split(' ').next().unwrap_or(clause);
-            self.is_kw(next, first)
-        })
+        Clause::ALL
+            .into_iter()
+            .find(|clause| self.is_kw(next, clause.keyword()))
     }
 
-    fn misplaced_clause(&self, clause: usize, done: usize, span: Span) -> Diagnostic {
-        let name = CLAUSES.get(clause).copied().unwrap_or("");
-        if clause + 1 == done {
-            diag::duplicate_clause(name, span)
-        } else {
-            let later = CLAUSES.get(done.saturating_sub(1)).copied().unwrap_or("");
-            diag::clause_out_of_order(name, later, span)
-        }
-    }
-
-    fn unexpected_after_clauses(&self, done: usize, subquery: bool, next: Token) -> Diagnostic {
-        let allowed: Vec<&str> = CLAUSES.iter().skip(done).copied().collect();
+    /// The error for a token that is neither a clause still allowed nor the end.
+    fn unexpected_after_clauses(
+        &self,
+        last: Option<Clause>,
+        subquery: bool,
+        next: Token,
+    ) -> Diagnostic {
+        let allowed: Vec<&str> = Clause::ALL
+            .into_iter()
+            .filter(|clause| last.is_none_or(|last| *clause > last))
+            .map(Clause::name)
+            .collect();
         let end = if subquery {
             "`)` to end the subquery"
         } else {
@@ -443,14 +484,14 @@ impl<'a> Parser<'a> {
         })
     }
 
-    fn row_count(&mut self, keyword: &str) -> PResult<RowCount> {
+    fn row_count(&mut self, clause: Clause) -> PResult<RowCount> {
         let token = self.peek();
         let value = match token.kind {
             TokenKind::Integer => RowCountValue::Integer(self.text(token).to_string()),
             TokenKind::Param => RowCountValue::Param(param_name(self.text(token))),
             _ => {
                 return Err(diag::expected_row_count(
-                    &keyword.to_ascii_uppercase(),
+                    clause.name(),
                     &self.describe(token),
                     token.span,
                 ))

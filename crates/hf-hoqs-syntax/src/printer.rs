@@ -2,7 +2,8 @@
 //!
 //! The output parses back to the same tree (spans and select-item texts aside): keywords are
 //! upper case, names are quoted only when they must be, and parentheses are written exactly
-//! where the precedence table needs them. `hf-hoqs` and tools use it to show a normalised
+//! where the precedence table needs them. (A tree at the very edge of the nesting limit may
+//! print with one more level of parentheses than its source had, and so exceed the limit.) `hf-hoqs` and tools use it to show a normalised
 //! query; the round-trip property is tested with random trees.
 
 use crate::ast::{
@@ -186,27 +187,24 @@ fn write_expr(out: &mut String, expr: &Expr, min_level: u8) {
             out.push_str(name);
         }
         ExprKind::Path(path) => write_path(out, path),
-        ExprKind::Unary {
-            op: UnaryOp::Neg,
-            operand,
-        } => {
-            out.push('-');
-            // `--` would start a comment, so a nested negation gets parentheses.
-            let nested_neg = matches!(
-                operand.kind,
-                ExprKind::Unary {
-                    op: UnaryOp::Neg,
-                    ..
+        ExprKind::Unary { op, operand } => {
+            // A prefix operator parses whatever follows it, so a nested prefix operator needs
+            // no parentheses (`NOT NOT x`, `- -x`); the space keeps `- -x` from being a `--`
+            // comment. Other operands are parenthesised by level as usual.
+            let (text, operand_level) = match op {
+                UnaryOp::Neg => ("-", 8),
+                UnaryOp::Not => ("NOT ", 4),
+            };
+            out.push_str(text);
+            match &operand.kind {
+                ExprKind::Unary { op: inner, .. } if inner == op => {
+                    if *op == UnaryOp::Neg {
+                        out.push(' ');
+                    }
+                    write_expr(out, operand, 0);
                 }
-            );
-            write_expr(out, operand, if nested_neg { 9 } else { 8 });
-        }
-        ExprKind::Unary {
-            op: UnaryOp::Not,
-            operand,
-        } => {
-            out.push_str("NOT ");
-            write_expr(out, operand, 4);
+                _ => write_expr(out, operand, operand_level),
+            }
         }
         ExprKind::Binary { op, left, right } => {
             let own = binary_level(*op);

@@ -4,17 +4,36 @@
 //! overflow, and diagnostics must point inside the text.
 
 use hf_hoqs_syntax::ast::{ExprKind, Literal, SelectValue};
+use hf_hoqs_syntax::printer::{print, print_expr};
 use hf_hoqs_syntax::{
     parse_expression, parse_query, Code, Diagnostic, MAX_DEPTH, MAX_SOURCE_BYTES,
 };
 use proptest::prelude::*;
 
-/// Checks the result invariants of any parse and returns the diagnostics.
+use crate::support::{clear_expr, clear_query};
+
+/// Checks the result invariants of any parse and returns the diagnostics: a tree or
+/// diagnostics (never both), diagnostics inside the text, and any accepted text printing to
+/// text that parses to the same tree.
 fn check(source: &str) -> (bool, Vec<Diagnostic>) {
     let query = parse_query(source);
     assert_eq!(query.query.is_some(), query.diagnostics.is_empty());
+    if let Some(parsed) = &query.query {
+        let mut reparsed = parse_query(&print(parsed)).query.unwrap();
+        let mut parsed = parsed.clone();
+        clear_query(&mut reparsed);
+        clear_query(&mut parsed);
+        assert_eq!(reparsed, parsed, "{source}");
+    }
     let expr = parse_expression(source);
     assert_eq!(expr.expr.is_some(), expr.diagnostics.is_empty());
+    if let Some(parsed) = &expr.expr {
+        let mut reparsed = parse_expression(&print_expr(parsed)).expr.unwrap();
+        let mut parsed = parsed.clone();
+        clear_expr(&mut reparsed);
+        clear_expr(&mut parsed);
+        assert_eq!(reparsed, parsed, "{source}");
+    }
     for diagnostic in query.diagnostics.iter().chain(&expr.diagnostics) {
         assert!(diagnostic.span.start <= diagnostic.span.end);
         assert!(diagnostic.span.end <= source.len());
@@ -278,5 +297,20 @@ proptest! {
         check(&parts.join(" "));
         check(&parts.concat());
         check(&format!("SELECT a FROM m.o WHERE {}", parts.join(" ")));
+    }
+}
+
+#[test]
+fn long_prefix_chains_print_without_extra_nesting() {
+    for source in [
+        format!("{}x", "- ".repeat(100)),
+        format!("{}x", "NOT ".repeat(100)),
+    ] {
+        check(&source);
+        let printed = print_expr(&parse_expression(&source).expr.unwrap());
+        assert!(
+            parse_expression(&printed).diagnostics.is_empty(),
+            "{printed}"
+        );
     }
 }
