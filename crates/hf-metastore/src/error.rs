@@ -87,3 +87,46 @@ fn summary(diagnostics: &[Diagnostic]) -> String {
     let parts: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
     parts.join("; ")
 }
+
+/// The broad class of an [`Error`], so callers map errors to responses without matching every
+/// variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The request is malformed: a bad key, name, branch id or property.
+    Invalid,
+    /// The branch, item or object named does not exist.
+    NotFound,
+    /// A create collides with an existing item.
+    AlreadyExists,
+    /// A delete is refused because something refers to the item.
+    InUse,
+    /// The write would make the metadata invalid; see [`Error::Invalid`]'s diagnostics.
+    InvalidMetadata,
+    /// The branch moved under a prepared commit, or kept moving; retrying may succeed.
+    Conflict,
+    /// Stored files on the branch cannot be read as a model.
+    BrokenMetadata,
+    /// The repository or the file system failed.
+    Internal,
+}
+
+impl Error {
+    /// The broad class of this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Model(error) => match error.kind() {
+                hf_model::ErrorKind::Invalid => ErrorKind::Invalid,
+                hf_model::ErrorKind::NotFound => ErrorKind::NotFound,
+                hf_model::ErrorKind::AlreadyExists => ErrorKind::AlreadyExists,
+                hf_model::ErrorKind::InUse => ErrorKind::InUse,
+                hf_model::ErrorKind::BrokenMetadata => ErrorKind::BrokenMetadata,
+                hf_model::ErrorKind::Io => ErrorKind::Internal,
+            },
+            Error::InvalidBranch { .. } => ErrorKind::Invalid,
+            Error::BranchNotFound { .. } | Error::UnknownObject { .. } => ErrorKind::NotFound,
+            Error::Invalid { .. } => ErrorKind::InvalidMetadata,
+            Error::Conflict { .. } | Error::Contention { .. } => ErrorKind::Conflict,
+            Error::NotARepository { .. } | Error::Git(_) => ErrorKind::Internal,
+        }
+    }
+}

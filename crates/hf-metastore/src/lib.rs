@@ -13,10 +13,12 @@
 //!
 //! See the [`store`](Store) docs for how one `Store` serves many threads.
 
+#![warn(missing_docs)]
+
 mod cache;
 mod error;
 mod store;
 mod tree;
 
-pub use error::Error;
+pub use error::{Error, ErrorKind};
 pub use store::{BranchInfo, Prepared, Snapshot, Store, Written};

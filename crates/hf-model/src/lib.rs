@@ -12,6 +12,8 @@
 //!
 //! The meaning of the metadata for users (vendor keys, extension kinds) is in docs/metadata.md.
 
+#![warn(missing_docs)]
+
 mod diagnostics;
 mod edit;
 mod error;

@@ -247,6 +247,15 @@ fn size_bombs_are_refused() {
 
 proptest! {
     #[test]
+    fn arbitrary_text_never_panics(text in "[{}\\[\\]'\"/*:,a-z0-9\\\\ \n]{0,200}") {
+        let files = [
+            ("crm/module.json5", text.as_bytes()),
+            ("crm/objects/x.json5", text.as_bytes()),
+        ];
+        let _ = files::load(files);
+    }
+
+    #[test]
     fn any_text_survives_a_round_trip(label in any::<String>(), source in "(\\PC|\n|\r|\t|\u{2028}){0,40}") {
         let mut model = Model::default();
         let mut module = Module::new("crm", label);
