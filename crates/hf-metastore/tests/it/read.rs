@@ -162,3 +162,10 @@ fn a_broken_file_fails_reads_of_its_branch_only() {
     // The live branch is unaffected.
     assert!(store.live().is_ok());
 }
+
+#[test]
+fn a_store_is_shared_between_threads() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<Store>();
+    shareable::<hf_metastore::Snapshot>();
+}
