@@ -45,7 +45,9 @@ pub use diagnostics::{Diagnostic, DiagnosticCode, Lint, LintCode, Severity};
 pub use diff::plan;
 pub use error::{Error, ErrorKind};
 pub use mapping::{column_type, desired_schema, map_model};
-pub use markers::{ManagedSet, Marker, MarkerKind, MARKER_SCHEMA, MARKER_TABLE};
+pub use markers::{
+    mark_managed, markers_of, ManagedSet, Marker, MarkerKind, MARKER_SCHEMA, MARKER_TABLE,
+};
 pub use names::{foreign_key_name, index_name, primary_key_name, unique_name};
 pub use plan::{
     Action, Change, ColumnRename, Plan, Precheck, Renames, SchemaRename, Summary, TableRename,

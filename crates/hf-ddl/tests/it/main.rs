@@ -1,5 +1,7 @@
 //! The one integration-test binary of hf-ddl: one module per feature.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
+
 mod db;
 mod failed_apply;
 mod fixtures;
