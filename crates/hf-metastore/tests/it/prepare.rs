@@ -113,3 +113,20 @@ fn a_prepared_fork_creates_the_branch_once() {
         Err(Error::InvalidBranch { .. })
     ));
 }
+
+#[test]
+fn descends_from_follows_history() {
+    let (_dir, store) = demo_store();
+    let live = head(&store, "main").to_string();
+    store
+        .write::<Error, _>("feature", "a", |m| Ok(m.create_module(Module::new("erp", "ERP"))?))
+        .unwrap();
+    let feature = head(&store, "feature").to_string();
+    assert!(store.descends_from(&feature, &live).unwrap());
+    assert!(store.descends_from(&live, &live).unwrap());
+    assert!(!store.descends_from(&live, &feature).unwrap());
+    assert!(matches!(
+        store.descends_from("nope", &live),
+        Err(Error::UnknownObject { kind: "commit", .. })
+    ));
+}
