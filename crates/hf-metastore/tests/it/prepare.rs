@@ -119,7 +119,9 @@ fn descends_from_follows_history() {
     let (_dir, store) = demo_store();
     let live = head(&store, "main").to_string();
     store
-        .write::<Error, _>("feature", "a", |m| Ok(m.create_module(Module::new("erp", "ERP"))?))
+        .write::<Error, _>("feature", "a", |m| {
+            Ok(m.create_module(Module::new("erp", "ERP"))?)
+        })
         .unwrap();
     let feature = head(&store, "feature").to_string();
     assert!(store.descends_from(&feature, &live).unwrap());
