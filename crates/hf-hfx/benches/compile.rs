@@ -12,21 +12,39 @@ fn scaled(times: usize) -> String {
     let markup_start = SCREEN.find("<section").unwrap_or(0);
     let markup_end = SCREEN.find("<style>").unwrap_or(SCREEN.len());
     let markup = &SCREEN[markup_start..markup_end];
-    format!("{}{}{}", &SCREEN[..markup_start], markup.repeat(times), &SCREEN[markup_end..])
+    format!(
+        "{}{}{}",
+        &SCREEN[..markup_start],
+        markup.repeat(times),
+        &SCREEN[markup_end..]
+    )
 }
 
 fn bench(c: &mut Criterion) {
     let large = scaled(10);
-    for (name, source) in [("screen_150_lines", SCREEN), ("screen_1500_lines", large.as_str())] {
+    for (name, source) in [
+        ("screen_150_lines", SCREEN),
+        ("screen_1500_lines", large.as_str()),
+    ] {
         let out = hf_hfx::compile(source, Some(SIDECAR));
-        assert!(out.diagnostics.is_empty(), "{name}: {:?}", out.diagnostics.first());
+        assert!(
+            out.diagnostics.is_empty(),
+            "{name}: {:?}",
+            out.diagnostics.first()
+        );
     }
     c.bench_function("account_list_with_sidecar", |b| {
         b.iter(|| hf_hfx::compile(black_box(SCREEN), Some(black_box(SIDECAR))))
     });
-    c.bench_function("account_list_screen_only", |b| b.iter(|| hf_hfx::compile(black_box(SCREEN), None)));
-    c.bench_function("sidecar_only", |b| b.iter(|| hf_hfx::compile_sidecar(black_box(SIDECAR))));
-    c.bench_function("account_list_x10_screen_only", |b| b.iter(|| hf_hfx::compile(black_box(&large), None)));
+    c.bench_function("account_list_screen_only", |b| {
+        b.iter(|| hf_hfx::compile(black_box(SCREEN), None))
+    });
+    c.bench_function("sidecar_only", |b| {
+        b.iter(|| hf_hfx::compile_sidecar(black_box(SIDECAR)))
+    });
+    c.bench_function("account_list_x10_screen_only", |b| {
+        b.iter(|| hf_hfx::compile(black_box(&large), None))
+    });
 }
 
 criterion_group!(benches, bench);

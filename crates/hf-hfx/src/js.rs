@@ -589,19 +589,14 @@ fn rewrite_specifiers<'a>(
     }
 }
 
-/// Strips TypeScript from `text`, rewrites import specifiers and prints it with oxc codegen.
-/// Returns oxc's errors when `text` does not parse.
-fn strip_and_print(
-    alloc: &Allocator,
-    text: &str,
+/// Strips TypeScript from a parsed program, rewrites import specifiers and prints it with oxc
+/// codegen. Returns oxc's errors when semantic checks or the transform fail.
+fn strip_and_print<'a>(
+    alloc: &'a Allocator,
+    mut program: Program<'a>,
     path: &str,
     sidecar_url: Option<&str>,
 ) -> Result<String, Vec<OxcDiagnostic>> {
-    let parsed = Parser::new(alloc, text, ts_module()).parse();
-    if !parsed.diagnostics.is_empty() || parsed.panicked {
-        return Err(parsed.diagnostics.to_vec());
-    }
-    let mut program = parsed.program;
     // The transformer panics on `enum` unless enum members were constant-evaluated.
     let built = SemanticBuilder::new()
         .with_check_syntax_error(true)
@@ -631,7 +626,13 @@ pub(crate) fn finish_module(
     module: &str,
     sidecar_url: Option<&str>,
 ) -> Option<String> {
-    match strip_and_print(alloc, module, "screen.ts", sidecar_url) {
+    let parsed = Parser::new(alloc, module, ts_module()).parse();
+    let result = if parsed.diagnostics.is_empty() && !parsed.panicked {
+        strip_and_print(alloc, parsed.program, "screen.ts", sidecar_url)
+    } else {
+        Err(parsed.diagnostics.to_vec())
+    };
+    match result {
         Ok(code) => Some(code),
         Err(errors) => {
             let what = errors
@@ -677,7 +678,7 @@ pub(crate) fn compile_sidecar(alloc: &Allocator, sink: &mut Sink<'_>) -> Option<
     if sink.has_errors() {
         return None;
     }
-    match strip_and_print(alloc, text, "sidecar.ts", None) {
+    match strip_and_print(alloc, parsed.program, "sidecar.ts", None) {
         Ok(code) => Some(code),
         Err(errors) => {
             report(sink, &errors, 0, whole);

@@ -89,3 +89,29 @@ fn vendor_files_are_the_runtime_only() {
         assert_eq!(hf_hfx::vendor_file(other), None, "{other}");
     }
 }
+
+#[test]
+fn compile_on_thread_matches_compile() {
+    let source = "<script>let n = 1;</script><p>{n}</p>";
+    assert_eq!(
+        hf_hfx::compile_on_thread(source, None).unwrap(),
+        compile(source, None)
+    );
+}
+
+#[test]
+fn sidecar_url_option_renames_the_sidecar_import() {
+    let source = "<script>import { f } from './sidecar';</script><p>{f()}</p>";
+    let options = hf_hfx::CompileOptions {
+        sidecar_url: Some("./abc-crm-list.sidecar.js".into()),
+    };
+    let js = hf_hfx::compile_with(source, Some("export const f = () => 1;"), &options)
+        .js
+        .unwrap();
+    assert!(js.contains("from \"./abc-crm-list.sidecar.js\""), "{js}");
+    assert!(hf_hfx::compile_sidecar("export const x: number = 1;")
+        .unwrap()
+        .contains("export const x = 1;"));
+    let errors = hf_hfx::compile_sidecar("export const x = ;").unwrap_err();
+    assert_eq!(errors[0].file, hf_hfx::SourceFile::Sidecar);
+}
