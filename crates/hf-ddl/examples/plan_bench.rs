@@ -3,7 +3,9 @@
 //! creation, against the PostgreSQL at `HF_DDL_BENCH_PG` (default
 //! `host=127.0.0.1 port=5432 user=postgres`) in a throw-away database.
 //!
-//! Run with `cargo run --release -p hf-ddl --example plan_bench`.
+//! Run with `cargo run --release -p hf-ddl --example plan_bench`. With `HF_DDL_BENCH_MIGRA` set
+//! to a `migra` command (and `HF_DDL_BENCH_KEEP` keeps the full database for inspection), it also times `migra` diffing the same databases (URL prefix from
+//! `HF_DDL_BENCH_MIGRA_URL`, default `postgresql+psycopg2://postgres@127.0.0.1:5432/`).
 
 use std::error::Error;
 use std::time::{Duration, Instant};
@@ -93,11 +95,19 @@ async fn main() -> Result<(), Box<dyn Error>> {
         .batch_execute(&format!("CREATE DATABASE \"{database}\""))
         .await?;
     let outcome = run(&server, &database, &names, &desired).await;
-    admin
-        .batch_execute(&format!(
-            "DROP DATABASE IF EXISTS \"{database}\" WITH (FORCE)"
-        ))
-        .await?;
+    let migra = match (&outcome, std::env::var("HF_DDL_BENCH_MIGRA")) {
+        (Ok(_), Ok(command)) => Some(run_migra(&admin, &command, &database).await),
+        _ => None,
+    };
+    if std::env::var("HF_DDL_BENCH_KEEP").is_ok() {
+        println!("kept database {database}");
+    } else {
+        admin
+            .batch_execute(&format!(
+                "DROP DATABASE IF EXISTS \"{database}\" WITH (FORCE)"
+            ))
+            .await?;
+    }
     let db = outcome?;
 
     println!(
@@ -119,7 +129,75 @@ async fn main() -> Result<(), Box<dyn Error>> {
         ms(db.introspect),
         db.in_sync_changes
     );
+    if let Some(migra) = migra {
+        let migra = migra?;
+        let ratio = |theirs: Duration, ours: Duration| ms(theirs) / ms(ours);
+        println!(
+            "migra, two empty dbs (startup) {:>9.1} ms",
+            ms(migra.startup)
+        );
+        println!(
+            "migra, empty db vs full        {:>9.1} ms  ({:.1}x ours)",
+            ms(migra.empty),
+            ratio(migra.empty, db.empty)
+        );
+        println!(
+            "migra, in-sync dbs             {:>9.1} ms  ({:.1}x ours)",
+            ms(migra.in_sync),
+            ratio(migra.in_sync, db.in_sync)
+        );
+    }
     Ok(())
+}
+
+struct MigraTimes {
+    startup: Duration,
+    empty: Duration,
+    in_sync: Duration,
+}
+
+/// Times `migra` on the same comparisons: an empty database against the full one, and the full
+/// one against a copy of itself; plus two empty databases, which is its start-up cost.
+async fn run_migra(
+    admin: &Client,
+    command: &str,
+    full: &str,
+) -> Result<MigraTimes, Box<dyn Error>> {
+    let prefix = std::env::var("HF_DDL_BENCH_MIGRA_URL")
+        .unwrap_or_else(|_| "postgresql+psycopg2://postgres@127.0.0.1:5432/".to_owned());
+    let (copy, empty) = (format!("{full}_copy"), format!("{full}_empty"));
+    admin
+        .batch_execute(&format!("CREATE DATABASE \"{copy}\" TEMPLATE \"{full}\""))
+        .await?;
+    admin
+        .batch_execute(&format!("CREATE DATABASE \"{empty}\""))
+        .await?;
+    let time = |a: &str, b: &str| -> Result<Duration, Box<dyn Error>> {
+        let start = Instant::now();
+        let output = std::process::Command::new(command)
+            .args(["--unsafe", &format!("{prefix}{a}"), &format!("{prefix}{b}")])
+            .output()?;
+        // migra exits 2 when the databases differ and 0 when they do not.
+        if !matches!(output.status.code(), Some(0 | 2)) {
+            return Err(String::from_utf8_lossy(&output.stderr).into_owned().into());
+        }
+        Ok(start.elapsed())
+    };
+    let times = time(&empty, &empty).and_then(|startup| {
+        Ok(MigraTimes {
+            startup,
+            empty: time(&empty, full)?,
+            in_sync: time(full, &copy)?,
+        })
+    });
+    for database in [&copy, &empty] {
+        admin
+            .batch_execute(&format!(
+                "DROP DATABASE IF EXISTS \"{database}\" WITH (FORCE)"
+            ))
+            .await?;
+    }
+    times
 }
 
 struct DbTimes {

@@ -33,11 +33,13 @@ WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition AND n.nspname = ANY($1)";
 
 const COLUMNS: &str = "
 SELECT n.nspname::text, c.relname::text, a.attname::text, format_type(a.atttypid, a.atttypmod),
-       a.attnotnull, pg_get_expr(d.adbin, d.adrelid), col_description(c.oid, a.attnum)
+       a.attnotnull, pg_get_expr(d.adbin, d.adrelid), ds.description
 FROM pg_attribute a
 JOIN pg_class c ON c.oid = a.attrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+LEFT JOIN pg_description ds
+       ON ds.objoid = c.oid AND ds.classoid = 'pg_class'::regclass AND ds.objsubid = a.attnum
 WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition AND n.nspname = ANY($1)
   AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY 1, 2, a.attnum";
@@ -66,15 +68,18 @@ SELECT n.nspname::text, t.relname::text, i.relname::text, ix.indisunique,
        ARRAY(SELECT att.attname::text FROM unnest(ix.indkey::int2[]) WITH ORDINALITY k(num, ord)
              JOIN pg_attribute att ON att.attrelid = ix.indrelid AND att.attnum = k.num
              ORDER BY k.ord),
-       (ix.indexprs IS NULL AND ix.indpred IS NULL AND am.amname = 'btree'
-        AND ix.indnatts = ix.indnkeyatts AND NOT (0 = ANY(ix.indkey::int2[]))
-        AND NOT EXISTS (SELECT 1 FROM unnest(ix.indoption::int2[]) o WHERE o <> 0)),
-       pg_get_indexdef(ix.indexrelid)
+       p.plain,
+       CASE WHEN p.plain THEN NULL ELSE pg_get_indexdef(ix.indexrelid) END
 FROM pg_index ix
 JOIN pg_class i ON i.oid = ix.indexrelid
 JOIN pg_class t ON t.oid = ix.indrelid
 JOIN pg_namespace n ON n.oid = t.relnamespace
 JOIN pg_am am ON am.oid = i.relam
+CROSS JOIN LATERAL (
+    SELECT ix.indexprs IS NULL AND ix.indpred IS NULL AND am.amname = 'btree'
+       AND ix.indnatts = ix.indnkeyatts AND NOT (0 = ANY(ix.indkey::int2[]))
+       AND NOT EXISTS (SELECT 1 FROM unnest(ix.indoption::int2[]) o WHERE o <> 0) AS plain
+) p
 WHERE t.relkind IN ('r', 'p') AND NOT t.relispartition AND n.nspname = ANY($1)
   AND NOT EXISTS (SELECT 1 FROM pg_constraint con
                   WHERE con.conrelid = ix.indrelid AND con.conindid = ix.indexrelid

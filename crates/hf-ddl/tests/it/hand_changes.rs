@@ -35,6 +35,7 @@ async fn hand_changes_show_up_in_the_plan() {
                  COMMENT ON TABLE crm.account IS 'changed by hand';
                  REVOKE DELETE ON crm.account FROM \"hf:authenticated\";
                  CREATE TABLE crm.scratch (x integer);
+                 CREATE INDEX account_lower_idx ON crm.account (lower(name));
                  CREATE TABLE public.elsewhere (x integer);",
             )
             .await
@@ -45,6 +46,20 @@ async fn hand_changes_show_up_in_the_plan() {
         assert!(!account.column("extra").unwrap().managed);
         assert!(account.column("name").unwrap().managed);
         assert!(!current.schemas["crm"].tables["scratch"].managed);
+        let expression = account
+            .indexes
+            .iter()
+            .find(|i| i.name == "account_lower_idx")
+            .unwrap();
+        assert!(!expression.managed);
+        assert!(
+            expression
+                .definition
+                .as_deref()
+                .unwrap()
+                .contains("lower(name)"),
+            "{expression:?}"
+        );
         assert!(!current.schemas.contains_key("public"));
 
         let planned = plan(&current, &model, &Renames::default());
