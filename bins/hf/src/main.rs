@@ -3,6 +3,8 @@
 //!
 //! `anyhow` lives here and in xtask only: this is where errors become messages for people.
 
+mod keys;
+mod principal;
 mod serve;
 
 use std::path::PathBuf;
@@ -21,6 +23,21 @@ struct Cli {
 enum Command {
     /// Run the HTTP service.
     Serve(ServeArgs),
+    /// Manage principals (users) without going through HTTP.
+    Principal(principal::PrincipalArgs),
+    /// Manage the token signing keys.
+    Keys(keys::KeysArgs),
+}
+
+/// Where the database is: shared by `hf serve` and the tools, so they always find the same one.
+#[derive(Debug, Clone, Args)]
+pub struct DatabaseArgs {
+    /// PostgreSQL URL; when unset, hf runs its own private cluster under the data directory.
+    #[arg(long, env = "HF_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Directory for the service's own files (embedded cluster, metadata repository).
+    #[arg(long, env = "HF_DATA_DIR", default_value = "./.hf")]
+    pub data_dir: PathBuf,
 }
 
 /// Flags of `hf serve`; each also reads its `HF_*` environment variable.
@@ -29,12 +46,9 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "HF_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: String,
-    /// PostgreSQL URL; when unset, hf runs its own private cluster under the data directory.
-    #[arg(long, env = "HF_DATABASE_URL", hide_env_values = true)]
-    pub database_url: Option<String>,
-    /// Directory for the service's own files (embedded cluster, metadata repository).
-    #[arg(long, env = "HF_DATA_DIR", default_value = "./.hf")]
-    pub data_dir: PathBuf,
+    /// Where the database is.
+    #[command(flatten)]
+    pub database: DatabaseArgs,
     /// The metadata git repository (created if missing); default `<data dir>/metadata`.
     #[arg(long, env = "HF_METADATA_PATH")]
     pub metadata_path: Option<PathBuf>,
@@ -47,6 +61,9 @@ pub struct ServeArgs {
     /// When no principal exists yet, create `admin` with this password.
     #[arg(long, env = "HF_ADMIN_PASSWORD", hide_env_values = true)]
     pub admin_password: Option<String>,
+    /// The name of the administrator created when no principal exists yet.
+    #[arg(long, env = "HF_ADMIN_NAME", default_value = "admin")]
+    pub admin_name: String,
     /// Largest accepted request body, in bytes.
     #[arg(long, env = "HF_BODY_LIMIT", default_value_t = 1024 * 1024)]
     pub body_limit: usize,
@@ -56,6 +73,9 @@ pub struct ServeArgs {
     /// HTTP worker threads (default: one per core).
     #[arg(long, env = "HF_WORKERS")]
     pub workers: Option<usize>,
+    /// Load the demo CRM (`fixtures/demo`) into an empty live branch and apply it.
+    #[arg(long)]
+    pub demo: bool,
 }
 
 fn main() -> std::process::ExitCode {
@@ -63,6 +83,8 @@ fn main() -> std::process::ExitCode {
     init_tracing();
     let result = match cli.command {
         Command::Serve(args) => serve::run(args),
+        Command::Principal(args) => principal::run(args),
+        Command::Keys(args) => keys::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

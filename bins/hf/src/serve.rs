@@ -1,6 +1,7 @@
 //! `hf serve`: starts the database (embedded unless a URL is given), prepares it, serves HTTP,
 //! and shuts everything down in order on SIGTERM or SIGINT.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -14,12 +15,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     // The embedded cluster is started before the async runtime and stopped after it, so it
     // outlives every request.
-    let embedded = match &args.database_url {
+    let embedded = match &args.database.database_url {
         Some(_) => None,
         None => {
-            let cluster = EmbeddedCluster::start(&args.data_dir)
+            let cluster = EmbeddedCluster::start(&args.database.data_dir)
                 .context("starting the embedded PostgreSQL")?;
-            tracing::info!(data_dir = %args.data_dir.display(), "embedded PostgreSQL is running");
+            tracing::info!(data_dir = %args.database.data_dir.display(), "embedded PostgreSQL is running");
             Some(cluster)
         }
     };
@@ -42,7 +43,7 @@ async fn serve(
     embedded: Option<&EmbeddedCluster>,
     started: Instant,
 ) -> anyhow::Result<()> {
-    let database_url = match (&args.database_url, embedded) {
+    let database_url = match (&args.database.database_url, embedded) {
         (Some(url), _) => url.clone(),
         (None, Some(cluster)) => {
             hf_storage::create_database_if_missing(
@@ -64,17 +65,47 @@ async fn serve(
     hf_server::prepare_database(&pool)
         .await
         .context("preparing the database")?;
+    let auth_config = crate::principal::auth_config(&args);
+    let (auth, bootstrap) = hf_server::auth::prepare(&pool, &auth_config)
+        .await
+        .context("preparing authentication")?;
 
     let metadata_path = args
         .metadata_path
         .clone()
-        .unwrap_or_else(|| args.data_dir.join("metadata"));
+        .unwrap_or_else(|| args.database.data_dir.join("metadata"));
+    let store = Arc::new(
+        hf_metastore::Store::open_or_init(&metadata_path, &args.live_branch).with_context(
+            || {
+                format!(
+                    "opening the metadata repository {}",
+                    metadata_path.display()
+                )
+            },
+        )?,
+    );
+    if args.demo {
+        load_demo(&pool, &store).await?;
+    }
+    match hf_storage::deploy::drift(&pool, &store).await {
+        Ok(None) => {}
+        Ok(Some(drift)) => tracing::warn!(
+            live_commit = %drift.live_commit,
+            applied_commit = drift.applied_commit.as_deref().unwrap_or("none"),
+            "the database does not reflect the live branch; POST /apply (or `hf apply`) repairs it"
+        ),
+        Err(error) => tracing::warn!(%error, "could not compare the live branch with the database"),
+    }
     let mut config = ServerConfig::new(args.listen.clone(), metadata_path.clone());
     config.body_limit = args.body_limit;
     config.workers = args.workers;
+    config.auth = auth_config;
     let state = AppState {
         pool,
         metadata_path: metadata_path.display().to_string(),
+        store,
+        live_branch: args.live_branch.clone(),
+        auth: Arc::new(auth),
     };
     let server = hf_server::bind(&config, state)?;
     let handle = server.handle();
@@ -84,6 +115,7 @@ async fn serve(
         "hf is listening on http://{}",
         server.addr
     );
+    crate::principal::report_bootstrap(&bootstrap, server.addr);
 
     let shutdown = tokio::spawn(async move {
         wait_for_signal().await;
@@ -92,6 +124,38 @@ async fn serve(
     });
     server.run().await.context("serving HTTP")?;
     shutdown.abort();
+    Ok(())
+}
+
+/// The demo metadata shipped in the repository (`fixtures/demo`).
+const DEMO_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/demo");
+
+/// Loads the demo metadata into an empty live branch and applies it to the database.
+async fn load_demo(
+    pool: &hf_storage::Pool,
+    store: &Arc<hf_metastore::Store>,
+) -> anyhow::Result<()> {
+    let seeded = tokio::task::spawn_blocking({
+        let store = Arc::clone(store);
+        move || store.seed_from_dir(std::path::Path::new(DEMO_DIR), "hf")
+    })
+    .await?
+    .with_context(|| format!("loading the demo metadata from {DEMO_DIR}"))?;
+    match seeded {
+        Some(snapshot) => {
+            let applied = hf_storage::deploy::apply(pool, store, &snapshot.branch, false)
+                .await
+                .context("applying the demo metadata")?;
+            tracing::info!(
+                commit = %applied.commit,
+                tables_created = applied.stats.tables_created,
+                "loaded the demo metadata"
+            );
+        }
+        None => {
+            tracing::info!("the live branch already holds metadata; the demo was not loaded again")
+        }
+    }
     Ok(())
 }
 

@@ -17,12 +17,32 @@ use crate::state::AppState;
 #[openapi(
     info(title = "hf", description = "Metadata-driven application backend."),
     components(schemas(ErrorBody)),
+    modifiers(&BearerScheme),
     tags(
         (name = "auth"), (name = "iam"), (name = "metadata"),
         (name = "data"), (name = "hfx"), (name = "system"),
     )
 )]
 struct ApiDoc;
+
+/// Declares the `bearer` security scheme (an ES256 JWT) that protected operations name.
+struct BearerScheme;
+
+impl utoipa::Modify for BearerScheme {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .build(),
+            ),
+        );
+    }
+}
 
 /// The generated OpenAPI document, serialised once.
 #[derive(Debug, Clone)]
@@ -37,9 +57,72 @@ fn register<T>(app: utoipa_actix_web::UtoipaApp<T>) -> utoipa_actix_web::UtoipaA
 where
     T: ServiceFactory<ServiceRequest, Config = (), Error = actix_web::Error, InitError = ()>,
 {
-    app.service(system::health)
+    let app = app
+        .service(system::health)
         .service(system::status)
-        .service(system::openapi)
+        .service(system::openapi);
+    let app = register_auth(app);
+    register_metadata(app)
+}
+
+/// The `auth` and `iam` routes; registered before the metadata routes, whose `/{branchRoot}/…`
+/// patterns would otherwise match their paths.
+fn register_auth<T>(app: utoipa_actix_web::UtoipaApp<T>) -> utoipa_actix_web::UtoipaApp<T>
+where
+    T: ServiceFactory<ServiceRequest, Config = (), Error = actix_web::Error, InitError = ()>,
+{
+    use crate::routes::{auth, iam};
+    app.service(auth::login)
+        .service(auth::set_password)
+        .service(auth::challenge)
+        .service(auth::verify)
+        .service(auth::me)
+        .service(auth::session)
+        .service(auth::exchange)
+        .service(auth::jwks)
+        .service(iam::create_principal)
+        .service(iam::list_principals)
+        .service(iam::get_principal)
+        .service(iam::patch_principal)
+        .service(iam::delete_principal)
+        .service(iam::list_credentials)
+        .service(iam::attach_credential)
+        .service(iam::revoke_credential)
+        .service(iam::reset_token)
+}
+
+/// The metadata routes. Order matters among them: the fixed segments (`objects`, `fields`)
+/// before the `{moduleKey}` patterns they would otherwise match.
+fn register_metadata<T>(app: utoipa_actix_web::UtoipaApp<T>) -> utoipa_actix_web::UtoipaApp<T>
+where
+    T: ServiceFactory<ServiceRequest, Config = (), Error = actix_web::Error, InitError = ()>,
+{
+    use crate::routes::metadata as m;
+    app.service(crate::routes::schema::plan)
+        .service(crate::routes::schema::apply)
+        .service(m::list_branches)
+        .service(m::list_modules)
+        .service(m::list_all_objects)
+        .service(m::list_all_fields)
+        .service(m::get_module)
+        .service(m::create_module)
+        .service(m::replace_module)
+        .service(m::delete_module)
+        .service(m::list_objects)
+        .service(m::get_object)
+        .service(m::create_object)
+        .service(m::replace_object)
+        .service(m::delete_object)
+        .service(m::list_fields)
+        .service(m::get_field)
+        .service(m::create_field)
+        .service(m::replace_field)
+        .service(m::delete_field)
+        .service(m::list_screens)
+        .service(m::get_screen)
+        .service(m::create_screen)
+        .service(m::replace_screen)
+        .service(m::delete_screen)
 }
 
 /// Builds the application with its state; returns it with the OpenAPI document of its routes.

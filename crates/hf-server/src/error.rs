@@ -52,6 +52,33 @@ error_codes! {
     PayloadTooLarge = "PAYLOAD_TOO_LARGE" => PAYLOAD_TOO_LARGE,
     Unauthenticated = "UNAUTHENTICATED" => UNAUTHORIZED,
     Forbidden = "FORBIDDEN" => FORBIDDEN,
+    InvalidCredentials = "INVALID_CREDENTIALS" => UNAUTHORIZED,
+    RateLimited = "RATE_LIMITED" => TOO_MANY_REQUESTS,
+    InvalidSetupToken = "INVALID_SETUP_TOKEN" => UNAUTHORIZED,
+    WeakPassword = "WEAK_PASSWORD" => UNPROCESSABLE_ENTITY,
+    InvalidSignature = "INVALID_SIGNATURE" => UNAUTHORIZED,
+    InvalidCode = "INVALID_CODE" => UNAUTHORIZED,
+    InvalidName = "INVALID_NAME" => BAD_REQUEST,
+    AlreadyExists = "ALREADY_EXISTS" => CONFLICT,
+    LastAdmin = "LAST_ADMIN" => CONFLICT,
+    PrincipalNotFound = "PRINCIPAL_NOT_FOUND" => NOT_FOUND,
+    CredentialNotFound = "CREDENTIAL_NOT_FOUND" => NOT_FOUND,
+    InvalidPublicKey = "INVALID_PUBLIC_KEY" => UNPROCESSABLE_ENTITY,
+    InvalidKey = "INVALID_KEY" => BAD_REQUEST,
+    ModuleNotFound = "MODULE_NOT_FOUND" => NOT_FOUND,
+    ObjectNotFound = "OBJECT_NOT_FOUND" => NOT_FOUND,
+    FieldNotFound = "FIELD_NOT_FOUND" => NOT_FOUND,
+    ScreenNotFound = "SCREEN_NOT_FOUND" => NOT_FOUND,
+    BranchNotFound = "BRANCH_NOT_FOUND" => NOT_FOUND,
+    InUse = "IN_USE" => CONFLICT,
+    InvalidReference = "INVALID_REFERENCE" => UNPROCESSABLE_ENTITY,
+    InvalidMetadata = "INVALID_METADATA" => UNPROCESSABLE_ENTITY,
+    MetadataUnreadable = "METADATA_UNREADABLE" => UNPROCESSABLE_ENTITY,
+    MetadataConflict = "METADATA_CONFLICT" => CONFLICT,
+    DestructiveChange = "DESTRUCTIVE_CHANGE" => CONFLICT,
+    BranchDiverged = "BRANCH_DIVERGED" => CONFLICT,
+    ApplyFailed = "APPLY_FAILED" => UNPROCESSABLE_ENTITY,
+    HfxCompileError = "HFX_COMPILE_ERROR" => UNPROCESSABLE_ENTITY,
     DatabaseUnavailable = "DATABASE_UNAVAILABLE" => SERVICE_UNAVAILABLE,
     Timeout = "TIMEOUT" => GATEWAY_TIMEOUT,
     Internal = "INTERNAL" => INTERNAL_SERVER_ERROR,
@@ -144,6 +171,19 @@ impl ApiError {
         }
     }
 
+    /// Several entries under one status (every problem of a write at once).
+    pub fn from_entries(status: StatusCode, entries: Vec<ErrorEntry>) -> Self {
+        if entries.is_empty() {
+            return Self::internal();
+        }
+        Self {
+            status,
+            entries,
+            retry_after: None,
+            request_id: None,
+        }
+    }
+
     /// A field-scoped error naming the property or field key.
     pub fn field(code: Code, message: impl Into<String>, target: impl Into<String>) -> Self {
         Self::entry(code, message, Scope::Field, Some(target.into()))
@@ -218,6 +258,19 @@ impl ResponseError for ApiError {
 impl From<hf_storage::Error> for ApiError {
     fn from(error: hf_storage::Error) -> Self {
         use hf_storage::ErrorKind;
+        let error = match error {
+            hf_storage::Error::Metadata(error) => return error.into(),
+            hf_storage::Error::Ddl(error) => return ddl_error(error),
+            hf_storage::Error::BranchDiverged { branch } => {
+                return ApiError::entry(
+                    Code::BranchDiverged,
+                    format!("Branch `{branch}` does not descend from the live head; merge the live branch into it first."),
+                    Scope::Request,
+                    Some(branch),
+                )
+            }
+            other => other,
+        };
         match error.kind() {
             ErrorKind::Unavailable => {
                 tracing::warn!(%error, "database unavailable");
@@ -240,6 +293,224 @@ impl From<hf_storage::Error> for ApiError {
             }
         }
     }
+}
+
+impl From<hf_auth::Error> for ApiError {
+    fn from(error: hf_auth::Error) -> Self {
+        use hf_auth::ErrorKind;
+        match error.kind() {
+            ErrorKind::InvalidToken => ApiError::new(
+                Code::Unauthenticated,
+                format!("The bearer token is not valid: {error}."),
+            ),
+            ErrorKind::WeakPassword => ApiError::field(
+                Code::WeakPassword,
+                format!("The password is too weak: {error}."),
+                "password",
+            ),
+            ErrorKind::InvalidName => ApiError::field(
+                Code::InvalidName,
+                format!("The name is not allowed: {error}."),
+                "name",
+            ),
+            ErrorKind::InvalidPublicKey => ApiError::field(
+                Code::InvalidPublicKey,
+                format!("The public key is not accepted: {error}."),
+                "publicKey",
+            ),
+            ErrorKind::InvalidSignature => ApiError::new(
+                Code::InvalidSignature,
+                format!("The signature is not accepted: {error}."),
+            ),
+            ErrorKind::Internal => {
+                tracing::error!(%error, "authentication failure");
+                ApiError::internal()
+            }
+        }
+    }
+}
+
+impl From<hf_metastore::Error> for ApiError {
+    fn from(error: hf_metastore::Error) -> Self {
+        use hf_metastore::Error as E;
+        match error {
+            E::Model(error) => error.into(),
+            E::InvalidBranch { branch } => ApiError::new(
+                Code::InvalidBranch,
+                format!("`{branch}` is not a valid branch id."),
+            ),
+            E::BranchNotFound { branch } => ApiError::entry(
+                Code::BranchNotFound,
+                format!("There is no branch `{branch}`."),
+                Scope::Request,
+                Some(branch),
+            ),
+            E::Invalid { diagnostics, .. } => {
+                let entries = diagnostics
+                    .iter()
+                    .map(|diagnostic| {
+                        let code = if diagnostic.code.is_missing_reference() {
+                            Code::InvalidReference.as_str()
+                        } else {
+                            diagnostic.code.name()
+                        };
+                        ErrorEntry {
+                            code,
+                            message: format!("{} ({})", diagnostic.message, diagnostic.file()),
+                            scope: Scope::Field,
+                            target: Some(
+                                diagnostic
+                                    .property
+                                    .map_or_else(|| diagnostic.target.to_string(), str::to_owned),
+                            ),
+                            rule: None,
+                            location: None,
+                        }
+                    })
+                    .collect();
+                ApiError::from_entries(StatusCode::UNPROCESSABLE_ENTITY, entries)
+            }
+            E::Conflict { branch, .. } | E::Contention { branch, .. } => ApiError::entry(
+                Code::MetadataConflict,
+                format!("Branch `{branch}` is changing too fast; retry the write."),
+                Scope::Request,
+                Some(branch),
+            ),
+            other => {
+                tracing::error!(error = %other, "metadata store failure");
+                ApiError::internal()
+            }
+        }
+    }
+}
+
+impl From<hf_model::Error> for ApiError {
+    fn from(error: hf_model::Error) -> Self {
+        use hf_model::Error as E;
+        let message = format!("{error}.");
+        match error {
+            E::InvalidKey { key, .. } => {
+                ApiError::entry(Code::InvalidKey, message, Scope::Request, Some(key))
+            }
+            E::InvalidBranch { .. } => ApiError::new(Code::InvalidBranch, message),
+            E::InvalidName { .. } => ApiError::new(Code::InvalidBody, message),
+            E::UnknownValue { property, .. }
+            | E::MissingProperty { property }
+            | E::PropertyNotAllowed { property, .. } => {
+                ApiError::field(Code::InvalidBody, message, property)
+            }
+            E::ModuleNotFound { module } => {
+                ApiError::entry(Code::ModuleNotFound, message, Scope::Request, Some(module))
+            }
+            E::ObjectNotFound { object } => ApiError::entry(
+                Code::ObjectNotFound,
+                message,
+                Scope::Request,
+                Some(object.object.clone()),
+            ),
+            E::FieldNotFound { field, .. } => {
+                ApiError::entry(Code::FieldNotFound, message, Scope::Field, Some(field))
+            }
+            E::ScreenNotFound { screen, .. } => {
+                ApiError::entry(Code::ScreenNotFound, message, Scope::Request, Some(screen))
+            }
+            E::AlreadyExists { target } => ApiError::entry(
+                Code::AlreadyExists,
+                message,
+                Scope::Request,
+                Some(target.key().to_owned()),
+            ),
+            E::InUse { target, .. } => ApiError::entry(
+                Code::InUse,
+                message,
+                Scope::Request,
+                Some(target.key().to_owned()),
+            ),
+            other if other.kind() == hf_model::ErrorKind::BrokenMetadata => ApiError::new(
+                Code::MetadataUnreadable,
+                format!("The branch's metadata cannot be read: {other}."),
+            ),
+            other => {
+                tracing::error!(error = %other, "metadata model failure");
+                ApiError::internal()
+            }
+        }
+    }
+}
+
+/// DDL failures: refused destructive changes get one entry each; a failed statement is named.
+fn ddl_error(error: hf_ddl::Error) -> ApiError {
+    use hf_ddl::Error as E;
+    match error {
+        E::Destructive { targets } => {
+            let entries = targets
+                .into_iter()
+                .map(|target| ErrorEntry {
+                    code: Code::DestructiveChange.as_str(),
+                    message: format!(
+                        "Applying this would lose the data of `{target}`; repeat with allowDestructive=true to accept that."
+                    ),
+                    scope: Scope::Request,
+                    target: Some(target),
+                    rule: None,
+                    location: None,
+                })
+                .collect();
+            ApiError::from_entries(StatusCode::CONFLICT, entries)
+        }
+        E::Statement {
+            target,
+            sql,
+            source,
+        } => ApiError::entry(
+            Code::ApplyFailed,
+            format!(
+                "Applying `{sql}` failed: {}.",
+                source
+                    .as_db_error()
+                    .map_or_else(|| source.to_string(), |db| db.message().to_owned())
+            ),
+            Scope::Request,
+            Some(target),
+        ),
+        E::Precheck {
+            target,
+            sql,
+            reason,
+        } => ApiError::entry(
+            Code::ApplyFailed,
+            format!("`{sql}` would fail: {reason}."),
+            Scope::Request,
+            Some(target),
+        ),
+        other => {
+            tracing::error!(error = %other, "DDL failure");
+            ApiError::new(
+                Code::ApplyFailed,
+                format!("Applying the metadata failed: {other}."),
+            )
+        }
+    }
+}
+
+/// Compile errors of an HFX source (or its sidecar), each with its location.
+pub fn hfx_errors(diagnostics: &[hf_hfx::Diagnostic]) -> ApiError {
+    let entries = diagnostics
+        .iter()
+        .map(|d| ErrorEntry {
+            code: Code::HfxCompileError.as_str(),
+            message: d.message.clone(),
+            scope: Scope::Request,
+            target: None,
+            rule: None,
+            location: Some(Location {
+                line: d.line,
+                column: d.column,
+                frame: d.frame.clone(),
+            }),
+        })
+        .collect();
+    ApiError::from_entries(StatusCode::UNPROCESSABLE_ENTITY, entries)
 }
 
 /// The envelope for a status produced outside our handlers (the router, the framework), so no

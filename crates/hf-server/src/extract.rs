@@ -142,6 +142,11 @@ fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         }
         api
     })?;
+    from_value(value)
+}
+
+/// Deserialises an already parsed body, naming the property a shape error concerns.
+pub fn from_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
     serde_path_to_error::deserialize(value).map_err(|error| {
         let path = error.path().to_string();
         let inner = error.inner().to_string();
@@ -162,6 +167,10 @@ fn property_target(path: &str, message: &str) -> String {
         .find_map(|prefix| message.strip_prefix(prefix))
         .and_then(|rest| rest.split('`').next());
     match (path, named) {
+        // Unknown properties are reported at the property itself, missing ones at their parent.
+        (path, Some(field)) if path == field || path.ends_with(&format!(".{field}")) => {
+            path.to_owned()
+        }
         (".", Some(field)) => field.to_owned(),
         (_, Some(field)) => format!("{path}.{field}"),
         (".", None) => String::new(),

@@ -5,6 +5,9 @@
 //! the same route registrations that serve requests.
 
 pub mod app;
+pub mod auth;
+pub mod auth_gate;
+pub mod dto;
 pub mod error;
 pub mod extract;
 pub mod middleware;
@@ -33,6 +36,8 @@ pub struct ServerConfig {
     pub workers: Option<usize>,
     /// How long requests in flight may take to finish at shutdown.
     pub shutdown_timeout: Duration,
+    /// Tokens, secrets, login throttling and the bootstrap administrator.
+    pub auth: auth::AuthConfig,
 }
 
 impl ServerConfig {
@@ -44,6 +49,7 @@ impl ServerConfig {
             metadata_path,
             workers: None,
             shutdown_timeout: Duration::from_secs(30),
+            auth: auth::AuthConfig::default(),
         }
     }
 }
@@ -63,6 +69,17 @@ pub enum Error {
     /// Preparing the database (connecting, migrating) failed.
     #[error(transparent)]
     Storage(#[from] hf_storage::Error),
+    /// The signing keys could not be made or read.
+    #[error("signing keys: {0}")]
+    Keys(#[from] hf_auth::Error),
+    /// The administrator of the first start could not be created.
+    #[error("cannot create the administrator `{name}`: {reason}")]
+    Bootstrap {
+        /// The configured administrator name.
+        name: String,
+        /// Why not.
+        reason: String,
+    },
 }
 
 /// A bound, not yet running server.

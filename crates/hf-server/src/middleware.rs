@@ -129,6 +129,16 @@ pub async fn not_found(req: HttpRequest) -> HttpResponse {
     response
 }
 
+/// Whether one path segment fits one template segment. `{branchRoot}` routes are served only
+/// behind the `metadata_root` guard, so only metadata roots fit it.
+fn segment_matches(template: &str, segment: &str) -> bool {
+    match template {
+        "{branchRoot}" => segment == "metadata" || segment.starts_with("metadata@"),
+        t if t.starts_with('{') => !segment.is_empty(),
+        t => t == segment,
+    }
+}
+
 /// The documented routes as (method, path template) pairs, so the fallback handler can tell a
 /// wrong method (405 with `Allow`) from a wrong path (404).
 #[derive(Debug, Default)]
@@ -169,7 +179,7 @@ impl RouteTable {
                     && template
                         .iter()
                         .zip(&segments)
-                        .all(|(t, s)| (t.starts_with('{') && !s.is_empty()) || t == s)
+                        .all(|(t, s)| segment_matches(t, s))
             })
             .map(|(method, _)| method.clone())
             .collect();
@@ -187,7 +197,10 @@ fn not_found_error(req: &HttpRequest) -> ApiError {
         .next()
         .unwrap_or("");
     let decoded = percent_decode(first_segment);
-    if decoded.contains('@') {
+    let valid_root = decoded
+        .strip_prefix("metadata@")
+        .is_some_and(hf_model::key::is_valid_branch_id);
+    if decoded.contains('@') && !valid_root {
         return ApiError::new(
             Code::InvalidBranch,
             format!(

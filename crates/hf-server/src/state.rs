@@ -1,5 +1,7 @@
 //! The state every handler shares, built once at start-up.
 
+use std::sync::Arc;
+
 use hf_storage::Pool;
 
 /// Shared, read-mostly state of the running service.
@@ -9,4 +11,10 @@ pub struct AppState {
     pub pool: Pool,
     /// The metadata repository's path, as `/status` reports it.
     pub metadata_path: String,
+    /// Signing keys and authentication settings (see [`crate::auth::prepare`]).
+    pub auth: std::sync::Arc<crate::auth::AuthState>,
+    /// The metadata repository.
+    pub store: Arc<hf_metastore::Store>,
+    /// The branch the database reflects.
+    pub live_branch: String,
 }

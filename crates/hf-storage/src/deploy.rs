@@ -83,16 +83,27 @@ pub async fn plan(pool: &Pool, store: &Arc<Store>, branch: &str) -> Result<Branc
     let snapshot = snapshot(store, branch).await?;
     let client = pool.get().await?;
     let plan = plan_model(&**client, &snapshot.model, None).await?;
-    Ok(BranchPlan { branch: snapshot.branch.clone(), commit: snapshot.commit.clone(), plan })
+    Ok(BranchPlan {
+        branch: snapshot.branch.clone(),
+        commit: snapshot.commit.clone(),
+        plan,
+    })
 }
 
 /// Applies `branch` to the database in one transaction and makes it the live head. A branch
 /// other than the live one must descend from the live head (it is fast-forwarded); otherwise
 /// [`Error::BranchDiverged`].
-pub async fn apply(pool: &Pool, store: &Arc<Store>, branch: &str, allow_destructive: bool) -> Result<Applied> {
+pub async fn apply(
+    pool: &Pool,
+    store: &Arc<Store>,
+    branch: &str,
+    allow_destructive: bool,
+) -> Result<Applied> {
     let mut client = pool.get().await?;
     let transaction = client.transaction().await?;
-    transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&APPLY_LOCK_KEY]).await?;
+    transaction
+        .execute("SELECT pg_advisory_xact_lock($1)", &[&APPLY_LOCK_KEY])
+        .await?;
     let live = snapshot(store, store.live_branch()).await?;
     let target = snapshot(store, branch).await?;
     if target.branch != live.branch {
@@ -103,20 +114,33 @@ pub async fn apply(pool: &Pool, store: &Arc<Store>, branch: &str, allow_destruct
         })
         .await?;
         if !descends {
-            return Err(Error::BranchDiverged { branch: target.branch.clone() });
+            return Err(Error::BranchDiverged {
+                branch: target.branch.clone(),
+            });
         }
     }
     let plan = plan_model(&*transaction, &target.model, Some(&live.model)).await?;
-    let options = ApplyOptions { allow_destructive, ..ApplyOptions::default() };
+    let options = ApplyOptions {
+        allow_destructive,
+        ..ApplyOptions::default()
+    };
     let stats = hf_ddl::apply(&transaction, &plan, &options).await?;
     record_applied(&transaction, &target).await?;
     if target.branch != live.branch {
         let store = Arc::clone(store);
-        let (live_branch, old, new) = (live.branch.clone(), live.commit.clone(), target.commit.clone());
+        let (live_branch, old, new) = (
+            live.branch.clone(),
+            live.commit.clone(),
+            target.commit.clone(),
+        );
         blocking(move || store.advance(&live_branch, Some(&old), &new)).await?;
     }
     transaction.commit().await?;
-    Ok(Applied { branch: target.branch.clone(), commit: target.commit.clone(), stats })
+    Ok(Applied {
+        branch: target.branch.clone(),
+        commit: target.commit.clone(),
+        stats,
+    })
 }
 
 /// Writes to the live branch: the edit's commit and its DDL succeed together or not at all.
@@ -136,15 +160,24 @@ where
     for _ in 0..MAX_LIVE_ATTEMPTS {
         let mut client = pool.get().await?;
         let transaction = client.transaction().await?;
-        transaction.execute("SELECT pg_advisory_xact_lock($1)", &[&APPLY_LOCK_KEY]).await?;
+        transaction
+            .execute("SELECT pg_advisory_xact_lock($1)", &[&APPLY_LOCK_KEY])
+            .await?;
         let prepared: Prepared = blocking({
             let store = Arc::clone(store);
-            let (branch, author, edit) = (store.live_branch().to_owned(), author.to_owned(), edit.clone());
+            let (branch, author, edit) = (
+                store.live_branch().to_owned(),
+                author.to_owned(),
+                edit.clone(),
+            );
             move || store.prepare(&branch, &author, edit)
         })
         .await?;
         let plan = plan_model(&*transaction, &prepared.model, Some(&prepared.base)).await?;
-        let options = ApplyOptions { allow_destructive, ..ApplyOptions::default() };
+        let options = ApplyOptions {
+            allow_destructive,
+            ..ApplyOptions::default()
+        };
         let stats = hf_ddl::apply(&transaction, &plan, &options).await?;
         let applied = AppliedState {
             branch: prepared.branch.clone(),
@@ -155,7 +188,13 @@ where
         let moved = blocking({
             let store = Arc::clone(store);
             let prepared = prepared.clone();
-            move || store.advance(&prepared.branch, prepared.expected_old.as_deref(), &prepared.commit)
+            move || {
+                store.advance(
+                    &prepared.branch,
+                    prepared.expected_old.as_deref(),
+                    &prepared.commit,
+                )
+            }
         })
         .await;
         match moved {
@@ -172,7 +211,11 @@ where
             let store = Arc::clone(store);
             let prepared_back = prepared.clone();
             let reverted = blocking(move || {
-                store.advance(&prepared_back.branch, Some(&prepared_back.commit), &prepared_back.parent)
+                store.advance(
+                    &prepared_back.branch,
+                    Some(&prepared_back.commit),
+                    &prepared_back.parent,
+                )
             })
             .await;
             if let Err(revert_error) = reverted {
@@ -180,19 +223,33 @@ where
             }
             return Err(error.into());
         }
-        return Ok(LiveWrite { change: prepared.change, file: prepared.file, commit: prepared.commit, stats });
+        return Ok(LiveWrite {
+            change: prepared.change,
+            file: prepared.file,
+            commit: prepared.commit,
+            stats,
+        });
     }
-    Err(Error::Config(format!("the live branch kept moving; gave up after {MAX_LIVE_ATTEMPTS} attempts")))
+    Err(Error::Config(format!(
+        "the live branch kept moving; gave up after {MAX_LIVE_ATTEMPTS} attempts"
+    )))
 }
 
 /// What the database last recorded as applied.
 pub async fn applied_state(pool: &Pool) -> Result<Option<AppliedState>> {
     let client = pool.get().await?;
     let row = client
-        .query_opt("SELECT applied_branch, applied_commit, applied_tree FROM hf.schema_state", &[])
+        .query_opt(
+            "SELECT applied_branch, applied_commit, applied_tree FROM hf.schema_state",
+            &[],
+        )
         .await?;
     Ok(match row {
-        Some(row) => Some(AppliedState { branch: row.try_get(0)?, commit: row.try_get(1)?, tree: row.try_get(2)? }),
+        Some(row) => Some(AppliedState {
+            branch: row.try_get(0)?,
+            commit: row.try_get(1)?,
+            tree: row.try_get(2)?,
+        }),
         None => None,
     })
 }
@@ -206,10 +263,16 @@ pub async fn drift(pool: &Pool, store: &Arc<Store>) -> Result<Option<Drift>> {
         Some(state) => state.commit == live.commit || state.tree == live.tree,
         None => live.model.modules.is_empty(),
     };
-    Ok((!in_sync).then(|| Drift { live_commit: live.commit.clone(), applied_commit: applied.map(|s| s.commit) }))
+    Ok((!in_sync).then(|| Drift {
+        live_commit: live.commit.clone(),
+        applied_commit: applied.map(|s| s.commit),
+    }))
 }
 
-async fn record_applied(transaction: &tokio_postgres::Transaction<'_>, snapshot: &Snapshot) -> Result<()> {
+async fn record_applied(
+    transaction: &tokio_postgres::Transaction<'_>,
+    snapshot: &Snapshot,
+) -> Result<()> {
     let state = AppliedState {
         branch: snapshot.branch.clone(),
         commit: snapshot.commit.clone(),
@@ -218,7 +281,10 @@ async fn record_applied(transaction: &tokio_postgres::Transaction<'_>, snapshot:
     write_applied_state(transaction, &state).await
 }
 
-async fn write_applied_state(transaction: &tokio_postgres::Transaction<'_>, state: &AppliedState) -> Result<()> {
+async fn write_applied_state(
+    transaction: &tokio_postgres::Transaction<'_>,
+    state: &AppliedState,
+) -> Result<()> {
     transaction
         .execute(
             "INSERT INTO hf.schema_state (singleton, applied_branch, applied_commit, applied_tree, applied_at)
@@ -236,7 +302,11 @@ async fn write_applied_state(transaction: &tokio_postgres::Transaction<'_>, stat
 
 /// Introspects the schemas of `model` (and of `previous`, so dropped modules are seen) and plans
 /// the difference.
-async fn plan_model<C: GenericClient>(client: &C, model: &Model, previous: Option<&Model>) -> Result<Plan> {
+async fn plan_model<C: GenericClient>(
+    client: &C,
+    model: &Model,
+    previous: Option<&Model>,
+) -> Result<Plan> {
     let mut schemas: Vec<String> = model.modules.keys().cloned().collect();
     if let Some(previous) = previous {
         schemas.extend(previous.modules.keys().cloned());

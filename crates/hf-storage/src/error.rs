@@ -72,7 +72,9 @@ impl Error {
             Error::Pool(_) => ErrorKind::Unavailable,
             Error::Config(_) | Error::Embedded(_) | Error::Io { .. } => ErrorKind::Internal,
             // Callers look inside these two; as a kind they are not database failures.
-            Error::Metadata(_) | Error::Ddl(_) | Error::BranchDiverged { .. } => ErrorKind::Internal,
+            Error::Metadata(_) | Error::Ddl(_) | Error::BranchDiverged { .. } => {
+                ErrorKind::Internal
+            }
         }
     }
 

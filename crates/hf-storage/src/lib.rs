@@ -3,6 +3,7 @@
 //!
 //! This crate knows nothing of HTTP. The server maps [`ErrorKind`] to status codes.
 
+pub mod auth;
 pub mod deploy;
 mod embedded;
 mod error;

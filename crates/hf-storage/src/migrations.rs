@@ -21,11 +21,18 @@ pub struct Migration {
 }
 
 /// Every migration this build knows, in order.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("../migrations/0001_init.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../migrations/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "auth",
+        sql: include_str!("../migrations/0002_auth.sql"),
+    },
+];
 
 /// The advisory lock key that serialises migration runs ("hf-migr" in ASCII).
 const MIGRATION_LOCK_KEY: i64 = 0x0068_662d_6d69_6772;

@@ -175,6 +175,13 @@ fn with_database(url: &str, database: &str) -> String {
     }
 }
 
+/// What a test server starts with.
+#[derive(Debug, Default)]
+struct Options {
+    /// Load `fixtures/demo` into the live branch and apply it.
+    demo: bool,
+}
+
 /// A running hf server on a free loopback port, backed by its own fresh database.
 pub struct TestServer {
     /// Base URL, e.g. `http://127.0.0.1:41234`.
@@ -183,18 +190,31 @@ pub struct TestServer {
     pub db: TestDb,
     /// An HTTP client for the tests.
     pub http: reqwest::Client,
+    /// The administrator created at start (unique per server, because roles are cluster-wide).
+    pub admin_name: String,
+    /// Its password, when the configuration gave one (the default does).
+    pub admin_password: Option<String>,
     handle: actix_web::dev::ServerHandle,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl TestServer {
-    /// Starts the server with default configuration.
+    /// Starts the server with default configuration and an empty metadata repository.
     pub async fn start() -> Self {
         Self::start_with(|_| {}).await
     }
 
+    /// Starts the server with the demo CRM loaded and applied.
+    pub async fn start_demo() -> Self {
+        Self::launch(Options { demo: true }, |_| {}).await
+    }
+
     /// Starts the server after letting the test adjust its configuration.
     pub async fn start_with(adjust: impl FnOnce(&mut hf_server::ServerConfig)) -> Self {
+        Self::launch(Options::default(), adjust).await
+    }
+
+    async fn launch(options: Options, adjust: impl FnOnce(&mut hf_server::ServerConfig)) -> Self {
         let db = TestDb::new().await;
         let pool = db.pool();
         hf_server::prepare_database(&pool)
@@ -204,10 +224,35 @@ impl TestServer {
         let mut config = hf_server::ServerConfig::new("127.0.0.1:0", metadata.clone());
         config.workers = Some(2);
         config.shutdown_timeout = std::time::Duration::from_secs(5);
+        config.auth.admin_name =
+            format!("admin_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+        config.auth.admin_password = Some(TEST_ADMIN_PASSWORD.to_owned());
         adjust(&mut config);
+        let (auth, _bootstrap) = hf_server::auth::prepare(&pool, &config.auth)
+            .await
+            .expect("prepare authentication");
+        let admin_name = config.auth.admin_name.clone();
+        let admin_password = config.auth.admin_password.clone();
+        let store = std::sync::Arc::new(
+            hf_metastore::Store::open_or_init(&metadata, "main")
+                .expect("open the metadata repository"),
+        );
+        if options.demo {
+            let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/demo");
+            let seeded = store
+                .seed_from_dir(&demo, "hf")
+                .expect("seed the demo")
+                .expect("an empty live branch");
+            hf_storage::deploy::apply(&pool, &store, &seeded.branch, false)
+                .await
+                .expect("apply the demo");
+        }
         let state = hf_server::AppState {
             pool,
             metadata_path: metadata.display().to_string(),
+            store,
+            live_branch: "main".to_owned(),
+            auth: std::sync::Arc::new(auth),
         };
         let (sender, receiver) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
@@ -225,14 +270,82 @@ impl TestServer {
             base_url: format!("http://{addr}"),
             db,
             http: reqwest::Client::builder().build().expect("client"),
+            admin_name,
+            admin_password,
             handle,
             thread: Some(thread),
         }
     }
 
+    /// The metadata repository's path, for tests that inspect it with git.
+    pub fn metadata_path(&self) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("hf-test-metadata-{}", self.db.name()))
+    }
+
     /// The full URL of a path.
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base_url)
+    }
+
+    /// Logs in with a password over HTTP and returns the token; panics unless that succeeds.
+    pub async fn login(&self, username: &str, password: &str) -> String {
+        let response = self
+            .http
+            .post(self.url("/auth/login"))
+            .json(&serde_json::json!({"username": username, "password": password}))
+            .send()
+            .await
+            .expect("POST /auth/login");
+        let status = response.status();
+        let body: serde_json::Value = response.json().await.expect("a JSON body");
+        assert_eq!(status, 200, "login of {username} failed: {body}");
+        body["token"].as_str().expect("a token").to_owned()
+    }
+
+    /// A token of the administrator created at start.
+    pub async fn admin_token(&self) -> String {
+        let password = self
+            .admin_password
+            .clone()
+            .expect("the server was started with an admin password");
+        self.login(&self.admin_name, &password).await
+    }
+
+    /// Creates a principal over HTTP (as the administrator), sets its password with the setup
+    /// token, and returns it with a token. Its role is dropped when the server is dropped.
+    pub async fn create_principal(&self, name: &str, is_admin: bool) -> TestPrincipal {
+        let admin = self.admin_token().await;
+        let response = self
+            .http
+            .post(self.url("/iam/principals"))
+            .bearer_auth(&admin)
+            .json(&serde_json::json!({"name": name, "isAdmin": is_admin}))
+            .send()
+            .await
+            .expect("POST /iam/principals");
+        let status = response.status();
+        let created: serde_json::Value = response.json().await.expect("a JSON body");
+        assert_eq!(status, 201, "creating {name} failed: {created}");
+        let password = format!("pw-{}", uuid::Uuid::new_v4().simple());
+        let response = self
+            .http
+            .post(self.url("/auth/set-password"))
+            .json(&serde_json::json!({
+                "setupToken": created["setupToken"],
+                "password": password,
+            }))
+            .send()
+            .await
+            .expect("POST /auth/set-password");
+        let status = response.status();
+        let body: serde_json::Value = response.json().await.expect("a JSON body");
+        assert_eq!(status, 200, "setting the password of {name} failed: {body}");
+        TestPrincipal {
+            id: created["id"].as_str().expect("an id").to_owned(),
+            name: name.to_owned(),
+            password,
+            token: body["token"].as_str().expect("a token").to_owned(),
+        }
     }
 
     /// Stops the server gracefully and waits for it.
@@ -248,6 +361,60 @@ impl Drop for TestServer {
     fn drop(&mut self) {
         // Stopping needs no runtime of ours: the handle only sends a message to the server thread.
         drop(self.handle.stop(false));
+        // Roles belong to the whole cluster and outlive the test database: drop the principals'.
+        drop_principal_roles(self.db.url().to_owned());
+    }
+}
+
+/// The password of every test server's administrator.
+pub const TEST_ADMIN_PASSWORD: &str = "test-admin-password";
+
+/// A principal a test created, logged in.
+#[derive(Debug, Clone)]
+pub struct TestPrincipal {
+    /// Its id.
+    pub id: String,
+    /// Its name (and role).
+    pub name: String,
+    /// Its password.
+    pub password: String,
+    /// A token from setting its password.
+    pub token: String,
+}
+
+/// Drops the role of every principal of a test database, the way deleting a principal does.
+fn drop_principal_roles(url: String) {
+    let database = url.rsplit('/').next().unwrap_or_default().to_owned();
+    let dropped = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .ok()?;
+        runtime.block_on(async {
+            let (client, connection) = tokio_postgres::connect(&url, NoTls).await.ok()?;
+            tokio::spawn(connection);
+            let rows = client
+                .query(
+                    "SELECT name FROM hf.principals \
+                      WHERE EXISTS (SELECT 1 FROM pg_roles WHERE rolname = name)",
+                    &[],
+                )
+                .await
+                .ok()?;
+            for row in rows {
+                let role = hf_sql::quote_ident(row.get::<_, &str>(0)).ok()?;
+                let statement = format!(
+                    "REASSIGN OWNED BY {role} TO CURRENT_USER; DROP OWNED BY {role}; \
+                     DROP ROLE {role};"
+                );
+                client.batch_execute(&statement).await.ok()?;
+            }
+            Some(())
+        })
+    })
+    .join();
+    if !matches!(dropped, Ok(Some(()))) {
+        eprintln!("hf-testkit: could not drop the principals' roles of {database}");
     }
 }
 

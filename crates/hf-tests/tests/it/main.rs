@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
 
 mod errors;
+mod metadata;
 mod openapi;
 mod support;
 mod system;

@@ -62,12 +62,10 @@ fn every_served_route_is_documented() {
 /// Fills path parameters with plausible values.
 fn concrete_path(path: &str) -> String {
     path.split('/')
-        .map(|segment| {
-            if segment.starts_with('{') {
-                "x"
-            } else {
-                segment
-            }
+        .map(|segment| match segment {
+            "{branchRoot}" => "metadata@main",
+            s if s.starts_with('{') => "x",
+            s => s,
         })
         .collect::<Vec<_>>()
         .join("/")

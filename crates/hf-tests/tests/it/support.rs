@@ -35,3 +35,51 @@ pub async fn assert_envelope(response: Response, status: u16, code: &str) -> Val
     assert_eq!(errors[0]["code"], code, "{text}");
     body
 }
+
+/// Sends one HTTP/1.1 request with the path exactly as given (HTTP clients normalise `..` and
+/// percent-encoded dots before sending); returns the status and the body.
+pub async fn raw_request(
+    base_url: &str,
+    method: &str,
+    path: &str,
+    json_body: Option<&str>,
+) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = base_url.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let body = json_body.unwrap_or("");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    let text = String::from_utf8_lossy(&response);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let (head, payload) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "not JSON: {text}"
+    );
+    let payload = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        payload
+            .lines()
+            .filter(|line| line.starts_with('{'))
+            .collect::<String>()
+    } else {
+        payload.to_owned()
+    };
+    (
+        status,
+        serde_json::from_str(&payload).unwrap_or_else(|_| panic!("not JSON: {text}")),
+    )
+}

@@ -1,0 +1,445 @@
+//! Request authentication: the extractors protected routes name in their signatures
+//! ([`Authenticated`], [`Admin`]), and the shared auth state they use (signing keys, token
+//! settings, the gate that keeps argon2 off the async threads).
+//!
+//! A request authenticates with `Authorization: Bearer <JWT>`. The `hf_runtime` cookie is
+//! accepted only on `/hfx/modules/*`, where the browser loads compiled screens and cannot send a
+//! header; everywhere else the cookie is ignored, so a page cannot ride it into the API. After the
+//! token verifies (hf-auth, strictly), one indexed query checks that its principal still exists:
+//! a deleted principal's tokens stop working at once, and a demoted admin loses admin routes at
+//! once, because the database's `is_admin` decides, not the token's claim.
+//!
+//! Client addresses for login throttling are the TCP peer addresses. Behind a reverse proxy they
+//! would all be the proxy's; such a deployment needs a trusted forwarded-for header, which is
+//! deliberately not read here because any client can send one.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use actix_web::dev::Payload;
+use actix_web::http::header;
+use actix_web::{web, FromRequest, HttpRequest};
+use hf_auth::keys::{KeyRetention, KeySet, SigningKey};
+use hf_auth::password::{self, PasswordParams};
+use hf_auth::token::{self, Subject, DEFAULT_LEEWAY};
+use hf_storage::auth::{Bootstrap, LoginThrottle, Principal};
+use hf_storage::Pool;
+use tokio::sync::Semaphore;
+
+use crate::error::{ApiError, Code};
+use crate::state::AppState;
+
+/// The cookie `GET /auth/session/exchange` sets for the browser runtime.
+pub const SESSION_COOKIE: &str = "hf_runtime";
+/// The only path prefix on which [`SESSION_COOKIE`] authenticates.
+pub const COOKIE_PATH: &str = "/hfx/modules";
+/// How often an instance re-reads the signing keys, to pick up `hf keys rotate`.
+const KEY_RELOAD_INTERVAL: Duration = Duration::from_secs(60);
+/// A token with an unknown `kid` makes the instance re-read its keys at most this often, so
+/// random key ids cannot turn into a flood of queries.
+const UNKNOWN_KID_RELOAD_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Authentication settings; filled from flags and `HF_*` variables by the CLI.
+#[derive(Clone)]
+pub struct AuthConfig {
+    /// The `iss` of issued tokens and the only one accepted.
+    pub issuer: String,
+    /// Lifetime of login and session tokens (`HF_TOKEN_TTL`); also the cookie's `Max-Age`.
+    pub token_ttl: Duration,
+    /// Clock skew tolerated when verifying tokens.
+    pub leeway: Duration,
+    /// Lifetime of the one-time codes of `POST /auth/session`.
+    pub session_code_ttl: Duration,
+    /// Lifetime of SSH login nonces.
+    pub nonce_ttl: Duration,
+    /// Lifetime of setup and reset tokens.
+    pub setup_token_ttl: Duration,
+    /// The name of the administrator created when no principal exists yet.
+    pub admin_name: String,
+    /// That administrator's password (`HF_ADMIN_PASSWORD`); without it a setup token is made.
+    pub admin_password: Option<String>,
+    /// Login throttling per username and per client address.
+    pub throttle: LoginThrottle,
+    /// Password hashes computed at once at most; each takes ~19 MiB and a CPU core.
+    pub hashing_concurrency: usize,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self {
+            issuer: "hf".to_owned(),
+            token_ttl: Duration::from_secs(3600),
+            leeway: DEFAULT_LEEWAY,
+            session_code_ttl: Duration::from_secs(60),
+            nonce_ttl: Duration::from_secs(300),
+            setup_token_ttl: Duration::from_secs(24 * 3600),
+            admin_name: "admin".to_owned(),
+            admin_password: None,
+            throttle: LoginThrottle::default(),
+            hashing_concurrency: std::thread::available_parallelism().map_or(1, usize::from),
+        }
+    }
+}
+
+impl std::fmt::Debug for AuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthConfig")
+            .field("issuer", &self.issuer)
+            .field("token_ttl", &self.token_ttl)
+            .field("admin_name", &self.admin_name)
+            .field(
+                "admin_password",
+                &self.admin_password.as_ref().map(|_| "<redacted>"),
+            )
+            .field("throttle", &self.throttle)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The signing keys an instance holds, and when it read them.
+struct LoadedKeys {
+    keys: Arc<KeySet>,
+    loaded_at: Instant,
+}
+
+/// Shared authentication state of a running service.
+pub struct AuthState {
+    config: AuthConfig,
+    keys: RwLock<LoadedKeys>,
+    hashing: Semaphore,
+}
+
+impl std::fmt::Debug for AuthState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthState")
+            .field("config", &self.config)
+            .field(
+                "current_kid",
+                &self.current_keys().current().kid().to_owned(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// Prepares authentication at start-up: makes the first signing key if there is none (safe when
+/// several instances start at once), drops keys whose tokens have all expired, loads the key set,
+/// and creates the administrator when no principal exists yet.
+pub async fn prepare(
+    pool: &Pool,
+    config: &AuthConfig,
+) -> Result<(AuthState, Bootstrap), crate::Error> {
+    let candidate = SigningKey::generate()?;
+    if hf_storage::auth::ensure_signing_key(pool, &candidate).await? {
+        tracing::info!(kid = candidate.kid(), "created the first signing key");
+    }
+    let retention = retention(config);
+    let window = retention
+        .max_token_ttl
+        .saturating_add(retention.leeway)
+        .saturating_add(retention.reload_margin);
+    hf_storage::auth::prune_signing_keys(pool, window).await?;
+    let keys = load_keys(pool, &retention).await?;
+
+    let bootstrap_error = |reason: String| crate::Error::Bootstrap {
+        name: config.admin_name.clone(),
+        reason,
+    };
+    let password_hash = match &config.admin_password {
+        Some(password) => {
+            password::check_password_policy(password)
+                .map_err(|error| bootstrap_error(format!("HF_ADMIN_PASSWORD: {error}")))?;
+            let password = password.clone();
+            let hash = tokio::task::spawn_blocking(move || {
+                password::hash_password(&password, &PasswordParams::OWASP)
+            })
+            .await
+            .map_err(|error| bootstrap_error(error.to_string()))?
+            .map_err(|error| bootstrap_error(error.to_string()))?;
+            Some(hash)
+        }
+        None => None,
+    };
+    let bootstrap = hf_storage::auth::bootstrap_admin(
+        pool,
+        &config.admin_name,
+        password_hash.as_deref(),
+        config.setup_token_ttl,
+    )
+    .await?;
+    match &bootstrap {
+        Bootstrap::NameTaken => {
+            return Err(bootstrap_error(
+                "a database role of that name exists already; choose another admin name".into(),
+            ))
+        }
+        Bootstrap::InvalidName { reason } => return Err(bootstrap_error(reason.clone())),
+        _ => {}
+    }
+    let state = AuthState {
+        config: config.clone(),
+        keys: RwLock::new(LoadedKeys {
+            keys: Arc::new(keys),
+            loaded_at: Instant::now(),
+        }),
+        hashing: Semaphore::new(config.hashing_concurrency.max(1)),
+    };
+    Ok((state, bootstrap))
+}
+
+fn retention(config: &AuthConfig) -> KeyRetention {
+    KeyRetention {
+        max_token_ttl: config.token_ttl,
+        leeway: config.leeway,
+        reload_margin: KEY_RELOAD_INTERVAL.saturating_mul(2),
+    }
+}
+
+async fn load_keys(pool: &Pool, retention: &KeyRetention) -> Result<KeySet, crate::Error> {
+    let stored = hf_storage::auth::load_signing_keys(pool).await?;
+    Ok(KeySet::from_stored(&stored, SystemTime::now(), retention)?)
+}
+
+impl AuthState {
+    /// The settings this state was prepared with.
+    pub fn config(&self) -> &AuthConfig {
+        &self.config
+    }
+
+    /// The key set as last loaded, without touching the database.
+    fn current_keys(&self) -> Arc<KeySet> {
+        let loaded = self
+            .keys
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        Arc::clone(&loaded.keys)
+    }
+
+    fn loaded_at(&self) -> Instant {
+        let loaded = self
+            .keys
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        loaded.loaded_at
+    }
+
+    /// Re-reads the signing keys from the database (another instance or `hf keys rotate` may
+    /// have rotated them).
+    async fn reload_keys(&self, pool: &Pool) -> Result<Arc<KeySet>, ApiError> {
+        let stored = hf_storage::auth::load_signing_keys(pool).await?;
+        let keys = Arc::new(KeySet::from_stored(
+            &stored,
+            SystemTime::now(),
+            &retention(&self.config),
+        )?);
+        let mut loaded = self
+            .keys
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *loaded = LoadedKeys {
+            keys: Arc::clone(&keys),
+            loaded_at: Instant::now(),
+        };
+        Ok(keys)
+    }
+
+    /// The key set, re-read when it is older than the reload interval.
+    pub async fn keys(&self, pool: &Pool) -> Result<Arc<KeySet>, ApiError> {
+        if self.loaded_at().elapsed() >= KEY_RELOAD_INTERVAL {
+            return self.reload_keys(pool).await;
+        }
+        Ok(self.current_keys())
+    }
+
+    /// Issues a token for a principal, valid for the configured lifetime.
+    pub async fn issue_token(
+        &self,
+        pool: &Pool,
+        principal: &Principal,
+    ) -> Result<String, ApiError> {
+        let keys = self.keys(pool).await?;
+        let subject = Subject {
+            sub: principal.sub.clone(),
+            role: principal.name.clone(),
+            admin: principal.is_admin,
+        };
+        Ok(token::issue(
+            keys.current(),
+            &self.config.issuer,
+            &subject,
+            SystemTime::now(),
+            self.config.token_ttl,
+        )?)
+    }
+
+    /// The token lifetime in whole seconds, as `expiresIn` and `Max-Age` state it.
+    pub fn token_ttl_secs(&self) -> u64 {
+        self.config.token_ttl.as_secs()
+    }
+
+    /// Verifies a token and returns the principal it speaks for, if that principal still exists.
+    async fn authenticate(&self, pool: &Pool, token: &str) -> Result<Principal, ApiError> {
+        let verify = |keys: &KeySet| {
+            token::verify(
+                token,
+                keys,
+                &self.config.issuer,
+                SystemTime::now(),
+                self.config.leeway,
+            )
+        };
+        let keys = self.keys(pool).await?;
+        let claims = match verify(&keys) {
+            Err(hf_auth::Error::UnknownKeyId { .. })
+                if self.loaded_at().elapsed() >= UNKNOWN_KID_RELOAD_INTERVAL =>
+            {
+                verify(&*self.reload_keys(pool).await?)?
+            }
+            other => other?,
+        };
+        hf_storage::auth::find_principal_by_sub(pool, &claims.sub)
+            .await?
+            .ok_or_else(|| {
+                ApiError::new(
+                    Code::Unauthenticated,
+                    "The token's principal no longer exists.",
+                )
+            })
+    }
+
+    /// Hashes a new password with argon2id on a blocking thread, at most `hashing_concurrency`
+    /// at a time.
+    pub async fn hash_password(&self, password: String) -> Result<String, ApiError> {
+        let hashed = self
+            .run_blocking(move || password::hash_password(&password, &PasswordParams::OWASP))
+            .await?;
+        Ok(hashed?)
+    }
+
+    /// Checks a password against a stored hash on a blocking thread; with no hash (unknown user,
+    /// or no password set) it spends the same work on a dummy hash and answers false.
+    pub async fn verify_password(
+        &self,
+        phc: Option<String>,
+        password: String,
+    ) -> Result<bool, ApiError> {
+        self.run_blocking(move || match phc {
+            Some(phc) => password::verify_password(&phc, &password),
+            None => {
+                password::dummy_verify(&password);
+                false
+            }
+        })
+        .await
+    }
+
+    async fn run_blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let _permit = self
+            .hashing
+            .acquire()
+            .await
+            .map_err(|_| ApiError::internal())?;
+        tokio::task::spawn_blocking(work).await.map_err(|error| {
+            tracing::error!(%error, "password hashing task failed");
+            ApiError::internal()
+        })
+    }
+}
+
+/// Any authenticated principal. Put it in a handler's signature to require authentication.
+#[derive(Debug, Clone)]
+pub struct Authenticated(pub Principal);
+
+/// An authenticated administrator; anyone else gets 403 `FORBIDDEN` (401 without a valid token).
+#[derive(Debug, Clone)]
+pub struct Admin(pub Principal);
+
+impl FromRequest for Authenticated {
+    type Error = ApiError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
+
+    fn from_request(req: &HttpRequest, _payload: &mut Payload) -> Self::Future {
+        let found = presented_token(req);
+        let state = req.app_data::<web::Data<AppState>>().cloned();
+        Box::pin(async move {
+            let token = found?;
+            let state = state.ok_or_else(ApiError::internal)?;
+            let principal = state.auth.authenticate(&state.pool, &token).await?;
+            Ok(Authenticated(principal))
+        })
+    }
+}
+
+impl FromRequest for Admin {
+    type Error = ApiError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let authenticated = Authenticated::from_request(req, payload);
+        Box::pin(async move {
+            let Authenticated(principal) = authenticated.await?;
+            if !principal.is_admin {
+                return Err(ApiError::new(
+                    Code::Forbidden,
+                    "Only administrators may use this route.",
+                ));
+            }
+            Ok(Admin(principal))
+        })
+    }
+}
+
+/// The token a request presents: the Bearer header, or on `/hfx/modules/*` only, the session
+/// cookie. A malformed Authorization header is an error even where a cookie is also present.
+fn presented_token(req: &HttpRequest) -> Result<String, ApiError> {
+    let unauthenticated = |message: &str| ApiError::new(Code::Unauthenticated, message);
+    if let Some(value) = req.headers().get(header::AUTHORIZATION) {
+        let text = value
+            .to_str()
+            .map_err(|_| unauthenticated("The Authorization header is not readable text."))?;
+        let (scheme, credentials) = text.trim().split_once(' ').unwrap_or((text.trim(), ""));
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return Err(unauthenticated(
+                "The Authorization header must use the Bearer scheme.",
+            ));
+        }
+        let credentials = credentials.trim();
+        if credentials.is_empty() {
+            return Err(unauthenticated("The Bearer token is empty."));
+        }
+        return Ok(credentials.to_owned());
+    }
+    if cookie_allowed(req) {
+        if let Some(token) = session_cookie(req) {
+            return Ok(token);
+        }
+    }
+    Err(unauthenticated(
+        "This route needs authentication: send Authorization: Bearer <token>.",
+    ))
+}
+
+/// Whether the route serving this request is one where the session cookie counts.
+fn cookie_allowed(req: &HttpRequest) -> bool {
+    let prefix = format!("{COOKIE_PATH}/");
+    let pattern_ok = req
+        .match_pattern()
+        .is_none_or(|pattern| pattern.starts_with(&prefix));
+    pattern_ok && req.path().starts_with(&prefix)
+}
+
+/// The value of the session cookie, read from the `Cookie` headers.
+fn session_cookie(req: &HttpRequest) -> Option<String> {
+    req.headers()
+        .get_all(header::COOKIE)
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|line| line.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == SESSION_COOKIE)
+        .map(|(_, value)| value.trim_matches('"').to_owned())
+        .filter(|value| !value.is_empty())
+}

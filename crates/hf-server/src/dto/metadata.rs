@@ -1,0 +1,504 @@
+//! Metadata resources as the contract shows them (Part 1 "Resources"), and the bodies of
+//! metadata writes.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use hf_model::{
+    Field, FieldKind, FieldPath, Identity, Module, Object, QualifiedName, RollupFunction, Rule,
+    ScalarType, Screen,
+};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::error::{ApiError, Code};
+
+/// A module.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModuleDto {
+    module_key: String,
+    label: String,
+    description: Option<String>,
+    identity_color: Option<String>,
+    identity_icon: Option<String>,
+    vendor_key: Option<String>,
+}
+
+impl From<&Module> for ModuleDto {
+    fn from(module: &Module) -> Self {
+        Self {
+            module_key: module.key.clone(),
+            label: module.label.clone(),
+            description: module.description.clone(),
+            identity_color: module.identity.color.clone(),
+            identity_icon: module.identity.icon.clone(),
+            vendor_key: module.vendor_key.clone(),
+        }
+    }
+}
+
+/// A validation rule of an object.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RuleDto {
+    /// The formula that must hold.
+    assert: String,
+    /// The message shown when it does not.
+    message: String,
+    /// The field the failure anchors to; the record when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    field: Option<String>,
+}
+
+/// An object (its fields are listed separately).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectDto {
+    module_key: String,
+    object_key: String,
+    label: String,
+    is_abstract: bool,
+    description: Option<String>,
+    extends: Option<String>,
+    extension_kind: Option<String>,
+    identity_color: Option<String>,
+    identity_icon: Option<String>,
+    rules: BTreeMap<String, RuleDto>,
+}
+
+impl ObjectDto {
+    /// The object of `module`.
+    pub fn new(module: &str, object: &Object) -> Self {
+        Self {
+            module_key: module.to_owned(),
+            object_key: object.key.clone(),
+            label: object.label.clone(),
+            is_abstract: object.is_abstract,
+            description: object.description.clone(),
+            extends: object.extends.as_ref().map(ToString::to_string),
+            extension_kind: object
+                .effective_extension_kind()
+                .map(|k| k.as_str().to_owned()),
+            identity_color: object.identity.color.clone(),
+            identity_icon: object.identity.icon.clone(),
+            rules: object
+                .rules
+                .iter()
+                .map(|(key, rule)| {
+                    let dto = RuleDto {
+                        assert: rule.assert.clone(),
+                        message: rule.message.clone(),
+                        field: rule.field.clone(),
+                    };
+                    (key.clone(), dto)
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A field.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FieldDto {
+    module_key: String,
+    object_key: String,
+    field_key: String,
+    field_kind: &'static str,
+    label: String,
+    description: Option<String>,
+    field_type: Option<&'static str>,
+    formula: Option<String>,
+    lookup_target: Option<String>,
+    rollup_function: Option<&'static str>,
+    indexed: bool,
+    required: bool,
+    unique_constraint: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    filter: Option<String>,
+}
+
+impl FieldDto {
+    /// The field declared on `object`.
+    pub fn new(object: &QualifiedName, field: &Field) -> Self {
+        let mut dto = Self {
+            module_key: object.module.clone(),
+            object_key: object.object.clone(),
+            field_key: field.key.clone(),
+            field_kind: field.kind.name(),
+            label: field.label.clone(),
+            description: field.description.clone(),
+            field_type: None,
+            formula: None,
+            lookup_target: None,
+            rollup_function: None,
+            indexed: false,
+            required: false,
+            unique_constraint: false,
+            source: None,
+            field: None,
+            filter: None,
+        };
+        match &field.kind {
+            FieldKind::Scalar {
+                field_type,
+                required,
+                unique,
+                indexed,
+            } => {
+                dto.field_type = Some(field_type.as_str());
+                dto.required = *required;
+                dto.unique_constraint = *unique;
+                dto.indexed = *indexed;
+            }
+            FieldKind::Formula {
+                formula,
+                field_type,
+            } => {
+                dto.formula = Some(formula.clone());
+                dto.field_type = Some(field_type.as_str());
+            }
+            FieldKind::Lookup {
+                target,
+                required,
+                indexed,
+            } => {
+                dto.lookup_target = Some(target.to_string());
+                dto.required = *required;
+                dto.indexed = *indexed;
+            }
+            FieldKind::Rollup {
+                function,
+                source,
+                field,
+                filter,
+                field_type,
+            } => {
+                dto.rollup_function = Some(function.as_str());
+                dto.source = Some(source.to_string());
+                dto.field = field.clone();
+                dto.filter = filter.clone();
+                dto.field_type = Some(field_type.as_str());
+            }
+        }
+        dto
+    }
+}
+
+/// A screen.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ScreenDto {
+    module_key: String,
+    screen_key: String,
+    hfx_source: String,
+    hfx_version: i32,
+    label: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sidecar: Option<String>,
+}
+
+impl ScreenDto {
+    /// The screen of `module`.
+    pub fn new(module: &str, screen: &Screen) -> Self {
+        Self {
+            module_key: module.to_owned(),
+            screen_key: screen.key.clone(),
+            hfx_source: screen.hfx_source.clone(),
+            hfx_version: screen.hfx_version,
+            label: screen.label.clone(),
+            sidecar: screen.sidecar.clone(),
+        }
+    }
+}
+
+/// `{color?, icon?}` of a write body.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IdentityBody {
+    color: Option<String>,
+    icon: Option<String>,
+}
+
+fn identity(body: Option<IdentityBody>) -> Identity {
+    let body = body.unwrap_or_default();
+    Identity {
+        color: body.color,
+        icon: body.icon,
+    }
+}
+
+/// Body of a module write.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModuleBody {
+    label: String,
+    description: Option<String>,
+    identity: Option<IdentityBody>,
+    vendor_key: Option<String>,
+}
+
+impl ModuleBody {
+    /// The module with the key from the path.
+    pub fn into_module(self, key: &str) -> Module {
+        let mut module = Module::new(key, self.label);
+        module.description = self.description;
+        module.identity = identity(self.identity);
+        module.vendor_key = self.vendor_key;
+        module
+    }
+}
+
+/// Body of an object write.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObjectBody {
+    label: String,
+    description: Option<String>,
+    identity: Option<IdentityBody>,
+    #[serde(default)]
+    rules: BTreeMap<String, RuleDto>,
+    extends: Option<String>,
+    extension_kind: Option<String>,
+    #[serde(default)]
+    is_abstract: bool,
+}
+
+impl ObjectBody {
+    /// The object with the key from the path. Keeps `fields` of an existing object (a `PUT`
+    /// replaces the object's own definition; fields are written separately).
+    pub fn into_object(self, key: &str) -> Result<Object, ApiError> {
+        let mut object = Object::new(key, self.label);
+        object.description = self.description;
+        object.identity = identity(self.identity);
+        object.is_abstract = self.is_abstract;
+        object.extends = match self.extends {
+            Some(text) => Some(QualifiedName::parse(&text).map_err(|e| invalid("extends", e))?),
+            None => None,
+        };
+        object.extension_kind = match self.extension_kind {
+            Some(text) => Some(text.parse().map_err(|e| invalid("extensionKind", e))?),
+            None => None,
+        };
+        object.rules = self
+            .rules
+            .into_iter()
+            .map(|(key, rule)| {
+                (
+                    key,
+                    Rule {
+                        assert: rule.assert,
+                        message: rule.message,
+                        field: rule.field,
+                    },
+                )
+            })
+            .collect();
+        Ok(object)
+    }
+}
+
+/// Body of a field write: `fieldKind` picks the variant, whose properties sit beside it.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(tag = "fieldKind", rename_all = "lowercase")]
+pub enum FieldBody {
+    /// A stored value.
+    Scalar(ScalarBody),
+    /// A value computed from other fields of the record.
+    Formula(FormulaBody),
+    /// A reference to a record of another object.
+    Lookup(LookupBody),
+    /// An aggregate over the records that look up this one.
+    Rollup(RollupBody),
+}
+
+/// Properties of a scalar field.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScalarBody {
+    label: String,
+    description: Option<String>,
+    field_type: String,
+    #[serde(default)]
+    required: bool,
+    #[serde(default)]
+    unique_constraint: bool,
+    #[serde(default)]
+    indexed: bool,
+}
+
+/// Properties of a formula field.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FormulaBody {
+    label: String,
+    description: Option<String>,
+    formula: String,
+    field_type: String,
+}
+
+/// Properties of a lookup field.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LookupBody {
+    label: String,
+    description: Option<String>,
+    lookup_target: String,
+    #[serde(default)]
+    required: bool,
+    #[serde(default)]
+    indexed: bool,
+}
+
+/// Properties of a rollup field.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RollupBody {
+    label: String,
+    description: Option<String>,
+    rollup_function: String,
+    source: String,
+    field: Option<String>,
+    filter: Option<String>,
+    field_type: String,
+}
+
+impl FieldBody {
+    /// The field with the key from the path.
+    pub fn into_field(self, key: &str) -> Result<Field, ApiError> {
+        let field_type =
+            |text: &str| ScalarType::from_str(text).map_err(|e| invalid("fieldType", e));
+        let (label, description, kind) = match self {
+            FieldBody::Scalar(b) => {
+                let kind = FieldKind::Scalar {
+                    field_type: field_type(&b.field_type)?,
+                    required: b.required,
+                    unique: b.unique_constraint,
+                    indexed: b.indexed,
+                };
+                (b.label, b.description, kind)
+            }
+            FieldBody::Formula(b) => {
+                let kind = FieldKind::Formula {
+                    formula: b.formula,
+                    field_type: field_type(&b.field_type)?,
+                };
+                (b.label, b.description, kind)
+            }
+            FieldBody::Lookup(b) => {
+                let target = QualifiedName::parse(&b.lookup_target)
+                    .map_err(|e| invalid("lookupTarget", e))?;
+                (
+                    b.label,
+                    b.description,
+                    FieldKind::Lookup {
+                        target,
+                        required: b.required,
+                        indexed: b.indexed,
+                    },
+                )
+            }
+            FieldBody::Rollup(b) => {
+                let kind = FieldKind::Rollup {
+                    function: RollupFunction::from_str(&b.rollup_function)
+                        .map_err(|e| invalid("rollupFunction", e))?,
+                    source: FieldPath::parse(&b.source).map_err(|e| invalid("source", e))?,
+                    field: b.field,
+                    filter: b.filter,
+                    field_type: field_type(&b.field_type)?,
+                };
+                (b.label, b.description, kind)
+            }
+        };
+        let mut field = Field::new(key, label, kind);
+        field.description = description;
+        Ok(field)
+    }
+}
+
+/// Body of a screen write.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScreenBody {
+    /// The HFX source.
+    pub hfx_source: String,
+    /// The HFX language version; 1.
+    #[serde(default = "default_hfx_version")]
+    pub hfx_version: i32,
+    /// A display name.
+    pub label: Option<String>,
+    /// An optional TypeScript module the screen imports as `./sidecar`.
+    pub sidecar: Option<String>,
+}
+
+fn default_hfx_version() -> i32 {
+    1
+}
+
+impl ScreenBody {
+    /// The screen with the key from the path.
+    pub fn into_screen(self, key: &str) -> Screen {
+        let mut screen = Screen::new(key, self.hfx_source);
+        screen.hfx_version = self.hfx_version;
+        screen.label = self.label;
+        screen.sidecar = self.sidecar;
+        screen
+    }
+}
+
+/// The `apply` object of a live write.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyDto {
+    tables_created: u64,
+    columns_added: u64,
+    ddl_executed: u64,
+}
+
+impl From<hf_ddl::ApplyStats> for ApplyDto {
+    fn from(stats: hf_ddl::ApplyStats) -> Self {
+        Self {
+            tables_created: stats.tables_created,
+            columns_added: stats.columns_added,
+            ddl_executed: stats.ddl_executed,
+        }
+    }
+}
+
+/// The answer to every metadata write.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WriteResponse {
+    /// `created`, `updated` or `deleted`.
+    pub status: &'static str,
+    /// The branch written, without `metadata@`.
+    pub branch: String,
+    /// The item's file, relative to the metadata directory.
+    pub file: String,
+    /// The DDL that ran with a live-branch write; null on other branches.
+    pub apply: Option<ApplyDto>,
+}
+
+/// One branch of `GET /branches`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BranchDto {
+    /// The branch id.
+    pub branch: String,
+    /// Its head commit.
+    pub commit: String,
+    /// Whether the database reflects it.
+    pub live: bool,
+}
+
+fn invalid(property: &str, error: hf_model::Error) -> ApiError {
+    ApiError::field(
+        Code::InvalidBody,
+        format!("`{property}`: {error}."),
+        property,
+    )
+}

@@ -1,0 +1,498 @@
+//! The `auth` group: password and SSH logins, setup tokens, the caller's profile, browser sessions
+//! and the published key set.
+//!
+//! Every login failure answers the same way whether the username exists or not, and spends the
+//! same argon2 work, so neither the answer nor its timing reveals which usernames exist.
+
+use actix_web::http::header;
+use actix_web::{get, post, web, HttpRequest, HttpResponse};
+use hf_auth::secret::{hash_secret, SecretToken};
+use hf_auth::ssh::{verify_ssh_signature, SshPublicKey, SSH_NAMESPACE};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::auth::{Authenticated, COOKIE_PATH, SESSION_COOKIE};
+use crate::error::{ApiError, Code, ErrorBody};
+use crate::extract::{JsonBody, OptionalJsonBody};
+use crate::routes::iam::{EmptyBody, PrincipalBody};
+use crate::state::AppState;
+
+/// `POST /auth/login` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoginRequest {
+    /// The principal's name (its `pgRole`).
+    pub username: String,
+    /// Its password.
+    pub password: String,
+}
+
+/// A newly issued token.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenResponse {
+    /// Seconds until the token expires.
+    pub expires_in: u64,
+    /// The ES256 JWT, for `Authorization: Bearer`.
+    pub token: String,
+}
+
+/// `POST /auth/set-password` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SetPasswordRequest {
+    /// The setup or reset token from principal creation or `reset-token`.
+    pub setup_token: String,
+    /// The new password: 8 to 1024 characters.
+    pub password: String,
+}
+
+/// `POST /auth/challenge` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChallengeRequest {
+    /// Who wants to log in with an SSH key.
+    pub username: String,
+}
+
+/// `POST /auth/challenge` answer.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChallengeResponse {
+    /// The exact bytes to sign: `ssh-keygen -Y sign -n hf-auth -f KEY`.
+    pub nonce: String,
+    /// Seconds until the nonce expires.
+    pub expires_in: u64,
+}
+
+/// `POST /auth/verify` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyRequest {
+    /// The username the nonce was issued for.
+    pub username: String,
+    /// The nonce from `POST /auth/challenge`.
+    pub nonce: String,
+    /// The armored SSH signature (`-----BEGIN SSH SIGNATURE-----`) over the nonce.
+    pub signature: String,
+}
+
+/// `POST /auth/session` answer.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionCodeResponse {
+    /// The one-time code for `GET /auth/session/exchange`.
+    pub code: String,
+    /// Seconds until the code expires.
+    pub expires_in: u64,
+}
+
+/// `GET /auth/session/exchange` query.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ExchangeQuery {
+    /// The one-time code from `POST /auth/session`.
+    pub code: Option<String>,
+    /// The screen to mount, `<moduleKey>/<screenKey>`.
+    pub screen: Option<String>,
+}
+
+/// One published public key.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JwkBody {
+    /// Always `ES256`.
+    pub alg: String,
+    /// Always `P-256`.
+    pub crv: String,
+    /// The RFC 7638 thumbprint, as in token headers.
+    pub kid: String,
+    /// Always `EC`.
+    pub kty: String,
+    /// Always `sig`.
+    #[serde(rename = "use")]
+    pub key_use: String,
+    /// The x coordinate, base64url.
+    pub x: String,
+    /// The y coordinate, base64url.
+    pub y: String,
+}
+
+/// `GET /.well-known/jwks.json` answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JwksBody {
+    /// The current key first, then older keys whose tokens may still be valid.
+    pub keys: Vec<JwkBody>,
+}
+
+fn invalid_credentials() -> ApiError {
+    ApiError::new(
+        Code::InvalidCredentials,
+        "The username or the password is wrong.",
+    )
+}
+
+fn invalid_signature(detail: &str) -> ApiError {
+    ApiError::new(
+        Code::InvalidSignature,
+        format!("The SSH login is refused: {detail}."),
+    )
+}
+
+/// The client address login failures are counted against: the TCP peer (see `crate::auth`).
+fn client_address(req: &HttpRequest) -> String {
+    req.peer_addr()
+        .map_or_else(|| "unknown".to_owned(), |addr| addr.ip().to_string())
+}
+
+/// A username that could be a principal's; anything else is treated as unknown without asking
+/// the database (it may hold bytes PostgreSQL text cannot).
+fn plausible_username(username: &str) -> bool {
+    hf_auth::name::validate_principal_name(username).is_ok()
+}
+
+/// Logs in with a username and password.
+#[utoipa::path(
+    tag = "auth",
+    request_body = LoginRequest,
+    responses(
+        (status = 200, body = TokenResponse),
+        (status = 400, description = "MALFORMED_JSON or INVALID_BODY", body = ErrorBody),
+        (status = 401, description = "INVALID_CREDENTIALS", body = ErrorBody),
+        (status = 413, description = "PAYLOAD_TOO_LARGE", body = ErrorBody),
+        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE", body = ErrorBody),
+        (status = 429, description = "RATE_LIMITED, with Retry-After", body = ErrorBody),
+    )
+)]
+#[post("/auth/login")]
+pub async fn login(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    body: JsonBody<LoginRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let LoginRequest { username, password } = body.0;
+    let auth = &state.auth;
+    let throttle = auth.config().throttle;
+    let address = client_address(&req);
+    if let Some(wait) =
+        hf_storage::auth::login_blocked_for(&state.pool, &throttle, &username, &address).await?
+    {
+        let seconds = wait.as_secs().saturating_add(1);
+        return Err(ApiError::new(
+            Code::RateLimited,
+            format!("Too many failed logins; try again in {seconds} seconds."),
+        )
+        .with_retry_after(seconds));
+    }
+    let found = if plausible_username(&username) {
+        hf_storage::auth::password_login(&state.pool, &username).await?
+    } else {
+        None
+    };
+    let phc = found
+        .as_ref()
+        .and_then(|login| login.password.as_ref())
+        .map(|(_, phc)| phc.clone());
+    let matches = auth.verify_password(phc, password).await?;
+    let Some(login) = found.filter(|_| matches) else {
+        hf_storage::auth::record_login_failure(&state.pool, &throttle, &username, &address).await?;
+        return Err(invalid_credentials());
+    };
+    hf_storage::auth::reset_login_failures(&state.pool, &username).await?;
+    if let Some((credential_id, _)) = &login.password {
+        hf_storage::auth::mark_credential_used(&state.pool, *credential_id).await?;
+    }
+    token_response(&state, &login.principal).await
+}
+
+async fn token_response(
+    state: &AppState,
+    principal: &hf_storage::auth::Principal,
+) -> Result<HttpResponse, ApiError> {
+    let token = state.auth.issue_token(&state.pool, principal).await?;
+    Ok(HttpResponse::Ok()
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .json(TokenResponse {
+            expires_in: state.auth.token_ttl_secs(),
+            token,
+        }))
+}
+
+/// Sets a password with a one-time setup or reset token, and logs in.
+#[utoipa::path(
+    tag = "auth",
+    request_body = SetPasswordRequest,
+    responses(
+        (status = 200, body = TokenResponse),
+        (status = 400, description = "MALFORMED_JSON or INVALID_BODY", body = ErrorBody),
+        (status = 401, description = "INVALID_SETUP_TOKEN: unknown, used or expired", body = ErrorBody),
+        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE", body = ErrorBody),
+        (status = 422, description = "WEAK_PASSWORD (target `password`)", body = ErrorBody),
+    )
+)]
+#[post("/auth/set-password")]
+pub async fn set_password(
+    state: web::Data<AppState>,
+    body: JsonBody<SetPasswordRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let SetPasswordRequest {
+        setup_token,
+        password,
+    } = body.0;
+    hf_auth::password::check_password_policy(&password)?;
+    let invalid = || {
+        ApiError::new(
+            Code::InvalidSetupToken,
+            "The setup token is unknown, used or expired.",
+        )
+    };
+    let token_hash = hash_secret(&setup_token);
+    if !hf_storage::auth::setup_token_is_valid(&state.pool, &token_hash).await? {
+        return Err(invalid());
+    }
+    let phc = state.auth.hash_password(password).await?;
+    let principal = hf_storage::auth::set_password_with_token(&state.pool, &token_hash, &phc)
+        .await?
+        .ok_or_else(invalid)?;
+    token_response(&state, &principal).await
+}
+
+/// Starts an SSH login: a single-use nonce to sign, bound to the username. Unknown usernames get
+/// a nonce too, so the answer reveals nothing.
+#[utoipa::path(
+    tag = "auth",
+    request_body = ChallengeRequest,
+    responses(
+        (status = 200, body = ChallengeResponse),
+        (status = 400, description = "MALFORMED_JSON or INVALID_BODY", body = ErrorBody),
+        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE", body = ErrorBody),
+    )
+)]
+#[post("/auth/challenge")]
+pub async fn challenge(
+    state: web::Data<AppState>,
+    body: JsonBody<ChallengeRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let ttl = state.auth.config().nonce_ttl;
+    let nonce = if plausible_username(&body.0.username) {
+        hf_storage::auth::create_ssh_nonce(&state.pool, &body.0.username, ttl).await?
+    } else {
+        // No principal can have this name, so the nonce could never verify; it is not stored.
+        SecretToken::generate()
+    };
+    Ok(HttpResponse::Ok()
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .json(ChallengeResponse {
+            nonce: nonce.text().to_owned(),
+            expires_in: ttl.as_secs(),
+        }))
+}
+
+/// Finishes an SSH login: the nonce signed by one of the principal's SSH keys.
+#[utoipa::path(
+    tag = "auth",
+    request_body = VerifyRequest,
+    responses(
+        (status = 200, body = TokenResponse),
+        (status = 400, description = "MALFORMED_JSON or INVALID_BODY", body = ErrorBody),
+        (status = 401, description = "INVALID_SIGNATURE", body = ErrorBody),
+        (status = 415, description = "UNSUPPORTED_MEDIA_TYPE", body = ErrorBody),
+    )
+)]
+#[post("/auth/verify")]
+pub async fn verify(
+    state: web::Data<AppState>,
+    body: JsonBody<VerifyRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let VerifyRequest {
+        username,
+        nonce,
+        signature,
+    } = body.0;
+    if !plausible_username(&username) {
+        return Err(invalid_signature("the nonce is unknown"));
+    }
+    // The nonce is used up by this attempt whatever its outcome: one nonce, one guess.
+    let nonce_hash = hash_secret(&nonce);
+    if !hf_storage::auth::consume_ssh_nonce(&state.pool, &nonce_hash, &username).await? {
+        return Err(invalid_signature(
+            "the nonce is unknown, used, expired or was issued for another username",
+        ));
+    }
+    let Some((principal, keys)) = hf_storage::auth::ssh_login_keys(&state.pool, &username).await?
+    else {
+        return Err(invalid_signature("no SSH key of this principal made it"));
+    };
+    let mut last_problem = "no SSH key of this principal made it".to_owned();
+    for key in &keys {
+        let Ok(public_key) = SshPublicKey::parse(&key.public_key) else {
+            tracing::warn!(credential = %key.credential_id, "stored SSH key does not parse");
+            continue;
+        };
+        match verify_ssh_signature(&public_key, SSH_NAMESPACE, nonce.as_bytes(), &signature) {
+            Ok(()) => {
+                hf_storage::auth::mark_credential_used(&state.pool, key.credential_id).await?;
+                return token_response(&state, &principal).await;
+            }
+            Err(hf_auth::Error::SignatureKeyMismatch) => {}
+            Err(error) => last_problem = error.to_string(),
+        }
+    }
+    Err(invalid_signature(&last_problem))
+}
+
+/// The caller's own principal.
+#[utoipa::path(
+    tag = "auth",
+    responses(
+        (status = 200, body = PrincipalBody),
+        (status = 401, description = "UNAUTHENTICATED", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+#[get("/auth/me")]
+pub async fn me(caller: Authenticated) -> web::Json<PrincipalBody> {
+    web::Json(PrincipalBody::from(caller.0))
+}
+
+/// A one-time code for opening a browser session (`GET /auth/session/exchange`). Takes no body
+/// (none, or `{}`).
+#[utoipa::path(
+    tag = "auth",
+    request_body(content = Option<EmptyBody>, description = "None, or `{}`"),
+    responses(
+        (status = 200, body = SessionCodeResponse),
+        (status = 400, description = "MALFORMED_JSON or INVALID_BODY", body = ErrorBody),
+        (status = 401, description = "UNAUTHENTICATED", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+#[post("/auth/session")]
+pub async fn session(
+    caller: Authenticated,
+    state: web::Data<AppState>,
+    _body: OptionalJsonBody<EmptyBody>,
+) -> Result<HttpResponse, ApiError> {
+    let ttl = state.auth.config().session_code_ttl;
+    let code = hf_storage::auth::create_session_code(&state.pool, caller.0.id, ttl).await?;
+    Ok(HttpResponse::Ok()
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .json(SessionCodeResponse {
+            code: code.text().to_owned(),
+            expires_in: ttl.as_secs(),
+        }))
+}
+
+/// Exchanges a one-time code for the `hf_runtime` session cookie and the rendering frame.
+#[utoipa::path(
+    tag = "auth",
+    params(ExchangeQuery),
+    responses(
+        (status = 200, description = "The rendering frame; sets the `hf_runtime` cookie", content_type = "text/html"),
+        (status = 400, description = "INVALID_QUERY: `screen` is not `<moduleKey>/<screenKey>`", body = ErrorBody),
+        (status = 401, description = "INVALID_CODE: unknown, used or expired", body = ErrorBody),
+    )
+)]
+#[get("/auth/session/exchange")]
+pub async fn exchange(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    query: web::Query<ExchangeQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let ExchangeQuery { code, screen } = query.into_inner();
+    if let Some(screen) = &screen {
+        if !is_screen_reference(screen) {
+            return Err(ApiError::field(
+                Code::InvalidQuery,
+                "`screen` must be `<moduleKey>/<screenKey>`.",
+                "screen",
+            ));
+        }
+    }
+    let invalid = || ApiError::new(Code::InvalidCode, "The code is unknown, used or expired.");
+    let code = code.ok_or_else(invalid)?;
+    let principal = hf_storage::auth::consume_session_code(&state.pool, &hash_secret(&code))
+        .await?
+        .ok_or_else(invalid)?;
+    let token = state.auth.issue_token(&state.pool, &principal).await?;
+    let max_age = state.auth.token_ttl_secs();
+    let secure = if req.app_config().secure() {
+        "; Secure"
+    } else {
+        ""
+    };
+    let cookie = format!(
+        "{SESSION_COOKIE}={token}; Path={COOKIE_PATH}; HttpOnly; SameSite=Strict; \
+         Max-Age={max_age}{secure}"
+    );
+    Ok(HttpResponse::Ok()
+        .content_type("text/html; charset=utf-8")
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .insert_header((header::SET_COOKIE, cookie))
+        .insert_header((header::REFERRER_POLICY, "no-referrer"))
+        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .body(frame_page(&token, max_age, screen.as_deref())))
+}
+
+/// `<moduleKey>/<screenKey>`, each a key of the contract.
+fn is_screen_reference(text: &str) -> bool {
+    let is_key = |key: &str| {
+        let mut chars = key.chars();
+        key.len() <= 63
+            && chars.next().is_some_and(|c| c.is_ascii_lowercase())
+            && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    };
+    text.split_once('/')
+        .is_some_and(|(module, screen)| is_key(module) && is_key(screen))
+}
+
+/// The rendering frame: for now a minimal HTML5 page that hands the session to the runtime
+/// through `window.__HF_SESSION__`. The values are JSON with `<` escaped, so nothing in them can
+/// close the script element.
+fn frame_page(token: &str, expires_in: u64, screen: Option<&str>) -> String {
+    let handoff = serde_json::json!({
+        "token": token,
+        "expiresIn": expires_in,
+        "screen": screen,
+    });
+    let handoff = handoff
+        .to_string()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026");
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>hf</title>\n</head>\n<body>\n<div id=\"hf-root\"></div>\n\
+         <script type=\"module\">window.__HF_SESSION__ = {handoff};</script>\n\
+         </body>\n</html>\n"
+    )
+}
+
+/// The public keys tokens verify with.
+#[utoipa::path(
+    tag = "auth",
+    responses((status = 200, body = JwksBody))
+)]
+#[get("/.well-known/jwks.json")]
+pub async fn jwks(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let keys = state.auth.keys(&state.pool).await?;
+    let body = JwksBody {
+        keys: keys
+            .jwks()
+            .keys
+            .into_iter()
+            .map(|jwk| JwkBody {
+                alg: jwk.alg,
+                crv: jwk.crv,
+                kid: jwk.kid,
+                kty: jwk.kty,
+                key_use: jwk.key_use,
+                x: jwk.x,
+                y: jwk.y,
+            })
+            .collect(),
+    };
+    Ok(HttpResponse::Ok()
+        .insert_header((header::CACHE_CONTROL, "public, max-age=300"))
+        .json(body))
+}

@@ -1,0 +1,889 @@
+//! The `metadata` group: reads of any branch, writes (admin), and `GET /branches`.
+//!
+//! Every route is registered once, on `/{branchRoot}/...`, where the first segment is
+//! `metadata` (the live branch, reads only) or `metadata@<branchId>`. The OpenAPI document also
+//! lists the live read paths `/metadata/...` of the contract (see `app::openapi`), which these same
+//! handlers serve. A write to the live branch applies its DDL atomically with the commit.
+
+use std::sync::Arc;
+
+use actix_web::guard::GuardContext;
+use actix_web::{delete, get, post, put, web, HttpResponse};
+use hf_metastore::Snapshot;
+use hf_model::key::{check_key, KeyKind};
+use hf_model::{Change, Model, QualifiedName};
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use crate::auth_gate::{MetadataReader, MetadataWriter};
+use crate::dto::metadata::{
+    ApplyDto, BranchDto, FieldBody, FieldDto, ModuleBody, ModuleDto, ObjectBody, ObjectDto,
+    ScreenBody, ScreenDto, WriteResponse,
+};
+use crate::error::{ApiError, Code, ErrorBody};
+use crate::extract::JsonBody;
+use crate::state::AppState;
+
+/// Serves a route only when the first path segment names the metadata (`metadata` or
+/// `metadata@…`); other paths fall through to the router's 404/405.
+pub fn metadata_root(ctx: &GuardContext<'_>) -> bool {
+    let first = ctx
+        .head()
+        .uri
+        .path()
+        .trim_start_matches('/')
+        .split('/')
+        .next()
+        .unwrap_or("");
+    first == "metadata" || first.starts_with("metadata@")
+}
+
+/// The branch a first path segment names: `metadata` is the live branch (for reads).
+fn read_branch(state: &AppState, root: &str) -> Result<String, ApiError> {
+    if root == "metadata" {
+        return Ok(state.live_branch.clone());
+    }
+    write_branch(root)
+}
+
+/// The branch of a write: the first segment must be `metadata@<branchId>`.
+fn write_branch(root: &str) -> Result<String, ApiError> {
+    let branch = root.strip_prefix("metadata@").unwrap_or("");
+    if hf_model::key::is_valid_branch_id(branch) {
+        Ok(branch.to_owned())
+    } else {
+        Err(ApiError::new(
+            Code::InvalidBranch,
+            format!(
+                "`{}` is not a valid branch root; write metadata@<branchId>.",
+                root.chars().take(100).collect::<String>()
+            ),
+        ))
+    }
+}
+
+fn key(kind: KeyKind, key: &str) -> Result<(), ApiError> {
+    check_key(kind, key).map_err(ApiError::from)
+}
+
+async fn snapshot(state: &AppState, branch: String) -> Result<Arc<Snapshot>, ApiError> {
+    let store = Arc::clone(&state.store);
+    blocking(move || store.snapshot(&branch)).await
+}
+
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, hf_metastore::Error> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|error| {
+            tracing::error!(%error, "metadata task failed");
+            ApiError::internal()
+        })?
+        .map_err(ApiError::from)
+}
+
+fn module<'m>(model: &'m Model, module_key: &str) -> Result<&'m hf_model::Module, ApiError> {
+    key(KeyKind::Module, module_key)?;
+    model.modules.get(module_key).ok_or_else(|| {
+        ApiError::entry(
+            Code::ModuleNotFound,
+            format!("There is no module `{module_key}`."),
+            crate::error::Scope::Request,
+            Some(module_key.to_owned()),
+        )
+    })
+}
+
+fn object<'m>(
+    model: &'m Model,
+    module_key: &str,
+    object_key: &str,
+) -> Result<&'m hf_model::Object, ApiError> {
+    let module = module(model, module_key)?;
+    key(KeyKind::Object, object_key)?;
+    module.objects.get(object_key).ok_or_else(|| {
+        ApiError::entry(
+            Code::ObjectNotFound,
+            format!("There is no object `{module_key}.{object_key}`."),
+            crate::error::Scope::Request,
+            Some(object_key.to_owned()),
+        )
+    })
+}
+
+/// Query filter of object lists.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObjectFilter {
+    /// Only objects of this module.
+    module_key: Option<String>,
+}
+
+/// Query filter of field lists.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FieldFilter {
+    /// Only fields of this module.
+    module_key: Option<String>,
+    /// Only fields of this object (requires `moduleKey`).
+    object_key: Option<String>,
+}
+
+/// Query of metadata writes.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WriteQuery {
+    /// Allow a live-branch write whose DDL loses data (dropping a column or table).
+    #[serde(default)]
+    allow_destructive: bool,
+}
+
+fn disagree(name: &str, path_value: &str, query_value: &Option<String>) -> Result<(), ApiError> {
+    match query_value {
+        Some(value) if value != path_value => Err(ApiError::field(
+            Code::InvalidQuery,
+            format!("The query's `{name}` ({value}) disagrees with the path ({path_value})."),
+            name,
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn objects_of(model: &Model, module_filter: Option<&str>) -> Vec<ObjectDto> {
+    model
+        .modules
+        .values()
+        .filter(|m| module_filter.is_none_or(|f| f == m.key))
+        .flat_map(|m| m.objects.values().map(|o| ObjectDto::new(&m.key, o)))
+        .collect()
+}
+
+fn fields_of(
+    model: &Model,
+    module_filter: Option<&str>,
+    object_filter: Option<&str>,
+) -> Vec<FieldDto> {
+    let mut list = Vec::new();
+    for module in model
+        .modules
+        .values()
+        .filter(|m| module_filter.is_none_or(|f| f == m.key))
+    {
+        for object in module
+            .objects
+            .values()
+            .filter(|o| object_filter.is_none_or(|f| f == o.key))
+        {
+            let name = QualifiedName::new(module.key.clone(), object.key.clone());
+            list.extend(
+                object
+                    .fields
+                    .values()
+                    .map(|field| FieldDto::new(&name, field)),
+            );
+        }
+    }
+    list
+}
+
+/// Every module of a branch, sorted by key.
+#[utoipa::path(tag = "metadata", security(("bearer" = [])),
+    params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`")),
+    responses((status = 200, body = [ModuleDto]), (status = "4XX", body = ErrorBody)))]
+#[get("/{branchRoot}", guard = "metadata_root")]
+pub async fn list_modules(
+    state: web::Data<AppState>,
+    _reader: MetadataReader,
+    path: web::Path<String>,
+) -> Result<web::Json<Vec<ModuleDto>>, ApiError> {
+    let snapshot = snapshot(&state, read_branch(&state, &path)?).await?;
+    Ok(web::Json(
+        snapshot
+            .model
+            .modules
+            .values()
+            .map(ModuleDto::from)
+            .collect(),
+    ))
+}
+
+/// Every object of a branch, sorted by module then key.
+#[utoipa::path(tag = "metadata", security(("bearer" = [])),
+    params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ObjectFilter),
+    responses((status = 200, body = [ObjectDto]), (status = "4XX", body = ErrorBody)))]
+#[get("/{branchRoot}/objects", guard = "metadata_root")]
+pub async fn list_all_objects(
+    state: web::Data<AppState>,
+    _reader: MetadataReader,
+    path: web::Path<String>,
+    filter: web::Query<ObjectFilter>,
+) -> Result<web::Json<Vec<ObjectDto>>, ApiError> {
+    let snapshot = snapshot(&state, read_branch(&state, &path)?).await?;
+    Ok(web::Json(objects_of(
+        &snapshot.model,
+        filter.module_key.as_deref(),
+    )))
+}
+
+/// Every field of a branch, sorted by module, object, then key.
+#[utoipa::path(tag = "metadata", security(("bearer" = [])),
+    params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), FieldFilter),
+    responses((status = 200, body = [FieldDto]), (status = "4XX", body = ErrorBody)))]
+#[get("/{branchRoot}/fields", guard = "metadata_root")]
+pub async fn list_all_fields(
+    state: web::Data<AppState>,
+    _reader: MetadataReader,
+    path: web::Path<String>,
+    filter: web::Query<FieldFilter>,
+) -> Result<web::Json<Vec<FieldDto>>, ApiError> {
+    if filter.object_key.is_some() && filter.module_key.is_none() {
+        return Err(ApiError::field(
+            Code::InvalidQuery,
+            "`objectKey` requires `moduleKey`.",
+            "objectKey",
+        ));
+    }
+    let snapshot = snapshot(&state, read_branch(&state, &path)?).await?;
+    Ok(web::Json(fields_of(
+        &snapshot.model,
+        filter.module_key.as_deref(),
+        filter.object_key.as_deref(),
+    )))
+}
+
+/// One module.
+#[utoipa::path(tag = "metadata", security(("bearer" = [])),
+    params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ("moduleKey" = String, Path)),
+    responses((status = 200, body = ModuleDto), (status = "4XX", body = ErrorBody)))]
+#[get("/{branchRoot}/{moduleKey}", guard = "metadata_root")]
+pub async fn get_module(
+    state: web::Data<AppState>,
+    _reader: MetadataReader,
+    path: web::Path<(String, String)>,
+) -> Result<web::Json<ModuleDto>, ApiError> {
+    let (root, module_key) = path.into_inner();
+    let snapshot = snapshot(&state, read_branch(&state, &root)?).await?;
+    Ok(web::Json(ModuleDto::from(module(
+        &snapshot.model,
+        &module_key,
+    )?)))
+}
+
+/// The objects of one module.
+#[utoipa::path(tag = "metadata", security(("bearer" = [])),
+    params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ("moduleKey" = String, Path), ObjectFilter),
+    responses((status = 200, body = [ObjectDto]), (status = "4XX", body = ErrorBody)))]
+#[get("/{branchRoot}/{moduleKey}/objects", guard = "metadata_root")]
+pub async fn list_objects(
+    state: web::Data<AppState>,
+    _reader: MetadataReader,
+    path: web::Path<(String, String)>,
+    filter: web::Query<ObjectFilter>,
+) -> Result<web::Json<Vec<ObjectDto>>, ApiError> {
+    let (root, module_key) = path.into_inner();
+    disagree("moduleKey", &module_key, &filter.module_key)?;
+    let snapshot = snapshot(&state, read_branch(&state, &root)?).await?;
+    module(&snapshot.model, &module_key)?;
+    Ok(web::Json(objects_of(&snapshot.model, Some(&module_key))))
+}
+
+/// One object (without its fields).
+#[utoipa::path(tag = "metadata", security(("bearer" = [])),
+    params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ("moduleKey" = String, Path), ("objectKey" = String, Path)),
+    responses((status = 200, body = ObjectDto), (status = "4XX", body = ErrorBody)))]
+#[get(
+    "/{branchRoot}/{moduleKey}/objects/{objectKey}",
+    guard = "metadata_root"
+)]
+pub async fn get_object(
+    state: web::Data<AppState>,
+    _reader: MetadataReader,
+    path: web::Path<(String, String, String)>,
+) -> Result<web::Json<ObjectDto>, ApiError> {
+    let (root, module_key, object_key) = path.into_inner();
+    let snapshot = snapshot(&state, read_branch(&state, &root)?).await?;
+    let found = object(&snapshot.model, &module_key, &object_key)?;
+    Ok(web::Json(ObjectDto::new(&module_key, found)))
+}
+
+/// The fields declared on one object.
+#[utoipa::path(tag = "metadata", security(("bearer" = [])),
+    params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ("moduleKey" = String, Path), ("objectKey" = String, Path), FieldFilter),
+    responses((status = 200, body = [FieldDto]), (status = "4XX", body = ErrorBody)))]
+#[get(
+    "/{branchRoot}/{moduleKey}/objects/{objectKey}/fields",
+    guard = "metadata_root"
+)]
+pub async fn list_fields(
+    state: web::Data<AppState>,
+    _reader: MetadataReader,
+    path: web::Path<(String, String, String)>,
+    filter: web::Query<FieldFilter>,
+) -> Result<web::Json<Vec<FieldDto>>, ApiError> {
+    let (root, module_key, object_key) = path.into_inner();
+    disagree("moduleKey", &module_key, &filter.module_key)?;
+    disagree("objectKey", &object_key, &filter.object_key)?;
+    let snapshot = snapshot(&state, read_branch(&state, &root)?).await?;
+    object(&snapshot.model, &module_key, &object_key)?;
+    Ok(web::Json(fields_of(
+        &snapshot.model,
+        Some(&module_key),
+        Some(&object_key),
+    )))
+}
+
+/// One field.
+#[utoipa::path(tag = "metadata", security(("bearer" = [])),
+    params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ("moduleKey" = String, Path), ("objectKey" = String, Path), ("fieldKey" = String, Path)),
+    responses((status = 200, body = FieldDto), (status = "4XX", body = ErrorBody)))]
+#[get(
+    "/{branchRoot}/{moduleKey}/objects/{objectKey}/fields/{fieldKey}",
+    guard = "metadata_root"
+)]
+pub async fn get_field(
+    state: web::Data<AppState>,
+    _reader: MetadataReader,
+    path: web::Path<(String, String, String, String)>,
+) -> Result<web::Json<FieldDto>, ApiError> {
+    let (root, module_key, object_key, field_key) = path.into_inner();
+    let snapshot = snapshot(&state, read_branch(&state, &root)?).await?;
+    let found = object(&snapshot.model, &module_key, &object_key)?;
+    key(KeyKind::Field, &field_key)?;
+    let field = found.fields.get(&field_key).ok_or_else(|| {
+        ApiError::entry(
+            Code::FieldNotFound,
+            format!("There is no field `{field_key}` on `{module_key}.{object_key}`."),
+            crate::error::Scope::Field,
+            Some(field_key.clone()),
+        )
+    })?;
+    Ok(web::Json(FieldDto::new(
+        &QualifiedName::new(module_key, object_key),
+        field,
+    )))
+}
+
+/// The screens of one module.
+#[utoipa::path(tag = "metadata", security(("bearer" = [])),
+    params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ("moduleKey" = String, Path)),
+    responses((status = 200, body = [ScreenDto]), (status = "4XX", body = ErrorBody)))]
+#[get("/{branchRoot}/{moduleKey}/screens", guard = "metadata_root")]
+pub async fn list_screens(
+    state: web::Data<AppState>,
+    _reader: MetadataReader,
+    path: web::Path<(String, String)>,
+) -> Result<web::Json<Vec<ScreenDto>>, ApiError> {
+    let (root, module_key) = path.into_inner();
+    let snapshot = snapshot(&state, read_branch(&state, &root)?).await?;
+    let found = module(&snapshot.model, &module_key)?;
+    Ok(web::Json(
+        found
+            .screens
+            .values()
+            .map(|s| ScreenDto::new(&module_key, s))
+            .collect(),
+    ))
+}
+
+/// One screen.
+#[utoipa::path(tag = "metadata", security(("bearer" = [])),
+    params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ("moduleKey" = String, Path), ("screenKey" = String, Path)),
+    responses((status = 200, body = ScreenDto), (status = "4XX", body = ErrorBody)))]
+#[get(
+    "/{branchRoot}/{moduleKey}/screens/{screenKey}",
+    guard = "metadata_root"
+)]
+pub async fn get_screen(
+    state: web::Data<AppState>,
+    _reader: MetadataReader,
+    path: web::Path<(String, String, String)>,
+) -> Result<web::Json<ScreenDto>, ApiError> {
+    let (root, module_key, screen_key) = path.into_inner();
+    let snapshot = snapshot(&state, read_branch(&state, &root)?).await?;
+    let found = module(&snapshot.model, &module_key)?;
+    key(KeyKind::Screen, &screen_key)?;
+    let screen = found.screens.get(&screen_key).ok_or_else(|| {
+        ApiError::entry(
+            Code::ScreenNotFound,
+            format!("There is no screen `{screen_key}` in module `{module_key}`."),
+            crate::error::Scope::Request,
+            Some(screen_key.clone()),
+        )
+    })?;
+    Ok(web::Json(ScreenDto::new(&module_key, screen)))
+}
+
+/// Every branch of the metadata repository with its head.
+#[utoipa::path(tag = "metadata", security(("bearer" = [])),
+    responses((status = 200, body = [BranchDto]), (status = "4XX", body = ErrorBody)))]
+#[get("/branches")]
+pub async fn list_branches(
+    state: web::Data<AppState>,
+    _reader: MetadataReader,
+) -> Result<web::Json<Vec<BranchDto>>, ApiError> {
+    let store = Arc::clone(&state.store);
+    let branches = blocking(move || store.branches()).await?;
+    Ok(web::Json(
+        branches
+            .into_iter()
+            .map(|b| BranchDto {
+                branch: b.branch,
+                commit: b.commit,
+                live: b.live,
+            })
+            .collect(),
+    ))
+}
+
+/// Commits an edit to a branch; on the live branch, with its DDL in the same step.
+async fn write<F>(
+    state: &AppState,
+    root: &str,
+    writer: &MetadataWriter,
+    allow_destructive: bool,
+    edit: F,
+) -> Result<HttpResponse, ApiError>
+where
+    F: FnMut(&mut Model) -> Result<Change, hf_metastore::Error> + Clone + Send + 'static,
+{
+    let branch = write_branch(root)?;
+    let (change, file, apply) = if branch == state.live_branch {
+        let written = hf_storage::deploy::write_live(
+            &state.pool,
+            &state.store,
+            &writer.author,
+            allow_destructive,
+            edit,
+        )
+        .await?;
+        (
+            written.change,
+            written.file,
+            Some(ApplyDto::from(written.stats)),
+        )
+    } else {
+        let store = Arc::clone(&state.store);
+        let (branch, author) = (branch.clone(), writer.author.clone());
+        let written = blocking(move || store.write(&branch, &author, edit)).await?;
+        (written.change, written.file, None)
+    };
+    let status = change.action.as_str();
+    let body = WriteResponse {
+        status,
+        branch,
+        file,
+        apply,
+    };
+    Ok(if status == "created" {
+        HttpResponse::Created().json(body)
+    } else {
+        HttpResponse::Ok().json(body)
+    })
+}
+
+/// Creates a module.
+#[utoipa::path(tag = "metadata", security(("bearer" = [])), request_body = ModuleBody,
+        params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), WriteQuery),
+        responses((status = 201, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+#[post("/{branchRoot}/{moduleKey}", guard = "metadata_root")]
+pub async fn create_module(
+    state: web::Data<AppState>,
+    writer: MetadataWriter,
+    path: web::Path<(String, String)>,
+    query: web::Query<WriteQuery>,
+    body: JsonBody<ModuleBody>,
+) -> Result<HttpResponse, ApiError> {
+    let (root, module_key) = path.into_inner();
+    write_branch(&root)?;
+    key(KeyKind::Module, &module_key)?;
+    let module = body.0.into_module(&module_key);
+    write(
+        &state,
+        &root,
+        &writer,
+        query.allow_destructive,
+        move |model| Ok(model.create_module(module.clone())?),
+    )
+    .await
+}
+
+/// Replaces a module's definition.
+#[utoipa::path(tag = "metadata", security(("bearer" = [])), request_body = ModuleBody,
+        params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), WriteQuery),
+        responses((status = 200, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+#[put("/{branchRoot}/{moduleKey}", guard = "metadata_root")]
+pub async fn replace_module(
+    state: web::Data<AppState>,
+    writer: MetadataWriter,
+    path: web::Path<(String, String)>,
+    query: web::Query<WriteQuery>,
+    body: JsonBody<ModuleBody>,
+) -> Result<HttpResponse, ApiError> {
+    let (root, module_key) = path.into_inner();
+    write_branch(&root)?;
+    key(KeyKind::Module, &module_key)?;
+    let module = body.0.into_module(&module_key);
+    write(
+        &state,
+        &root,
+        &writer,
+        query.allow_destructive,
+        move |model| Ok(model.replace_module(module.clone())?),
+    )
+    .await
+}
+
+/// Deletes a module that has no objects or screens left.
+#[utoipa::path(tag = "metadata", security(("bearer" = [])),
+        params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), WriteQuery),
+        responses((status = 200, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+#[delete("/{branchRoot}/{moduleKey}", guard = "metadata_root")]
+pub async fn delete_module(
+    state: web::Data<AppState>,
+    writer: MetadataWriter,
+    path: web::Path<(String, String)>,
+    query: web::Query<WriteQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let (root, module_key) = path.into_inner();
+    write_branch(&root)?;
+    key(KeyKind::Module, &module_key)?;
+    write(
+        &state,
+        &root,
+        &writer,
+        query.allow_destructive,
+        move |model| Ok(model.delete_module(&module_key)?),
+    )
+    .await
+}
+
+/// Creates an object.
+#[utoipa::path(tag = "metadata", security(("bearer" = [])), request_body = ObjectBody,
+        params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), ("objectKey" = String, Path), WriteQuery),
+        responses((status = 201, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+#[post(
+    "/{branchRoot}/{moduleKey}/objects/{objectKey}",
+    guard = "metadata_root"
+)]
+pub async fn create_object(
+    state: web::Data<AppState>,
+    writer: MetadataWriter,
+    path: web::Path<(String, String, String)>,
+    query: web::Query<WriteQuery>,
+    body: JsonBody<ObjectBody>,
+) -> Result<HttpResponse, ApiError> {
+    let (root, module_key, object_key) = path.into_inner();
+    write_branch(&root)?;
+    key(KeyKind::Module, &module_key)?;
+    key(KeyKind::Object, &object_key)?;
+    let object = body.0.into_object(&object_key)?;
+    write(
+        &state,
+        &root,
+        &writer,
+        query.allow_destructive,
+        move |model| Ok(model.create_object(&module_key, object.clone())?),
+    )
+    .await
+}
+
+/// Replaces an object's definition (its fields stay).
+#[utoipa::path(tag = "metadata", security(("bearer" = [])), request_body = ObjectBody,
+        params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), ("objectKey" = String, Path), WriteQuery),
+        responses((status = 200, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+#[put(
+    "/{branchRoot}/{moduleKey}/objects/{objectKey}",
+    guard = "metadata_root"
+)]
+pub async fn replace_object(
+    state: web::Data<AppState>,
+    writer: MetadataWriter,
+    path: web::Path<(String, String, String)>,
+    query: web::Query<WriteQuery>,
+    body: JsonBody<ObjectBody>,
+) -> Result<HttpResponse, ApiError> {
+    let (root, module_key, object_key) = path.into_inner();
+    write_branch(&root)?;
+    key(KeyKind::Module, &module_key)?;
+    key(KeyKind::Object, &object_key)?;
+    let object = body.0.into_object(&object_key)?;
+    write(
+        &state,
+        &root,
+        &writer,
+        query.allow_destructive,
+        move |model| Ok(model.replace_object(&module_key, object.clone())?),
+    )
+    .await
+}
+
+/// Deletes an object nothing extends or looks up.
+#[utoipa::path(tag = "metadata", security(("bearer" = [])),
+        params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), ("objectKey" = String, Path), WriteQuery),
+        responses((status = 200, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+#[delete(
+    "/{branchRoot}/{moduleKey}/objects/{objectKey}",
+    guard = "metadata_root"
+)]
+pub async fn delete_object(
+    state: web::Data<AppState>,
+    writer: MetadataWriter,
+    path: web::Path<(String, String, String)>,
+    query: web::Query<WriteQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let (root, module_key, object_key) = path.into_inner();
+    write_branch(&root)?;
+    key(KeyKind::Module, &module_key)?;
+    key(KeyKind::Object, &object_key)?;
+    let name = QualifiedName::new(module_key, object_key);
+    write(
+        &state,
+        &root,
+        &writer,
+        query.allow_destructive,
+        move |model| Ok(model.delete_object(&name)?),
+    )
+    .await
+}
+
+/// Creates a field; `fieldKind` selects the variant.
+#[utoipa::path(tag = "metadata", security(("bearer" = [])), request_body = FieldBody,
+        params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), ("objectKey" = String, Path), ("fieldKey" = String, Path), WriteQuery),
+        responses((status = 201, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+#[post(
+    "/{branchRoot}/{moduleKey}/objects/{objectKey}/fields/{fieldKey}",
+    guard = "metadata_root"
+)]
+pub async fn create_field(
+    state: web::Data<AppState>,
+    writer: MetadataWriter,
+    path: web::Path<(String, String, String, String)>,
+    query: web::Query<WriteQuery>,
+    body: JsonBody<serde_json::Value>,
+) -> Result<HttpResponse, ApiError> {
+    let (root, module_key, object_key, field_key) = path.into_inner();
+    write_branch(&root)?;
+    key(KeyKind::Module, &module_key)?;
+    key(KeyKind::Object, &object_key)?;
+    key(KeyKind::Field, &field_key)?;
+    let field = field_body(body.0)?.into_field(&field_key)?;
+    let name = QualifiedName::new(module_key, object_key);
+    write(
+        &state,
+        &root,
+        &writer,
+        query.allow_destructive,
+        move |model| Ok(model.create_field(&name, field.clone())?),
+    )
+    .await
+}
+
+/// Replaces a field's definition.
+#[utoipa::path(tag = "metadata", security(("bearer" = [])), request_body = FieldBody,
+        params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), ("objectKey" = String, Path), ("fieldKey" = String, Path), WriteQuery),
+        responses((status = 200, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+#[put(
+    "/{branchRoot}/{moduleKey}/objects/{objectKey}/fields/{fieldKey}",
+    guard = "metadata_root"
+)]
+pub async fn replace_field(
+    state: web::Data<AppState>,
+    writer: MetadataWriter,
+    path: web::Path<(String, String, String, String)>,
+    query: web::Query<WriteQuery>,
+    body: JsonBody<serde_json::Value>,
+) -> Result<HttpResponse, ApiError> {
+    let (root, module_key, object_key, field_key) = path.into_inner();
+    write_branch(&root)?;
+    key(KeyKind::Module, &module_key)?;
+    key(KeyKind::Object, &object_key)?;
+    key(KeyKind::Field, &field_key)?;
+    let field = field_body(body.0)?.into_field(&field_key)?;
+    let name = QualifiedName::new(module_key, object_key);
+    write(
+        &state,
+        &root,
+        &writer,
+        query.allow_destructive,
+        move |model| Ok(model.replace_field(&name, field.clone())?),
+    )
+    .await
+}
+
+/// Deletes a field nothing refers to.
+#[utoipa::path(tag = "metadata", security(("bearer" = [])),
+        params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), ("objectKey" = String, Path), ("fieldKey" = String, Path), WriteQuery),
+        responses((status = 200, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+#[delete(
+    "/{branchRoot}/{moduleKey}/objects/{objectKey}/fields/{fieldKey}",
+    guard = "metadata_root"
+)]
+pub async fn delete_field(
+    state: web::Data<AppState>,
+    writer: MetadataWriter,
+    path: web::Path<(String, String, String, String)>,
+    query: web::Query<WriteQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let (root, module_key, object_key, field_key) = path.into_inner();
+    write_branch(&root)?;
+    key(KeyKind::Module, &module_key)?;
+    key(KeyKind::Object, &object_key)?;
+    key(KeyKind::Field, &field_key)?;
+    let name = QualifiedName::new(module_key, object_key);
+    write(
+        &state,
+        &root,
+        &writer,
+        query.allow_destructive,
+        move |model| Ok(model.delete_field(&name, &field_key)?),
+    )
+    .await
+}
+
+/// Creates a screen; its HFX must compile.
+#[utoipa::path(tag = "metadata", security(("bearer" = [])), request_body = ScreenBody,
+        params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), ("screenKey" = String, Path), WriteQuery),
+        responses((status = 201, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+#[post(
+    "/{branchRoot}/{moduleKey}/screens/{screenKey}",
+    guard = "metadata_root"
+)]
+pub async fn create_screen(
+    state: web::Data<AppState>,
+    writer: MetadataWriter,
+    path: web::Path<(String, String, String)>,
+    query: web::Query<WriteQuery>,
+    body: JsonBody<ScreenBody>,
+) -> Result<HttpResponse, ApiError> {
+    let (root, module_key, screen_key) = path.into_inner();
+    write_branch(&root)?;
+    key(KeyKind::Module, &module_key)?;
+    key(KeyKind::Screen, &screen_key)?;
+    check_compiles(&body.0).await?;
+    let screen = body.0.into_screen(&screen_key);
+    write(
+        &state,
+        &root,
+        &writer,
+        query.allow_destructive,
+        move |model| Ok(model.create_screen(&module_key, screen.clone())?),
+    )
+    .await
+}
+
+/// Replaces a screen; its HFX must compile.
+#[utoipa::path(tag = "metadata", security(("bearer" = [])), request_body = ScreenBody,
+        params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), ("screenKey" = String, Path), WriteQuery),
+        responses((status = 200, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+#[put(
+    "/{branchRoot}/{moduleKey}/screens/{screenKey}",
+    guard = "metadata_root"
+)]
+pub async fn replace_screen(
+    state: web::Data<AppState>,
+    writer: MetadataWriter,
+    path: web::Path<(String, String, String)>,
+    query: web::Query<WriteQuery>,
+    body: JsonBody<ScreenBody>,
+) -> Result<HttpResponse, ApiError> {
+    let (root, module_key, screen_key) = path.into_inner();
+    write_branch(&root)?;
+    key(KeyKind::Module, &module_key)?;
+    key(KeyKind::Screen, &screen_key)?;
+    check_compiles(&body.0).await?;
+    let screen = body.0.into_screen(&screen_key);
+    write(
+        &state,
+        &root,
+        &writer,
+        query.allow_destructive,
+        move |model| Ok(model.replace_screen(&module_key, screen.clone())?),
+    )
+    .await
+}
+
+/// Deletes a screen.
+#[utoipa::path(tag = "metadata", security(("bearer" = [])),
+        params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), ("screenKey" = String, Path), WriteQuery),
+        responses((status = 200, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+#[delete(
+    "/{branchRoot}/{moduleKey}/screens/{screenKey}",
+    guard = "metadata_root"
+)]
+pub async fn delete_screen(
+    state: web::Data<AppState>,
+    writer: MetadataWriter,
+    path: web::Path<(String, String, String)>,
+    query: web::Query<WriteQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let (root, module_key, screen_key) = path.into_inner();
+    write_branch(&root)?;
+    key(KeyKind::Module, &module_key)?;
+    key(KeyKind::Screen, &screen_key)?;
+    write(
+        &state,
+        &root,
+        &writer,
+        query.allow_destructive,
+        move |model| Ok(model.delete_screen(&module_key, &screen_key)?),
+    )
+    .await
+}
+
+/// Reads a field body: `fieldKind` first (so an unknown kind is named as such), then the
+/// variant's own properties.
+fn field_body(value: serde_json::Value) -> Result<FieldBody, ApiError> {
+    const KINDS: [&str; 4] = ["scalar", "formula", "lookup", "rollup"];
+    match value.get("fieldKind") {
+        Some(serde_json::Value::String(kind)) if KINDS.contains(&kind.as_str()) => {}
+        Some(other) => {
+            return Err(ApiError::field(
+                Code::InvalidBody,
+                format!("`fieldKind` must be one of scalar, formula, lookup, rollup; got {other}."),
+                "fieldKind",
+            ))
+        }
+        None => {
+            return Err(ApiError::field(
+                Code::InvalidBody,
+                "`fieldKind` is required.",
+                "fieldKind",
+            ))
+        }
+    }
+    // Deserialise the variant's own struct, so a shape error names its property (serde loses
+    // the path inside internally tagged enums).
+    let mut value = value;
+    let kind = value
+        .as_object_mut()
+        .and_then(|map| map.remove("fieldKind"));
+    let kind = kind
+        .as_ref()
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("");
+    use crate::extract::from_value;
+    Ok(match kind {
+        "scalar" => FieldBody::Scalar(from_value(value)?),
+        "formula" => FieldBody::Formula(from_value(value)?),
+        "lookup" => FieldBody::Lookup(from_value(value)?),
+        _ => FieldBody::Rollup(from_value(value)?),
+    })
+}
+
+/// A screen whose HFX does not compile is not written.
+async fn check_compiles(body: &ScreenBody) -> Result<(), ApiError> {
+    let (source, sidecar) = (body.hfx_source.clone(), body.sidecar.clone());
+    let output =
+        tokio::task::spawn_blocking(move || hf_hfx::compile_on_thread(&source, sidecar.as_deref()))
+            .await
+            .map_err(|_| ApiError::internal())?
+            .map_err(|error| {
+                tracing::error!(%error, "HFX compiler failed");
+                ApiError::internal()
+            })?;
+    match output.diagnostics.first() {
+        None => Ok(()),
+        Some(_) => Err(crate::error::hfx_errors(&output.diagnostics)),
+    }
+}

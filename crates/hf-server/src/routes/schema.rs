@@ -1,0 +1,153 @@
+//! `POST /plan` and `POST /apply`: the database schema against a metadata branch.
+
+use actix_web::{post, web};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::auth_gate::MetadataWriter;
+use crate::dto::metadata::ApplyDto;
+use crate::error::{ApiError, Code, ErrorBody};
+use crate::extract::OptionalJsonBody;
+use crate::state::AppState;
+
+/// Body of `POST /plan`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlanRequest {
+    /// The branch to plan; the live branch when absent.
+    branch: Option<String>,
+}
+
+/// Body of `POST /apply`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApplyRequest {
+    /// The branch to apply; the live branch when absent. Another branch must descend from the
+    /// live head, which then moves to it.
+    branch: Option<String>,
+    /// Allow changes that lose data.
+    #[serde(default)]
+    allow_destructive: bool,
+}
+
+/// One step of a plan.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PlanChange {
+    /// What kind of step (`create_table`, `add_column`, ...).
+    action: &'static str,
+    /// What it touches (`schema.table.column`).
+    target: String,
+    /// The statement.
+    sql: String,
+    /// Whether it loses data.
+    destructive: bool,
+}
+
+/// Counts of a plan.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanSummary {
+    tables_created: u64,
+    columns_added: u64,
+    ddl_statements: u64,
+    destructive: u64,
+}
+
+/// The answer of `POST /plan`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PlanResponse {
+    /// The planned branch.
+    branch: String,
+    /// Its head commit.
+    commit: String,
+    /// The ordered steps; empty when the database is up to date.
+    changes: Vec<PlanChange>,
+    /// Counts.
+    summary: PlanSummary,
+}
+
+/// The answer of `POST /apply`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApplyResponse {
+    /// The applied branch.
+    branch: String,
+    /// The applied commit (now the live head).
+    commit: String,
+    /// Statement counts.
+    apply: ApplyDto,
+}
+
+fn branch_or_live(state: &AppState, branch: Option<String>) -> Result<String, ApiError> {
+    match branch {
+        None => Ok(state.live_branch.clone()),
+        Some(branch) if hf_model::key::is_valid_branch_id(&branch) => Ok(branch),
+        Some(branch) => Err(ApiError::field(
+            Code::InvalidBranch,
+            format!(
+                "`{}` is not a valid branch id.",
+                branch.chars().take(100).collect::<String>()
+            ),
+            "branch",
+        )),
+    }
+}
+
+/// Dry run: the DDL that would bring the database to the branch's metadata.
+#[utoipa::path(tag = "system", security(("bearer" = [])), request_body(content = PlanRequest, description = "Optional"),
+    responses((status = 200, body = PlanResponse), (status = "4XX", body = ErrorBody)))]
+#[post("/plan")]
+pub async fn plan(
+    state: web::Data<AppState>,
+    _admin: MetadataWriter,
+    body: OptionalJsonBody<PlanRequest>,
+) -> Result<web::Json<PlanResponse>, ApiError> {
+    let branch = branch_or_live(&state, body.0.unwrap_or_default().branch)?;
+    let planned = hf_storage::deploy::plan(&state.pool, &state.store, &branch).await?;
+    let summary = &planned.plan.summary;
+    Ok(web::Json(PlanResponse {
+        branch: planned.branch,
+        commit: planned.commit,
+        summary: PlanSummary {
+            tables_created: summary.tables_created,
+            columns_added: summary.columns_added,
+            ddl_statements: summary.ddl_statements,
+            destructive: summary.destructive,
+        },
+        changes: planned
+            .plan
+            .changes
+            .into_iter()
+            .map(|c| PlanChange {
+                action: c.action.as_str(),
+                target: c.target,
+                sql: c.sql,
+                destructive: c.destructive,
+            })
+            .collect(),
+    }))
+}
+
+/// Applies a branch's metadata to the database in one transaction.
+#[utoipa::path(tag = "system", security(("bearer" = [])), request_body(content = ApplyRequest, description = "Optional"),
+    responses((status = 200, body = ApplyResponse), (status = "4XX", body = ErrorBody)))]
+#[post("/apply")]
+pub async fn apply(
+    state: web::Data<AppState>,
+    _admin: MetadataWriter,
+    body: OptionalJsonBody<ApplyRequest>,
+) -> Result<web::Json<ApplyResponse>, ApiError> {
+    let request = body.0.unwrap_or_default();
+    let branch = branch_or_live(&state, request.branch)?;
+    let applied = hf_storage::deploy::apply(
+        &state.pool,
+        &state.store,
+        &branch,
+        request.allow_destructive,
+    )
+    .await?;
+    Ok(web::Json(ApplyResponse {
+        branch: applied.branch,
+        commit: applied.commit,
+        apply: applied.stats.into(),
+    }))
+}

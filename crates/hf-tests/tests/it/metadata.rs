@@ -1,0 +1,723 @@
+//! Metadata reads and writes over HTTP: live and feature branches, the files in git, and every
+//! kind of bad input leaving the repository unchanged.
+
+use hf_testkit::TestServer;
+use reqwest::{Method, RequestBuilder};
+use serde_json::{json, Value};
+
+use crate::support::assert_envelope;
+
+/// A request as the administrator (the one place that attaches credentials).
+fn admin(server: &TestServer, method: Method, path: &str) -> RequestBuilder {
+    server.http.request(method, server.url(path))
+}
+
+async fn send_json(
+    server: &TestServer,
+    method: Method,
+    path: &str,
+    body: Value,
+) -> reqwest::Response {
+    admin(server, method, path)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn get(server: &TestServer, path: &str) -> Value {
+    let response = admin(server, Method::GET, path).send().await.unwrap();
+    let status = response.status();
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(status, 200, "GET {path}: {body}");
+    body
+}
+
+/// `git show <branch>:<file>` in the server's metadata repository.
+fn git_show(server: &TestServer, branch: &str, file: &str) -> Option<String> {
+    let output = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(server.metadata_path())
+        .args(["show", &format!("{branch}:{file}")])
+        .output()
+        .unwrap();
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8(output.stdout).unwrap())
+}
+
+fn git_head(server: &TestServer, branch: &str) -> Option<String> {
+    let output = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(server.metadata_path())
+        .args([
+            "rev-parse",
+            "--verify",
+            "-q",
+            &format!("refs/heads/{branch}"),
+        ])
+        .output()
+        .unwrap();
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8(output.stdout).unwrap().trim().to_owned())
+}
+
+/// Creates module `crm` with an `account` object (name, unique code) on a branch root.
+async fn seed(server: &TestServer, root: &str) {
+    let r = send_json(
+        server,
+        Method::POST,
+        &format!("/{root}/crm"),
+        json!({"label": "CRM", "identity": {"color": "blue", "icon": "briefcase"}}),
+    )
+    .await;
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    let r = send_json(
+        server,
+        Method::POST,
+        &format!("/{root}/crm/objects/account"),
+        json!({"label": "Account"}),
+    )
+    .await;
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    let r = send_json(
+        server,
+        Method::POST,
+        &format!("/{root}/crm/objects/account/fields/name"),
+        json!({"fieldKind": "scalar", "label": "Name", "fieldType": "text", "required": true}),
+    )
+    .await;
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+}
+
+#[tokio::test]
+async fn live_writes_commit_apply_and_read_back() {
+    let server = TestServer::start().await;
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/crm",
+        json!({"label": "CRM"}),
+    )
+    .await;
+    assert_eq!(response.status(), 201);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["status"], "created");
+    assert_eq!(body["branch"], "main");
+    assert_eq!(body["file"], "crm/module.json5");
+    assert!(body["apply"].is_object(), "{body}");
+
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/crm/objects/account",
+        json!({"label": "Account"}),
+    )
+    .await;
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["file"], "crm/objects/account.json5");
+    assert_eq!(body["apply"]["tablesCreated"], 1, "{body}");
+
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/crm/objects/account/fields/code",
+        json!({"fieldKind": "scalar", "label": "Code", "fieldType": "text", "uniqueConstraint": true}),
+    )
+    .await;
+    assert_eq!(response.status(), 201);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["apply"]["columnsAdded"], 1, "{body}");
+
+    // The column exists in the database.
+    let client = server.db.client().await;
+    let columns: Vec<String> = client
+        .query(
+            "SELECT column_name::text FROM information_schema.columns WHERE table_schema = 'crm' AND table_name = 'account' ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(columns, ["code", "created_at", "id", "updated_at"]);
+
+    // Reads show exactly the contract's shapes.
+    let module = get(&server, "/metadata/crm").await;
+    assert_eq!(
+        module,
+        json!({"moduleKey": "crm", "label": "CRM", "description": null, "identityColor": null, "identityIcon": null, "vendorKey": null})
+    );
+    let object = get(&server, "/metadata/crm/objects/account").await;
+    assert_eq!(object["objectKey"], "account");
+    assert_eq!(object["isAbstract"], false);
+    assert_eq!(object["rules"], json!({}));
+    assert!(
+        object.get("fields").is_none(),
+        "objects do not embed fields"
+    );
+    let field = get(&server, "/metadata/crm/objects/account/fields/code").await;
+    assert_eq!(field["fieldKind"], "scalar");
+    assert_eq!(field["fieldType"], "text");
+    assert_eq!(field["uniqueConstraint"], true);
+    assert_eq!(field["required"], false);
+    assert_eq!(field["indexed"], false);
+    assert_eq!(field["formula"], Value::Null);
+
+    // The file in git is deterministic, readable JSON5.
+    let file = git_show(&server, "main", "crm/objects/account.json5").unwrap();
+    assert!(file.ends_with('\n'));
+    assert!(file.contains("code"), "{file}");
+
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn feature_branch_writes_fork_and_do_not_apply() {
+    let server = TestServer::start().await;
+    seed(&server, "metadata@main").await;
+    let main_head = git_head(&server, "main").unwrap();
+
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@feature-1/crm/objects/account/fields/website",
+        json!({"fieldKind": "scalar", "label": "Website", "fieldType": "text"}),
+    )
+    .await;
+    assert_eq!(response.status(), 201);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["branch"], "feature-1");
+    assert_eq!(body["apply"], Value::Null);
+    assert_eq!(
+        git_head(&server, "main").unwrap(),
+        main_head,
+        "the live branch did not move"
+    );
+
+    // The branch sees the field, the live branch does not.
+    get(
+        &server,
+        "/metadata@feature-1/crm/objects/account/fields/website",
+    )
+    .await;
+    let response = admin(
+        &server,
+        Method::GET,
+        "/metadata/crm/objects/account/fields/website",
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_envelope(response, 404, "FIELD_NOT_FOUND").await;
+
+    let branches = get(&server, "/branches").await;
+    let names: Vec<&str> = branches
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["branch"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["feature-1", "main"]);
+    assert_eq!(branches[1]["live"], true);
+
+    // Plan shows the pending column; apply fast-forwards the live branch to it.
+    let plan: Value = admin(&server, Method::POST, "/plan")
+        .json(&json!({"branch": "feature-1"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(plan["summary"]["columnsAdded"], 1, "{plan}");
+    let applied = admin(&server, Method::POST, "/apply")
+        .json(&json!({"branch": "feature-1"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(applied.status(), 200);
+    assert_eq!(git_head(&server, "main"), git_head(&server, "feature-1"));
+    let plan: Value = admin(&server, Method::POST, "/plan")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(plan["changes"], json!([]), "{plan}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn lists_are_sorted_and_filters_checked() {
+    let server = TestServer::start().await;
+    seed(&server, "metadata@main").await;
+    send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/crm/objects/contact",
+        json!({"label": "Contact"}),
+    )
+    .await;
+    send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/bank",
+        json!({"label": "Bank"}),
+    )
+    .await;
+    let modules = get(&server, "/metadata").await;
+    let keys: Vec<&str> = modules
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["moduleKey"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["bank", "crm"]);
+    let objects = get(&server, "/metadata/objects?moduleKey=crm").await;
+    let keys: Vec<&str> = objects
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["objectKey"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["account", "contact"]);
+    let fields = get(&server, "/metadata/fields?moduleKey=crm&objectKey=account").await;
+    assert_eq!(fields.as_array().unwrap().len(), 1);
+    for path in [
+        "/metadata/fields?objectKey=account",
+        "/metadata/crm/objects?moduleKey=bank",
+        "/metadata/crm/objects/account/fields?objectKey=contact",
+        "/metadata/objects?bogus=1",
+    ] {
+        let response = admin(&server, Method::GET, path).send().await.unwrap();
+        assert_envelope(response, 400, "INVALID_QUERY").await;
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn bad_keys_and_branches_are_refused_without_moving_the_branch() {
+    let server = TestServer::start().await;
+    seed(&server, "metadata@main").await;
+    let head = git_head(&server, "main").unwrap();
+    let long = "a".repeat(64);
+    for key in [
+        "CRM",
+        "my-mod",
+        "a.b",
+        "public",
+        "pg_x",
+        "hfx",
+        "objects",
+        long.as_str(),
+        "9a",
+    ] {
+        let response = send_json(
+            &server,
+            Method::POST,
+            &format!("/metadata@main/{key}"),
+            json!({"label": "x"}),
+        )
+        .await;
+        assert_envelope(response, 400, "INVALID_KEY").await;
+    }
+    for key in ["Name", "id", "created_at", "updated_at", "a-b"] {
+        let response = send_json(
+            &server,
+            Method::POST,
+            &format!("/metadata@main/crm/objects/account/fields/{key}"),
+            json!({"fieldKind": "scalar", "label": "x", "fieldType": "text"}),
+        )
+        .await;
+        assert_envelope(response, 400, "INVALID_KEY").await;
+    }
+    // Paths an HTTP client would normalise are sent raw.
+    for path in [
+        "/metadata@main/..",
+        "/metadata@main/%2E%2E",
+        "/metadata@main/a%2Fb",
+        "/metadata@main/a/b",
+        "/metadata@main/crm/objects/a%2F..%2Fb",
+        "/metadata@main/crm/objects/..",
+    ] {
+        let (status, body) =
+            crate::support::raw_request(&server.base_url, "POST", path, Some(r#"{"label":"x"}"#))
+                .await;
+        let code = body["errors"][0]["code"].as_str().unwrap_or("");
+        assert!(
+            (status == 400 && code == "INVALID_KEY")
+                || (status == 404 && code == "ROUTE_NOT_FOUND")
+                || (status == 405 && code == "METHOD_NOT_ALLOWED"),
+            "{path}: {status} {body}"
+        );
+    }
+    for root in [
+        "metadata@",
+        "metadata@a..b",
+        "metadata@-x",
+        "meta@x",
+        "METADATA@main",
+        "metadata@x.lock",
+    ] {
+        let response = send_json(
+            &server,
+            Method::POST,
+            &format!("/{root}/crm"),
+            json!({"label": "x"}),
+        )
+        .await;
+        assert_envelope(response, 400, "INVALID_BRANCH").await;
+    }
+    // Writes need a branch root: the live read path takes no writes.
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata/crm2",
+        json!({"label": "x"}),
+    )
+    .await;
+    assert_envelope(response, 400, "INVALID_BRANCH").await;
+    assert_eq!(git_head(&server, "main").unwrap(), head);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn bad_bodies_name_the_property() {
+    let server = TestServer::start().await;
+    seed(&server, "metadata@main").await;
+    let head = git_head(&server, "main").unwrap();
+    let field = "/metadata@main/crm/objects/account/fields/f1";
+    let cases = [
+        (
+            field,
+            json!({"fieldKind": "scalar", "label": "x", "fieldType": 5}),
+            "fieldType",
+        ),
+        (
+            field,
+            json!({"fieldKind": "scalar", "label": "x", "fieldType": "text", "formula": "1"}),
+            "formula",
+        ),
+        (
+            field,
+            json!({"fieldKind": "blob", "label": "x"}),
+            "fieldKind",
+        ),
+        (
+            field,
+            json!({"label": "x", "fieldType": "text"}),
+            "fieldKind",
+        ),
+        (
+            field,
+            json!({"fieldKind": "scalar", "label": "x", "fieldType": "money"}),
+            "fieldType",
+        ),
+        (
+            field,
+            json!({"fieldKind": "scalar", "fieldType": "text"}),
+            "label",
+        ),
+        (
+            field,
+            json!({"fieldKind": "lookup", "label": "x", "lookupTarget": "nodot"}),
+            "lookupTarget",
+        ),
+        (
+            "/metadata@main/crm/objects/deal",
+            json!({"label": "x", "colour": "red"}),
+            "colour",
+        ),
+        (
+            "/metadata@main/crm/objects/deal",
+            json!({"label": "x", "extensionKind": "mixin", "extends": "crm.account"}),
+            "extensionKind",
+        ),
+        (
+            "/metadata@main/crm/objects/deal",
+            json!({"label": 12}),
+            "label",
+        ),
+        (
+            "/metadata@main/crm/objects/deal",
+            json!({"label": "x", "rules": {"r": {"assert": 1, "message": "m"}}}),
+            "rules.r.assert",
+        ),
+    ];
+    for (path, body, target) in cases {
+        let response = send_json(&server, Method::POST, path, body.clone()).await;
+        let envelope = assert_envelope(response, 400, "INVALID_BODY").await;
+        assert_eq!(
+            envelope["errors"][0]["target"], target,
+            "{body}: {envelope}"
+        );
+    }
+    assert_eq!(git_head(&server, "main").unwrap(), head);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn references_cycles_and_in_use() {
+    let server = TestServer::start().await;
+    seed(&server, "metadata@main").await;
+    let head = git_head(&server, "main").unwrap();
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/crm/objects/deal/fields/x",
+        json!({"fieldKind": "scalar", "label": "x", "fieldType": "text"}),
+    )
+    .await;
+    assert_envelope(response, 404, "OBJECT_NOT_FOUND").await;
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/nope/objects/deal",
+        json!({"label": "x"}),
+    )
+    .await;
+    assert_envelope(response, 404, "MODULE_NOT_FOUND").await;
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/crm/objects/deal",
+        json!({"label": "x", "extends": "crm.ghost"}),
+    )
+    .await;
+    assert_envelope(response, 422, "INVALID_REFERENCE").await;
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/crm/objects/account/fields/owner",
+        json!({"fieldKind": "lookup", "label": "x", "lookupTarget": "crm.ghost"}),
+    )
+    .await;
+    assert_envelope(response, 422, "INVALID_REFERENCE").await;
+    let response = send_json(
+        &server,
+        Method::PUT,
+        "/metadata@main/crm/objects/account",
+        json!({"label": "Account", "extends": "crm.account"}),
+    )
+    .await;
+    let status = response.status().as_u16();
+    assert_eq!(status, 422, "{}", response.text().await.unwrap());
+    assert_eq!(git_head(&server, "main").unwrap(), head);
+
+    // a → b → a on a feature branch.
+    send_json(
+        &server,
+        Method::POST,
+        "/metadata@cycle/crm/objects/b",
+        json!({"label": "B", "extends": "crm.account"}),
+    )
+    .await;
+    let response = send_json(
+        &server,
+        Method::PUT,
+        "/metadata@cycle/crm/objects/account",
+        json!({"label": "Account", "extends": "crm.b"}),
+    )
+    .await;
+    assert_eq!(response.status(), 422);
+
+    // In use: a module with objects, an extended object.
+    let response = admin(&server, Method::DELETE, "/metadata@cycle/crm")
+        .send()
+        .await
+        .unwrap();
+    assert_envelope(response, 409, "IN_USE").await;
+    let response = admin(
+        &server,
+        Method::DELETE,
+        "/metadata@cycle/crm/objects/account",
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_envelope(response, 409, "IN_USE").await;
+
+    // Existing and absent items.
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/crm/objects/account",
+        json!({"label": "Again"}),
+    )
+    .await;
+    let envelope = assert_envelope(response, 409, "ALREADY_EXISTS").await;
+    assert_eq!(envelope["errors"][0]["target"], "account");
+    let response = send_json(
+        &server,
+        Method::PUT,
+        "/metadata@main/crm/objects/nothing",
+        json!({"label": "x"}),
+    )
+    .await;
+    assert_envelope(response, 404, "OBJECT_NOT_FOUND").await;
+    assert_eq!(git_head(&server, "main").unwrap(), head);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn huge_labels_are_refused() {
+    let server = TestServer::start().await;
+    seed(&server, "metadata@main").await;
+    let head = git_head(&server, "main").unwrap();
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/crm/objects/big",
+        json!({"label": "x".repeat(1024 * 1024)}),
+    )
+    .await;
+    assert_envelope(response, 413, "PAYLOAD_TOO_LARGE").await;
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/crm/objects/big",
+        json!({"label": "x".repeat(100_000)}),
+    )
+    .await;
+    assert_eq!(response.status(), 422);
+    assert_eq!(git_head(&server, "main").unwrap(), head);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn destructive_live_writes_need_consent() {
+    let server = TestServer::start().await;
+    seed(&server, "metadata@main").await;
+    let head = git_head(&server, "main").unwrap();
+    let response = admin(
+        &server,
+        Method::DELETE,
+        "/metadata@main/crm/objects/account/fields/name",
+    )
+    .send()
+    .await
+    .unwrap();
+    let envelope = assert_envelope(response, 409, "DESTRUCTIVE_CHANGE").await;
+    assert_eq!(envelope["errors"][0]["target"], "crm.account.name");
+    assert_eq!(
+        git_head(&server, "main").unwrap(),
+        head,
+        "nothing committed"
+    );
+    let response = admin(
+        &server,
+        Method::DELETE,
+        "/metadata@main/crm/objects/account/fields/name?allowDestructive=true",
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["status"], "deleted");
+    let client = server.db.client().await;
+    let count: i64 = client
+        .query_one("SELECT count(*) FROM information_schema.columns WHERE table_schema = 'crm' AND table_name = 'account' AND column_name = 'name'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(count, 0);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn failed_apply_leaves_branch_and_database_unchanged() {
+    let server = TestServer::start().await;
+    seed(&server, "metadata@main").await;
+    let client = server.db.client().await;
+    client
+        .batch_execute("INSERT INTO crm.account (name) VALUES ('a'), ('a')")
+        .await
+        .unwrap();
+    let head = git_head(&server, "main").unwrap();
+    // A unique constraint cannot be added over duplicate values.
+    let response = send_json(
+        &server,
+        Method::PUT,
+        "/metadata@main/crm/objects/account/fields/name",
+        json!({"fieldKind": "scalar", "label": "Name", "fieldType": "text", "required": true, "uniqueConstraint": true}),
+    )
+    .await;
+    let envelope = assert_envelope(response, 422, "APPLY_FAILED").await;
+    assert!(
+        envelope["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("UNIQUE"),
+        "{envelope}"
+    );
+    assert_eq!(git_head(&server, "main").unwrap(), head);
+    let rows: i64 = client
+        .query_one("SELECT count(*) FROM crm.account", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 2);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn screens_must_compile() {
+    let server = TestServer::start().await;
+    seed(&server, "metadata@main").await;
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/crm/screens/bad",
+        json!({"hfxSource": "<div>\n  <p>{count +}</p>\n</div>"}),
+    )
+    .await;
+    let envelope = assert_envelope(response, 422, "HFX_COMPILE_ERROR").await;
+    let location = &envelope["errors"][0]["location"];
+    assert_eq!(location["line"], 2, "{envelope}");
+    assert!(location["column"].as_u64().unwrap() > 1);
+    let source =
+        "<script>let count = 0;</script><button on:click={() => count += 1}>{count}</button>";
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/crm/screens/counter",
+        json!({"hfxSource": source, "label": "Counter"}),
+    )
+    .await;
+    assert_eq!(response.status(), 201);
+    let screen = get(&server, "/metadata/crm/screens/counter").await;
+    assert_eq!(screen["hfxVersion"], 1);
+    assert_eq!(screen["hfxSource"], source);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn concurrent_writes_to_one_branch_all_land() {
+    let server = TestServer::start().await;
+    seed(&server, "metadata@main").await;
+    let mut writes = Vec::new();
+    for i in 0..20 {
+        let request = admin(
+            &server,
+            Method::POST,
+            &format!("/metadata@busy/crm/objects/account/fields/f{i}"),
+        )
+        .json(&json!({"fieldKind": "scalar", "label": format!("F{i}"), "fieldType": "integer"}));
+        writes.push(tokio::spawn(async move {
+            request.send().await.unwrap().status().as_u16()
+        }));
+    }
+    for write in writes {
+        assert_eq!(write.await.unwrap(), 201);
+    }
+    let fields = get(&server, "/metadata@busy/crm/objects/account/fields").await;
+    assert_eq!(fields.as_array().unwrap().len(), 21);
+    server.stop().await;
+}
