@@ -1,30 +1,30 @@
-//! Who may read and write metadata: the one place where the metadata routes ask for a caller.
-//!
-//! FIXME(auth): until the authentication extractors land, every caller is treated as the
-//! administrator `admin`; switching to `auth::Authenticated`/`auth::Admin` is a change to these
-//! two types only.
+//! Who may read and write metadata and plan or apply schema changes: the one place where those
+//! routes name their policy.
 
-use std::future::{ready, Ready};
+use std::future::Future;
+use std::pin::Pin;
 
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest};
 
+use crate::auth::{Admin, Authenticated};
 use crate::error::ApiError;
 
-/// A caller allowed to read metadata (any authenticated principal).
+/// A caller allowed to read metadata: any authenticated principal.
 #[derive(Debug)]
 pub struct MetadataReader;
 
 impl FromRequest for MetadataReader {
     type Error = ApiError;
-    type Future = Ready<Result<Self, ApiError>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
 
-    fn from_request(_req: &HttpRequest, _payload: &mut Payload) -> Self::Future {
-        ready(Ok(MetadataReader))
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let authenticated = Authenticated::from_request(req, payload);
+        Box::pin(async move { authenticated.await.map(|_| MetadataReader) })
     }
 }
 
-/// A caller allowed to write metadata (an administrator); its name authors the commits.
+/// A caller allowed to write metadata: an administrator, whose name authors the commits.
 #[derive(Debug)]
 pub struct MetadataWriter {
     /// The principal's name, used as the commit author.
@@ -33,11 +33,14 @@ pub struct MetadataWriter {
 
 impl FromRequest for MetadataWriter {
     type Error = ApiError;
-    type Future = Ready<Result<Self, ApiError>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
 
-    fn from_request(_req: &HttpRequest, _payload: &mut Payload) -> Self::Future {
-        ready(Ok(MetadataWriter {
-            author: "admin".to_owned(),
-        }))
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let admin = Admin::from_request(req, payload);
+        Box::pin(async move {
+            admin.await.map(|Admin(principal)| MetadataWriter {
+                author: principal.name,
+            })
+        })
     }
 }

@@ -7,17 +7,41 @@ use serde_json::{json, Value};
 
 use crate::support::assert_envelope;
 
-/// A request as the administrator (the one place that attaches credentials).
-fn admin(server: &TestServer, method: Method, path: &str) -> RequestBuilder {
-    server.http.request(method, server.url(path))
+/// A test server with an administrator's token.
+struct Ctx {
+    server: TestServer,
+    token: String,
 }
 
-async fn send_json(
-    server: &TestServer,
-    method: Method,
-    path: &str,
-    body: Value,
-) -> reqwest::Response {
+impl Ctx {
+    async fn start() -> Self {
+        let server = TestServer::start().await;
+        let token = server.admin_token().await;
+        Ctx { server, token }
+    }
+
+    async fn stop(self) {
+        self.server.stop().await;
+    }
+}
+
+impl std::ops::Deref for Ctx {
+    type Target = TestServer;
+
+    fn deref(&self) -> &TestServer {
+        &self.server
+    }
+}
+
+/// A request as the administrator (the one place that attaches credentials).
+fn admin(server: &Ctx, method: Method, path: &str) -> RequestBuilder {
+    server
+        .http
+        .request(method, server.url(path))
+        .bearer_auth(&server.token)
+}
+
+async fn send_json(server: &Ctx, method: Method, path: &str, body: Value) -> reqwest::Response {
     admin(server, method, path)
         .json(&body)
         .send()
@@ -25,7 +49,7 @@ async fn send_json(
         .unwrap()
 }
 
-async fn get(server: &TestServer, path: &str) -> Value {
+async fn get(server: &Ctx, path: &str) -> Value {
     let response = admin(server, Method::GET, path).send().await.unwrap();
     let status = response.status();
     let body: Value = response.json().await.unwrap();
@@ -66,7 +90,7 @@ fn git_head(server: &TestServer, branch: &str) -> Option<String> {
 }
 
 /// Creates module `crm` with an `account` object (name, unique code) on a branch root.
-async fn seed(server: &TestServer, root: &str) {
+async fn seed(server: &Ctx, root: &str) {
     let r = send_json(
         server,
         Method::POST,
@@ -95,7 +119,7 @@ async fn seed(server: &TestServer, root: &str) {
 
 #[tokio::test]
 async fn live_writes_commit_apply_and_read_back() {
-    let server = TestServer::start().await;
+    let server = Ctx::start().await;
     let response = send_json(
         &server,
         Method::POST,
@@ -178,7 +202,7 @@ async fn live_writes_commit_apply_and_read_back() {
 
 #[tokio::test]
 async fn feature_branch_writes_fork_and_do_not_apply() {
-    let server = TestServer::start().await;
+    let server = Ctx::start().await;
     seed(&server, "metadata@main").await;
     let main_head = git_head(&server, "main").unwrap();
 
@@ -255,7 +279,7 @@ async fn feature_branch_writes_fork_and_do_not_apply() {
 
 #[tokio::test]
 async fn lists_are_sorted_and_filters_checked() {
-    let server = TestServer::start().await;
+    let server = Ctx::start().await;
     seed(&server, "metadata@main").await;
     send_json(
         &server,
@@ -303,7 +327,7 @@ async fn lists_are_sorted_and_filters_checked() {
 
 #[tokio::test]
 async fn bad_keys_and_branches_are_refused_without_moving_the_branch() {
-    let server = TestServer::start().await;
+    let server = Ctx::start().await;
     seed(&server, "metadata@main").await;
     let head = git_head(&server, "main").unwrap();
     let long = "a".repeat(64);
@@ -346,9 +370,14 @@ async fn bad_keys_and_branches_are_refused_without_moving_the_branch() {
         "/metadata@main/crm/objects/a%2F..%2Fb",
         "/metadata@main/crm/objects/..",
     ] {
-        let (status, body) =
-            crate::support::raw_request(&server.base_url, "POST", path, Some(r#"{"label":"x"}"#))
-                .await;
+        let (status, body) = crate::support::raw_request(
+            &server.base_url,
+            "POST",
+            path,
+            Some(r#"{"label":"x"}"#),
+            Some(&server.token),
+        )
+        .await;
         let code = body["errors"][0]["code"].as_str().unwrap_or("");
         assert!(
             (status == 400 && code == "INVALID_KEY")
@@ -389,7 +418,7 @@ async fn bad_keys_and_branches_are_refused_without_moving_the_branch() {
 
 #[tokio::test]
 async fn bad_bodies_name_the_property() {
-    let server = TestServer::start().await;
+    let server = Ctx::start().await;
     seed(&server, "metadata@main").await;
     let head = git_head(&server, "main").unwrap();
     let field = "/metadata@main/crm/objects/account/fields/f1";
@@ -464,7 +493,7 @@ async fn bad_bodies_name_the_property() {
 
 #[tokio::test]
 async fn references_cycles_and_in_use() {
-    let server = TestServer::start().await;
+    let server = Ctx::start().await;
     seed(&server, "metadata@main").await;
     let head = git_head(&server, "main").unwrap();
     let response = send_json(
@@ -567,7 +596,7 @@ async fn references_cycles_and_in_use() {
 
 #[tokio::test]
 async fn huge_labels_are_refused() {
-    let server = TestServer::start().await;
+    let server = Ctx::start().await;
     seed(&server, "metadata@main").await;
     let head = git_head(&server, "main").unwrap();
     let response = send_json(
@@ -592,7 +621,7 @@ async fn huge_labels_are_refused() {
 
 #[tokio::test]
 async fn destructive_live_writes_need_consent() {
-    let server = TestServer::start().await;
+    let server = Ctx::start().await;
     seed(&server, "metadata@main").await;
     let head = git_head(&server, "main").unwrap();
     let response = admin(
@@ -633,7 +662,7 @@ async fn destructive_live_writes_need_consent() {
 
 #[tokio::test]
 async fn failed_apply_leaves_branch_and_database_unchanged() {
-    let server = TestServer::start().await;
+    let server = Ctx::start().await;
     seed(&server, "metadata@main").await;
     let client = server.db.client().await;
     client
@@ -669,7 +698,7 @@ async fn failed_apply_leaves_branch_and_database_unchanged() {
 
 #[tokio::test]
 async fn screens_must_compile() {
-    let server = TestServer::start().await;
+    let server = Ctx::start().await;
     seed(&server, "metadata@main").await;
     let response = send_json(
         &server,
@@ -700,7 +729,7 @@ async fn screens_must_compile() {
 
 #[tokio::test]
 async fn concurrent_writes_to_one_branch_all_land() {
-    let server = TestServer::start().await;
+    let server = Ctx::start().await;
     seed(&server, "metadata@main").await;
     let mut writes = Vec::new();
     for i in 0..20 {
@@ -719,5 +748,60 @@ async fn concurrent_writes_to_one_branch_all_land() {
     }
     let fields = get(&server, "/metadata@busy/crm/objects/account/fields").await;
     assert_eq!(fields.as_array().unwrap().len(), 21);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn reads_need_a_token_and_writes_an_administrator() {
+    let server = Ctx::start().await;
+    seed(&server, "metadata@main").await;
+    for path in [
+        "/metadata",
+        "/metadata/crm",
+        "/metadata/crm/objects/account",
+        "/branches",
+        "/metadata@main/crm",
+    ] {
+        let response = server.http.get(server.url(path)).send().await.unwrap();
+        assert_envelope(response, 401, "UNAUTHENTICATED").await;
+    }
+    let user = server
+        .create_principal(&format!("meta_reader_{}", std::process::id()), false)
+        .await;
+    let response = server
+        .http
+        .get(server.url("/metadata/crm"))
+        .bearer_auth(&user.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let writes = [
+        (
+            Method::POST,
+            "/metadata@main/other",
+            Some(json!({"label": "x"})),
+        ),
+        (
+            Method::PUT,
+            "/metadata@main/crm",
+            Some(json!({"label": "x"})),
+        ),
+        (Method::DELETE, "/metadata@main/crm/objects/account", None),
+        (Method::POST, "/plan", None),
+        (Method::POST, "/apply", None),
+    ];
+    let head = git_head(&server, "main");
+    for (method, path, body) in writes {
+        let mut request = server
+            .http
+            .request(method, server.url(path))
+            .bearer_auth(&user.token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        assert_envelope(request.send().await.unwrap(), 403, "FORBIDDEN").await;
+    }
+    assert_eq!(git_head(&server, "main"), head);
     server.stop().await;
 }

@@ -43,13 +43,17 @@ pub async fn raw_request(
     method: &str,
     path: &str,
     json_body: Option<&str>,
+    bearer: Option<&str>,
 ) -> (u16, Value) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let address = base_url.trim_start_matches("http://");
     let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
     let body = json_body.unwrap_or("");
+    let auth = bearer.map_or_else(String::new, |token| {
+        format!("Authorization: Bearer {token}\r\n")
+    });
     let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{auth}\r\n{body}",
         body.len()
     );
     stream.write_all(request.as_bytes()).await.unwrap();
