@@ -77,6 +77,8 @@ pub enum Code {
     InvalidExpression,
     /// A screen's `hfxVersion` is not a known HFX version.
     InvalidHfxVersion,
+    /// `renamedFrom` is not a valid key of the item's kind, or is the item's own key.
+    InvalidRenameHint,
 }
 
 impl Code {
@@ -102,6 +104,7 @@ impl Code {
             Code::MissingRuleField => "MISSING_RULE_FIELD",
             Code::InvalidExpression => "INVALID_EXPRESSION",
             Code::InvalidHfxVersion => "INVALID_HFX_VERSION",
+            Code::InvalidRenameHint => "INVALID_RENAME_HINT",
         }
     }
 
@@ -290,4 +293,15 @@ pub(crate) fn invalid_expression(
 pub(crate) fn invalid_hfx_version(target: Target, version: i32) -> Diagnostic {
     let message = format!("hfxVersion {version} is not a known HFX version (1)");
     diagnostic(Code::InvalidHfxVersion, target, Some("hfxVersion"), message)
+}
+
+pub(crate) fn invalid_rename_hint(target: Target, hint: &str, why: &str) -> Diagnostic {
+    let shown: String = hint.chars().take(80).collect();
+    let message = format!("renamedFrom `{shown}` {why}");
+    diagnostic(
+        Code::InvalidRenameHint,
+        target,
+        Some("renamedFrom"),
+        message,
+    )
 }

@@ -6,6 +6,10 @@
 //! [`Change`] that names the file and the commit message. Edits do not validate the whole model:
 //! the store does that after the edit, with [`crate::new_problems`], so that references to
 //! missing items are reported as diagnostics with every other problem.
+//!
+//! A create whose item carries `renamed_from` is a rename: it moves the old item (see
+//! [`crate::rename`]). A replace keeps the stored `renamed_from` when the new definition has none,
+//! so that a later edit does not lose the hint the DDL planner needs.
 
 use crate::error::Error;
 use crate::key::{check_key, KeyKind, QualifiedName};
@@ -13,21 +17,30 @@ use crate::model::{Field, Model, Module, Object, Screen};
 use crate::target::{Action, Change, Target};
 
 impl Model {
-    /// Adds a module. Its `objects` and `screens` are taken as given (normally empty).
+    /// Adds a module. Its `objects` and `screens` are taken as given (normally empty); with
+    /// `renamed_from`, it is a rename that moves the old module's objects and screens.
     pub fn create_module(&mut self, module: Module) -> Result<Change, Error> {
         check_key(KeyKind::Module, &module.key)?;
         let target = Target::module(&module.key);
         if self.modules.contains_key(&module.key) {
             return Err(Error::AlreadyExists { target });
         }
-        self.modules.insert(module.key.clone(), module);
+        if module.renamed_from.is_some() {
+            self.rename_module(module)?;
+        } else {
+            self.modules.insert(module.key.clone(), module);
+        }
         Ok(created(target))
     }
 
-    /// Replaces a module's own properties; its objects and screens are kept.
+    /// Replaces a module's own properties; its objects and screens are kept, and so is its
+    /// rename hint unless the new definition carries one.
     pub fn replace_module(&mut self, mut module: Module) -> Result<Change, Error> {
         check_key(KeyKind::Module, &module.key)?;
         let existing = self.module_mut(&module.key)?;
+        if module.renamed_from.is_none() {
+            module.renamed_from = existing.renamed_from.take();
+        }
         module.objects = std::mem::take(&mut existing.objects);
         module.screens = std::mem::take(&mut existing.screens);
         *existing = module;
@@ -50,7 +63,8 @@ impl Model {
         Ok(deleted(target))
     }
 
-    /// Adds an object to a module. Its `fields` are taken as given (normally empty).
+    /// Adds an object to a module. Its `fields` are taken as given (normally empty); with
+    /// `renamed_from`, it is a rename that moves the old object's fields.
     pub fn create_object(&mut self, module: &str, object: Object) -> Result<Change, Error> {
         check_key(KeyKind::Module, module)?;
         check_key(KeyKind::Object, &object.key)?;
@@ -61,12 +75,17 @@ impl Model {
                 target: Target::object(&name),
             });
         }
-        objects.insert(object.key.clone(), object);
+        if object.renamed_from.is_some() {
+            self.rename_object(module, object)?;
+        } else {
+            objects.insert(object.key.clone(), object);
+        }
         Ok(created(Target::object(&name)))
     }
 
     /// Replaces an object's own properties (label, rules, extends...); its fields are kept and
-    /// the `fields` of `object` are ignored. Fields change through the field edits.
+    /// the `fields` of `object` are ignored. Fields change through the field edits. The rename
+    /// hint is kept unless the new definition carries one.
     pub fn replace_object(&mut self, module: &str, mut object: Object) -> Result<Change, Error> {
         check_key(KeyKind::Module, module)?;
         check_key(KeyKind::Object, &object.key)?;
@@ -78,6 +97,9 @@ impl Model {
             .ok_or_else(|| Error::ObjectNotFound {
                 object: name.clone(),
             })?;
+        if object.renamed_from.is_none() {
+            object.renamed_from = existing.renamed_from.take();
+        }
         object.fields = std::mem::take(&mut existing.fields);
         *existing = object;
         Ok(updated(Target::object(&name)))
@@ -111,7 +133,8 @@ impl Model {
         Ok(deleted(target))
     }
 
-    /// Adds a field to an object.
+    /// Adds a field to an object; with `renamed_from`, it is a rename that replaces the old
+    /// field.
     pub fn create_field(&mut self, object: &QualifiedName, field: Field) -> Result<Change, Error> {
         check_object_name(object)?;
         check_key(KeyKind::Field, &field.key)?;
@@ -120,12 +143,21 @@ impl Model {
         if fields.contains_key(&field.key) {
             return Err(Error::AlreadyExists { target });
         }
-        fields.insert(field.key.clone(), field);
+        if field.renamed_from.is_some() {
+            self.rename_field(object, field)?;
+        } else {
+            fields.insert(field.key.clone(), field);
+        }
         Ok(created(target))
     }
 
-    /// Replaces a field declared on an object.
-    pub fn replace_field(&mut self, object: &QualifiedName, field: Field) -> Result<Change, Error> {
+    /// Replaces a field declared on an object; its rename hint is kept unless the new
+    /// definition carries one.
+    pub fn replace_field(
+        &mut self,
+        object: &QualifiedName,
+        mut field: Field,
+    ) -> Result<Change, Error> {
         check_object_name(object)?;
         check_key(KeyKind::Field, &field.key)?;
         let target = Target::field(object, &field.key);
@@ -137,6 +169,9 @@ impl Model {
                 object: object.clone(),
                 field: field.key.clone(),
             })?;
+        if field.renamed_from.is_none() {
+            field.renamed_from = existing.renamed_from.take();
+        }
         *existing = field;
         Ok(updated(target))
     }
@@ -206,7 +241,7 @@ impl Model {
         Ok(deleted(target))
     }
 
-    fn module_mut(&mut self, key: &str) -> Result<&mut Module, Error> {
+    pub(crate) fn module_mut(&mut self, key: &str) -> Result<&mut Module, Error> {
         self.modules
             .get_mut(key)
             .ok_or_else(|| Error::ModuleNotFound {
@@ -216,7 +251,7 @@ impl Model {
 
     /// The object to edit fields of; a missing module also answers `ObjectNotFound`, because the
     /// contract reports a field edit on a missing object that way.
-    fn object_mut(&mut self, name: &QualifiedName) -> Result<&mut Object, Error> {
+    pub(crate) fn object_mut(&mut self, name: &QualifiedName) -> Result<&mut Object, Error> {
         self.modules
             .get_mut(&name.module)
             .and_then(|module| module.objects.get_mut(&name.object))

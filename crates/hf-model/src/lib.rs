@@ -22,6 +22,7 @@ pub mod files;
 mod inherit;
 pub mod key;
 mod model;
+mod rename;
 mod target;
 mod validate;
 

@@ -31,6 +31,9 @@ pub struct Module {
     pub identity: Identity,
     /// The vendor that packages this module, if it comes from a package (see docs/metadata.md).
     pub vendor_key: Option<String>,
+    /// The key this module had before a rename (`renamedFrom`): a hint kept in the file so that
+    /// every later plan renames the schema instead of dropping it (see docs/ddl.md).
+    pub renamed_from: Option<String>,
     /// The objects, keyed by object key.
     pub objects: BTreeMap<String, Object>,
     /// The screens, keyed by screen key.
@@ -46,6 +49,7 @@ impl Module {
             description: None,
             identity: Identity::default(),
             vendor_key: None,
+            renamed_from: None,
             objects: BTreeMap::new(),
             screens: BTreeMap::new(),
         }
@@ -78,6 +82,9 @@ pub struct Object {
     pub extension_kind: Option<ExtensionKind>,
     /// Colour and icon shown for the object.
     pub identity: Identity,
+    /// The key this object had before a rename (`renamedFrom`, same module): a hint kept in the
+    /// file so that every later plan renames the table instead of dropping it.
+    pub renamed_from: Option<String>,
     /// Validation rules keyed by rule key.
     pub rules: BTreeMap<String, Rule>,
     /// The fields declared on this object (not the inherited ones), keyed by field key.
@@ -95,6 +102,7 @@ impl Object {
             extends: None,
             extension_kind: None,
             identity: Identity::default(),
+            renamed_from: None,
             rules: BTreeMap::new(),
             fields: BTreeMap::new(),
         }
@@ -162,6 +170,9 @@ pub struct Field {
     pub label: String,
     /// Optional longer text for people.
     pub description: Option<String>,
+    /// The key this field had before a rename (`renamedFrom`, same object): a hint kept in the
+    /// file so that every later plan renames the column instead of dropping it.
+    pub renamed_from: Option<String>,
     /// What kind of field this is, with the properties of that kind.
     pub kind: FieldKind,
 }
@@ -173,6 +184,7 @@ impl Field {
             key: key.into(),
             label: label.into(),
             description: None,
+            renamed_from: None,
             kind,
         }
     }

@@ -48,6 +48,29 @@ fn check_key(target: &Target, kind: KeyKind, key: &str, out: &mut Vec<Diagnostic
     }
 }
 
+/// A `renamedFrom` hint must be a valid key of the item's kind and not the item's own key.
+fn check_rename_hint(
+    target: &Target,
+    kind: KeyKind,
+    key: &str,
+    hint: Option<&str>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let Some(hint) = hint else {
+        return;
+    };
+    if let Some(problem) = key_problem(kind, hint) {
+        let why = format!("is not a valid {kind}: it {problem}");
+        out.push(diag::invalid_rename_hint(target.clone(), hint, &why));
+    } else if hint == key {
+        out.push(diag::invalid_rename_hint(
+            target.clone(),
+            hint,
+            "is the item's own key",
+        ));
+    }
+}
+
 fn check_label(target: &Target, property: &'static str, label: &str, out: &mut Vec<Diagnostic>) {
     let chars = label.chars().count();
     if chars > MAX_LABEL_CHARS {
@@ -93,6 +116,8 @@ fn check_expression_at(
 fn check_module(module: &Module, out: &mut Vec<Diagnostic>) {
     let target = Target::module(&module.key);
     check_key(&target, KeyKind::Module, &module.key, out);
+    let hint = module.renamed_from.as_deref();
+    check_rename_hint(&target, KeyKind::Module, &module.key, hint, out);
     check_label(&target, "label", &module.label, out);
     check_identity(&target, &module.identity, out);
     if let Some(vendor) = &module.vendor_key {
@@ -114,6 +139,8 @@ fn check_screen(module: &str, screen: &Screen, out: &mut Vec<Diagnostic>) {
 fn check_object(model: &Model, name: &QualifiedName, object: &Object, out: &mut Vec<Diagnostic>) {
     let target = Target::object(name);
     check_key(&target, KeyKind::Object, &object.key, out);
+    let hint = object.renamed_from.as_deref();
+    check_rename_hint(&target, KeyKind::Object, &object.key, hint, out);
     check_label(&target, "label", &object.label, out);
     check_identity(&target, &object.identity, out);
     check_parent(model, name, object, out);
@@ -129,6 +156,8 @@ fn check_object(model: &Model, name: &QualifiedName, object: &Object, out: &mut 
     for field in object.fields.values() {
         let field_target = Target::field(name, &field.key);
         check_key(&field_target, KeyKind::Field, &field.key, out);
+        let hint = field.renamed_from.as_deref();
+        check_rename_hint(&field_target, KeyKind::Field, &field.key, hint, out);
         check_label(&field_target, "label", &field.label, out);
         if let Some(declared_on) = inherited_field(&field.key) {
             out.push(diag::redefined_field(field_target.clone(), declared_on));

@@ -283,6 +283,7 @@ fn same_module_header(a: &Module, b: &Module) -> bool {
         && a.description == b.description
         && a.identity == b.identity
         && a.vendor_key == b.vendor_key
+        && a.renamed_from == b.renamed_from
 }
 
 fn diff_items<T: PartialEq>(

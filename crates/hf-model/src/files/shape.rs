@@ -35,6 +35,8 @@ pub struct ModuleFile {
     pub identity_color: Option<String>,
     /// Optional identity icon.
     pub identity_icon: Option<String>,
+    /// The module's key before a rename: a hint for the DDL planner.
+    pub renamed_from: Option<String>,
 }
 
 /// `<m>/objects/<o>.json5`: an object with its fields.
@@ -56,6 +58,8 @@ pub struct ObjectFile {
     pub identity_color: Option<String>,
     /// Optional identity icon.
     pub identity_icon: Option<String>,
+    /// The object's key before a rename (same module): a hint for the DDL planner.
+    pub renamed_from: Option<String>,
     /// Rules keyed by rule key.
     #[serde(default)]
     pub rules: UniqueMap<RuleFile>,
@@ -106,6 +110,8 @@ pub struct FieldFile {
     pub field: Option<String>,
     /// The filter expression (rollup).
     pub filter: Option<String>,
+    /// The field's key before a rename (same object), any kind: a hint for the DDL planner.
+    pub renamed_from: Option<String>,
 }
 
 /// `<m>/screens/<s>.json5`.
@@ -177,6 +183,7 @@ impl ModuleFile {
                 icon: self.identity_icon,
             },
             vendor_key: self.vendor_key,
+            renamed_from: self.renamed_from,
             objects: BTreeMap::new(),
             screens: BTreeMap::new(),
         }
@@ -228,6 +235,7 @@ impl ObjectFile {
                 color: self.identity_color,
                 icon: self.identity_icon,
             },
+            renamed_from: self.renamed_from,
             rules,
             fields,
         })
@@ -319,6 +327,7 @@ impl FieldFile {
             key: key.to_owned(),
             label: self.label,
             description: self.description,
+            renamed_from: self.renamed_from,
             kind: field_kind,
         })
     }
@@ -366,6 +375,7 @@ impl FieldFile {
             label: field.label.clone(),
             description: field.description.clone(),
             field_kind: field.kind.name().to_owned(),
+            renamed_from: field.renamed_from.clone(),
             ..FieldFile::default()
         };
         match &field.kind {
@@ -434,6 +444,7 @@ pub(crate) fn module_value(module: &Module) -> Value {
         .opt_str("vendorKey", module.vendor_key.as_deref())
         .opt_str("identityColor", module.identity.color.as_deref())
         .opt_str("identityIcon", module.identity.icon.as_deref())
+        .opt_str("renamedFrom", module.renamed_from.as_deref())
         .build()
 }
 
@@ -470,6 +481,7 @@ pub(crate) fn object_value(object: &Object) -> Value {
         )
         .opt_str("identityColor", object.identity.color.as_deref())
         .opt_str("identityIcon", object.identity.icon.as_deref())
+        .opt_str("renamedFrom", object.renamed_from.as_deref())
         .non_empty_obj("rules", rules)
         .non_empty_obj("fields", fields)
         .build()
@@ -479,6 +491,7 @@ fn field_value(field: &Field) -> Value {
     let builder = ObjBuilder::default()
         .str("label", &field.label)
         .opt_str("description", field.description.as_deref())
+        .opt_str("renamedFrom", field.renamed_from.as_deref())
         .str("fieldKind", field.kind.name());
     match &field.kind {
         FieldKind::Scalar {

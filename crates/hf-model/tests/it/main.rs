@@ -10,6 +10,7 @@ mod edits;
 mod files;
 mod fixtures;
 mod keys;
+mod renames;
 
 use std::path::PathBuf;
 
