@@ -6,6 +6,7 @@
 //! - [`Schema`] is the planner's own description of a database: schemas, tables, columns, keys,
 //!   indexes, comments, grants and `managed` markers.
 //! - [`desired_schema`] maps a metadata [`hf_model::Model`] to the [`Schema`] it needs.
+//! - [`rename_hints`] reads the model's `renamedFrom` hints as [`Renames`] for [`plan`].
 //! - [`plan`] diffs two schemas into a [`Plan`]. It is a pure function: no IO, no panics;
 //!   problems are diagnostics inside the plan, never `Err`.
 //! - With the default feature `pg`: [`introspect`] reads a live database into a [`Schema`] in a
@@ -28,6 +29,7 @@
 mod diagnostics;
 mod diff;
 mod error;
+mod hints;
 mod mapping;
 mod markers;
 mod names;
@@ -44,6 +46,7 @@ mod introspect;
 pub use diagnostics::{Diagnostic, DiagnosticCode, Lint, LintCode, Severity};
 pub use diff::plan;
 pub use error::{Error, ErrorKind};
+pub use hints::rename_hints;
 pub use mapping::{column_type, desired_schema, map_model};
 pub use markers::{
     mark_managed, markers_of, ManagedSet, Marker, MarkerKind, MARKER_SCHEMA, MARKER_TABLE,

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use hf_ddl::{ApplyOptions, ApplyStats, Plan, Renames};
+use hf_ddl::{ApplyOptions, ApplyStats, Plan};
 use hf_metastore::{Prepared, Snapshot, Store};
 use hf_model::{Change, Model};
 use tokio_postgres::GenericClient;
@@ -301,7 +301,8 @@ async fn write_applied_state(
 }
 
 /// Introspects the schemas of `model` (and of `previous`, so dropped modules are seen) and plans
-/// the difference.
+/// the difference. The model's `renamedFrom` hints make renames `ALTER … RENAME` (data kept);
+/// a hint applies only while the old name exists in the database and the new one does not.
 async fn plan_model<C: GenericClient>(
     client: &C,
     model: &Model,
@@ -315,7 +316,8 @@ async fn plan_model<C: GenericClient>(
     schemas.dedup();
     let current = hf_ddl::introspect(client, &schemas).await?;
     let desired = hf_ddl::desired_schema(model);
-    Ok(hf_ddl::plan(&current, &desired, &Renames::default()))
+    let hints = hf_ddl::rename_hints(model);
+    Ok(hf_ddl::plan(&current, &desired, &hints))
 }
 
 async fn snapshot(store: &Arc<Store>, branch: &str) -> Result<Arc<Snapshot>> {

@@ -1,11 +1,12 @@
 //! Fixtures in model form: `fixtures/ddl/model/<case>/{before/, after/}` are metadata
-//! directories (a missing one is the empty model) with optional `renames.json5`. The plan from
+//! directories (a missing one is the empty model) with optional `renames.json5`; without it the
+//! rename hints are the `renamedFrom` of the `after` files ([`rename_hints`]). The plan from
 //! `desired_schema(before)` to `desired_schema(after)` is snapshot-tested with the mapping's
 //! notes, then checked against a real database like the schema fixtures.
 
 use std::path::{Path, PathBuf};
 
-use hf_ddl::{desired_schema, introspect, map_model, plan, Renames};
+use hf_ddl::{desired_schema, introspect, map_model, plan, rename_hints, Renames};
 use hf_model::Model;
 
 use crate::db::with_db;
@@ -42,13 +43,18 @@ fn cases() -> Vec<ModelCase> {
         .collect();
     dirs.sort();
     dirs.iter()
-        .map(|dir| ModelCase {
-            name: dir.file_name().unwrap().to_string_lossy().into_owned(),
-            before: load_model(&dir.join("before")),
-            after: load_model(&dir.join("after")),
-            renames: std::fs::read_to_string(dir.join("renames.json5"))
-                .map(|text| json5::from_str(&text).unwrap())
-                .unwrap_or_default(),
+        .map(|dir| {
+            let after = load_model(&dir.join("after"));
+            let renames = match std::fs::read_to_string(dir.join("renames.json5")) {
+                Ok(text) => json5::from_str(&text).unwrap(),
+                Err(_) => rename_hints(&after),
+            };
+            ModelCase {
+                name: dir.file_name().unwrap().to_string_lossy().into_owned(),
+                before: load_model(&dir.join("before")),
+                after,
+                renames,
+            }
         })
         .collect()
 }

@@ -241,6 +241,9 @@ pub struct ModuleBody {
     description: Option<String>,
     identity: Option<IdentityBody>,
     vendor_key: Option<String>,
+    /// The key this item had before (a rename): the old item moves to the new key, and the DDL
+    /// renames instead of dropping. Kept in the metadata file; not shown by reads.
+    renamed_from: Option<String>,
 }
 
 impl ModuleBody {
@@ -250,6 +253,7 @@ impl ModuleBody {
         module.description = self.description;
         module.identity = identity(self.identity);
         module.vendor_key = self.vendor_key;
+        module.renamed_from = self.renamed_from;
         module
     }
 }
@@ -267,6 +271,9 @@ pub struct ObjectBody {
     extension_kind: Option<String>,
     #[serde(default)]
     is_abstract: bool,
+    /// The key this item had before (a rename): the old item moves to the new key, and the DDL
+    /// renames instead of dropping. Kept in the metadata file; not shown by reads.
+    renamed_from: Option<String>,
 }
 
 impl ObjectBody {
@@ -277,6 +284,7 @@ impl ObjectBody {
         object.description = self.description;
         object.identity = identity(self.identity);
         object.is_abstract = self.is_abstract;
+        object.renamed_from = self.renamed_from;
         object.extends = match self.extends {
             Some(text) => Some(QualifiedName::parse(&text).map_err(|e| invalid("extends", e))?),
             None => None,
@@ -330,6 +338,9 @@ pub struct ScalarBody {
     unique_constraint: bool,
     #[serde(default)]
     indexed: bool,
+    /// The key this item had before (a rename): the old item moves to the new key, and the DDL
+    /// renames instead of dropping. Kept in the metadata file; not shown by reads.
+    renamed_from: Option<String>,
 }
 
 /// Properties of a formula field.
@@ -340,6 +351,9 @@ pub struct FormulaBody {
     description: Option<String>,
     formula: String,
     field_type: String,
+    /// The key this item had before (a rename): the old item moves to the new key, and the DDL
+    /// renames instead of dropping. Kept in the metadata file; not shown by reads.
+    renamed_from: Option<String>,
 }
 
 /// Properties of a lookup field.
@@ -353,6 +367,9 @@ pub struct LookupBody {
     required: bool,
     #[serde(default)]
     indexed: bool,
+    /// The key this item had before (a rename): the old item moves to the new key, and the DDL
+    /// renames instead of dropping. Kept in the metadata file; not shown by reads.
+    renamed_from: Option<String>,
 }
 
 /// Properties of a rollup field.
@@ -366,6 +383,9 @@ pub struct RollupBody {
     field: Option<String>,
     filter: Option<String>,
     field_type: String,
+    /// The key this item had before (a rename): the old item moves to the new key, and the DDL
+    /// renames instead of dropping. Kept in the metadata file; not shown by reads.
+    renamed_from: Option<String>,
 }
 
 impl FieldBody {
@@ -373,7 +393,7 @@ impl FieldBody {
     pub fn into_field(self, key: &str) -> Result<Field, ApiError> {
         let field_type =
             |text: &str| ScalarType::from_str(text).map_err(|e| invalid("fieldType", e));
-        let (label, description, kind) = match self {
+        let (label, description, renamed_from, kind) = match self {
             FieldBody::Scalar(b) => {
                 let kind = FieldKind::Scalar {
                     field_type: field_type(&b.field_type)?,
@@ -381,14 +401,14 @@ impl FieldBody {
                     unique: b.unique_constraint,
                     indexed: b.indexed,
                 };
-                (b.label, b.description, kind)
+                (b.label, b.description, b.renamed_from, kind)
             }
             FieldBody::Formula(b) => {
                 let kind = FieldKind::Formula {
                     formula: b.formula,
                     field_type: field_type(&b.field_type)?,
                 };
-                (b.label, b.description, kind)
+                (b.label, b.description, b.renamed_from, kind)
             }
             FieldBody::Lookup(b) => {
                 let target = QualifiedName::parse(&b.lookup_target)
@@ -396,6 +416,7 @@ impl FieldBody {
                 (
                     b.label,
                     b.description,
+                    b.renamed_from,
                     FieldKind::Lookup {
                         target,
                         required: b.required,
@@ -412,11 +433,12 @@ impl FieldBody {
                     filter: b.filter,
                     field_type: field_type(&b.field_type)?,
                 };
-                (b.label, b.description, kind)
+                (b.label, b.description, b.renamed_from, kind)
             }
         };
         let mut field = Field::new(key, label, kind);
         field.description = description;
+        field.renamed_from = renamed_from;
         Ok(field)
     }
 }
