@@ -101,9 +101,18 @@ export function component(setup, scope, css) {
 
 const injected = new Set();
 
+// Constructed stylesheets, where the browser has them: a strict Content-Security-Policy
+// (`style-src` without 'unsafe-inline', as in the rendering frame) blocks <style> elements made by
+// script, but not stylesheets built through the CSSOM.
 function injectCss(scope, css) {
   if (!css || injected.has(scope)) return;
   injected.add(scope);
+  if (typeof CSSStyleSheet === "function" && "adoptedStyleSheets" in document) {
+    const sheet = new CSSStyleSheet();
+    sheet.replaceSync(css);
+    document.adoptedStyleSheets = [...document.adoptedStyleSheets, sheet];
+    return;
+  }
   const style = document.createElement("style");
   style.setAttribute("data-hfx", scope);
   style.textContent = css;
@@ -146,6 +155,35 @@ function instantiate(C, props, parent, anchor) {
 /** Mounts a component into `target`; returns `{ set(props), destroy() }`. */
 export function mount(C, target, props) {
   return instantiate(C, props || {}, target, null);
+}
+
+/**
+ * Boots the rendering frame (the page `GET /auth/session/exchange` serves): uses the session token
+ * for the API, resolves `session.screen` (`module/screen`) to its module URL, imports the module
+ * (the browser sends the session cookie) and mounts it into `target`. Afterwards `target` carries
+ * `data-hfx-state="mounted"`, or `"failed"` with the reason shown as text.
+ */
+export async function boot(session, target) {
+  configure({ token: (session && session.token) || null });
+  const screen = session && session.screen;
+  if (!screen) return null;
+  try {
+    const [moduleKey, screenKey] = String(screen).split("/");
+    const path = "/hfx/resolve/" + encodeURIComponent(moduleKey) + "/" + encodeURIComponent(screenKey || "");
+    const { moduleUrl } = await request("GET", path);
+    const mod = await import(moduleUrl);
+    const app = mount(mod.default, target, {});
+    target.setAttribute("data-hfx-state", "mounted");
+    return app;
+  } catch (error) {
+    const box = el(target, "p");
+    box.setAttribute("class", "hfx-boot-error");
+    box.setAttribute("role", "alert");
+    text(box, "The screen " + screen + " could not be loaded: " + String((error && error.message) || error));
+    target.setAttribute("data-hfx-state", "failed");
+    console.error("hfx: could not load the screen " + screen, error);
+    return null;
+  }
 }
 
 /** Loads another screen of the same snapshot (`import X from "screen:m/s"`). */
@@ -213,7 +251,10 @@ export function attr(e, name, v) {
   }
   let s = v === true ? "" : String(v);
   if (URL_ATTRS.has(name) && UNSAFE_URL.test(s)) s = "unsafe:" + s;
-  if (e.getAttribute(name) !== s) e.setAttribute(name, s);
+  if (e.getAttribute(name) === s) return;
+  // Through the CSSOM: a strict CSP refuses `style` attributes set with setAttribute.
+  if (name === "style" && e.style) e.style.cssText = s;
+  else e.setAttribute(name, s);
 }
 
 export function prop(e, name, v) {

@@ -81,6 +81,26 @@ pub fn content_hash(source: &str) -> String {
     hex::encode(digest)[..16].to_string()
 }
 
+/// A key under which a compile result may be cached: 64 hex characters of a SHA-256 over every
+/// input the output depends on (source, sidecar, options) and the compiler's version, so equal
+/// keys mean byte-identical output.
+pub fn cache_key(source: &str, sidecar: Option<&str>, options: &CompileOptions) -> String {
+    let mut hasher = Sha256::new();
+    // Length prefixes keep the parts apart: no two different inputs hash the same bytes.
+    let mut part = |bytes: Option<&[u8]>| match bytes {
+        Some(bytes) => {
+            hasher.update((bytes.len() as u64).to_le_bytes());
+            hasher.update(bytes);
+        }
+        None => hasher.update(u64::MAX.to_le_bytes()),
+    };
+    part(Some(env!("CARGO_PKG_VERSION").as_bytes()));
+    part(Some(source.as_bytes()));
+    part(sidecar.map(str::as_bytes));
+    part(options.sidecar_url.as_deref().map(str::as_bytes));
+    hex::encode(hasher.finalize())
+}
+
 /// Compiles an HFX screen and its optional TypeScript sidecar.
 ///
 /// The compiler is iterative where input controls depth and refuses code nested deeper than it
@@ -146,12 +166,22 @@ pub fn compile_sidecar(sidecar: &str) -> Result<String, Vec<Diagnostic>> {
 /// Runs [`compile`] on a fresh thread with a generous stack and turns a panic (a compiler bug)
 /// into an [`Error`], so a server can call it from any worker thread.
 pub fn compile_on_thread(source: &str, sidecar: Option<&str>) -> Result<CompileOutput, Error> {
+    compile_on_thread_with(source, sidecar, &CompileOptions::default())
+}
+
+/// [`compile_on_thread`] with [`CompileOptions`] (a server sets the per-screen sidecar URL).
+pub fn compile_on_thread_with(
+    source: &str,
+    sidecar: Option<&str>,
+    options: &CompileOptions,
+) -> Result<CompileOutput, Error> {
     let source = source.to_string();
     let sidecar = sidecar.map(str::to_string);
+    let options = options.clone();
     let handle = std::thread::Builder::new()
         .name("hfx-compile".into())
         .stack_size(64 << 20)
-        .spawn(move || compile(&source, sidecar.as_deref()))
+        .spawn(move || compile_with(&source, sidecar.as_deref(), &options))
         .map_err(Error::Thread)?;
     handle.join().map_err(|payload| {
         let message = payload

@@ -62,6 +62,7 @@ where
         .service(system::status)
         .service(system::openapi);
     let app = register_auth(app);
+    let app = crate::routes::hfx::register(app);
     register_metadata(app)
 }
 

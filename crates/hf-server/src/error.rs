@@ -79,6 +79,7 @@ error_codes! {
     BranchDiverged = "BRANCH_DIVERGED" => CONFLICT,
     ApplyFailed = "APPLY_FAILED" => UNPROCESSABLE_ENTITY,
     HfxCompileError = "HFX_COMPILE_ERROR" => UNPROCESSABLE_ENTITY,
+    FileNotFound = "FILE_NOT_FOUND" => NOT_FOUND,
     DatabaseUnavailable = "DATABASE_UNAVAILABLE" => SERVICE_UNAVAILABLE,
     Timeout = "TIMEOUT" => GATEWAY_TIMEOUT,
     Internal = "INTERNAL" => INTERNAL_SERVER_ERROR,

@@ -424,13 +424,15 @@ pub async fn exchange(
         "{SESSION_COOKIE}={token}; Path={COOKIE_PATH}; HttpOnly; SameSite=Strict; \
          Max-Age={max_age}{secure}"
     );
+    let frame = crate::routes::hfx::frame_page(&token, max_age, screen.as_deref());
     Ok(HttpResponse::Ok()
         .content_type("text/html; charset=utf-8")
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .insert_header((header::SET_COOKIE, cookie))
         .insert_header((header::REFERRER_POLICY, "no-referrer"))
         .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
-        .body(frame_page(&token, max_age, screen.as_deref())))
+        .insert_header((header::CONTENT_SECURITY_POLICY, frame.csp))
+        .body(frame.html))
 }
 
 /// `<moduleKey>/<screenKey>`, each a key of the contract.
@@ -443,29 +445,6 @@ fn is_screen_reference(text: &str) -> bool {
     };
     text.split_once('/')
         .is_some_and(|(module, screen)| is_key(module) && is_key(screen))
-}
-
-/// The rendering frame: for now a minimal HTML5 page that hands the session to the runtime
-/// through `window.__HF_SESSION__`. The values are JSON with `<` escaped, so nothing in them can
-/// close the script element.
-fn frame_page(token: &str, expires_in: u64, screen: Option<&str>) -> String {
-    let handoff = serde_json::json!({
-        "token": token,
-        "expiresIn": expires_in,
-        "screen": screen,
-    });
-    let handoff = handoff
-        .to_string()
-        .replace('<', "\\u003c")
-        .replace('>', "\\u003e")
-        .replace('&', "\\u0026");
-    format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>hf</title>\n</head>\n<body>\n<div id=\"hf-root\"></div>\n\
-         <script type=\"module\">window.__HF_SESSION__ = {handoff};</script>\n\
-         </body>\n</html>\n"
-    )
 }
 
 /// The public keys tokens verify with.

@@ -1,0 +1,441 @@
+//! The `hfx` group over real HTTP: compiling, resolving, compiled modules (Bearer or the session
+//! cookie, old URLs after later applies), the vendored runtime, the rendering frame's headers, and
+//! screens running in headless Chromium through the real cookie flow (`hfx_browser`).
+
+use std::process::Command;
+
+use hf_testkit::TestServer;
+use reqwest::Response;
+use serde_json::{json, Value};
+
+use crate::support::{assert_envelope, raw_request};
+
+/// A screen that reads state, assigns it, and uses a sidecar.
+const WITH_SIDECAR: &str = "<script lang=\"ts\">\n  import { double } from './sidecar';\n  let n: number = 2;\n</script>\n<button on:click={() => n++}>{double(n)}</button>\n";
+const SIDECAR: &str = "export function double(x: number): number { return x * 2; }\n";
+
+async fn post_as(server: &TestServer, token: &str, path: &str, body: Value) -> Response {
+    server
+        .http
+        .post(server.url(path))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn get_as(server: &TestServer, token: Option<&str>, path: &str) -> Response {
+    let request = server.http.get(server.url(path));
+    match token {
+        Some(token) => request.bearer_auth(token),
+        None => request,
+    }
+    .send()
+    .await
+    .unwrap()
+}
+
+/// Creates (or, when it exists, replaces) a screen on the live branch as the administrator.
+pub async fn put_screen(
+    server: &TestServer,
+    admin: &str,
+    key: &str,
+    source: &str,
+    sidecar: Option<&str>,
+) {
+    let mut body = json!({"label": key, "hfxSource": source});
+    if let Some(sidecar) = sidecar {
+        body["sidecar"] = json!(sidecar);
+    }
+    let path = server.url(&format!("/metadata@main/crm/screens/{key}"));
+    let response = server
+        .http
+        .post(&path)
+        .bearer_auth(admin)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let response = if response.status() == 409 {
+        server
+            .http
+            .put(&path)
+            .bearer_auth(admin)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    } else {
+        response
+    };
+    let status = response.status();
+    let text = response.text().await.unwrap();
+    assert!(status.is_success(), "writing screen {key}: {status} {text}");
+}
+
+async fn module_url(server: &TestServer, token: &str, screen: &str) -> String {
+    let response = get_as(server, Some(token), &format!("/hfx/resolve/crm/{screen}")).await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    body["moduleUrl"].as_str().unwrap().to_owned()
+}
+
+fn live_tree(server: &TestServer) -> String {
+    let out = Command::new("git")
+        .arg("--git-dir")
+        .arg(server.metadata_path())
+        .args(["rev-parse", "refs/heads/main^{tree}"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// A session cookie from the real exchange.
+async fn session_cookie(server: &TestServer, token: &str) -> String {
+    let response = post_as(server, token, "/auth/session", json!({})).await;
+    let code = response.json::<Value>().await.unwrap()["code"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let response = get_as(
+        server,
+        None,
+        &format!("/auth/session/exchange?code={code}&screen=crm/counter"),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let cookie = response.headers()["set-cookie"].to_str().unwrap();
+    cookie.split(';').next().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn compile_answers_the_contract_result() {
+    let server = TestServer::start().await;
+    let token = server.admin_token().await;
+    let body = json!({"source": WITH_SIDECAR, "sidecar": SIDECAR});
+    let response = post_as(&server, &token, "/hfx/compile", body.clone()).await;
+    assert_eq!(response.status(), 200);
+    let first: Value = response.json().await.unwrap();
+    let keys: Vec<&String> = first.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        ["compiledJs", "compiledSidecar", "contentHash", "warnings"]
+    );
+    assert_eq!(first["contentHash"], hf_hfx::content_hash(WITH_SIDECAR));
+    assert_eq!(first["warnings"], json!([]));
+    let js = first["compiledJs"].as_str().unwrap();
+    assert!(js.contains("export default"), "{js}");
+    assert!(js.contains("\"/hfx/vendor/hfx-runtime.js\""), "{js}");
+    assert!(js.contains("\"./sidecar\""), "{js}");
+    assert!(!js.contains(": number"), "types are stripped: {js}");
+    let sidecar = first["compiledSidecar"].as_str().unwrap();
+    assert!(sidecar.contains("export function double(x)"), "{sidecar}");
+    // Deterministic.
+    let again: Value = post_as(&server, &token, "/hfx/compile", body)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(again, first);
+    // No sidecar: null.
+    let response = post_as(
+        &server,
+        &token,
+        "/hfx/compile",
+        json!({"source": "<p>hi</p>"}),
+    )
+    .await;
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["compiledSidecar"], Value::Null);
+    // Any authenticated principal; nobody else.
+    let user = server.create_principal(&format!("u{}_hfx", &server.db.name()[8..20]), false).await;
+    let response = post_as(
+        &server,
+        &user.token,
+        "/hfx/compile",
+        json!({"source": "<p>hi</p>"}),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let response = server
+        .http
+        .post(server.url("/hfx/compile"))
+        .json(&json!({"source": "<p>hi</p>"}))
+        .send()
+        .await
+        .unwrap();
+    assert_envelope(response, 401, "UNAUTHENTICATED").await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn compile_errors_carry_locations_in_the_screen_and_the_sidecar() {
+    let server = TestServer::start().await;
+    let token = server.admin_token().await;
+    let cases = [
+        // An emoji (two UTF-16 units) before an error inside an {expression}.
+        (
+            json!({"source": "<p>😀 {count +* 2}</p>"}),
+            (1, 15, "<p>😀 {count +* 2}</p>"),
+        ),
+        (
+            json!({"source": "<div>\n  <span>\n</div>"}),
+            (2, 3, "  <span>"),
+        ),
+        (
+            json!({"source": "<p>ok</p>", "sidecar": "export const x = ;\n"}),
+            (1, 18, "export const x = ;"),
+        ),
+    ];
+    for (body, (line, column, frame)) in cases {
+        let response = post_as(&server, &token, "/hfx/compile", body.clone()).await;
+        let envelope = assert_envelope(response, 422, "HFX_COMPILE_ERROR").await;
+        let entry = &envelope["errors"][0];
+        assert_eq!(entry["scope"], "request", "{envelope}");
+        assert_eq!(entry["target"], Value::Null, "{envelope}");
+        assert_eq!(
+            entry["location"],
+            json!({"line": line, "column": column, "frame": frame}),
+            "{body}"
+        );
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn compile_refuses_bad_bodies_and_survives_hostile_sources() {
+    let server = TestServer::start().await;
+    let token = server.admin_token().await;
+    // Over 2 MiB: 413.
+    let big = "a".repeat(2 * 1024 * 1024 + 1);
+    let response = post_as(&server, &token, "/hfx/compile", json!({"source": big})).await;
+    assert_envelope(response, 413, "PAYLOAD_TOO_LARGE").await;
+    let response = post_as(
+        &server,
+        &token,
+        "/hfx/compile",
+        json!({"source": "<p/>", "sidecar": big}),
+    )
+    .await;
+    assert_envelope(response, 413, "PAYLOAD_TOO_LARGE").await;
+    // Shape and syntax errors of the body.
+    let response = post_as(&server, &token, "/hfx/compile", json!({"src": "x"})).await;
+    assert_envelope(response, 400, "INVALID_BODY").await;
+    let response = server
+        .http
+        .post(server.url("/hfx/compile"))
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .body("{\"source\": ")
+        .send()
+        .await
+        .unwrap();
+    assert_envelope(response, 400, "MALFORMED_JSON").await;
+    // Hostile sources just under the limit: a clean 422, never a 500.
+    let deep = "<div>".repeat(10_000);
+    let brackets = format!("<p>{{{}}}</p>", "[".repeat(100_000));
+    let unterminated = "<script>let s = '".to_owned() + &"x".repeat(1024 * 1024);
+    for source in [deep, brackets, unterminated, "{#if a}{#each".to_owned()] {
+        let response = post_as(&server, &token, "/hfx/compile", json!({"source": source})).await;
+        assert_envelope(response, 422, "HFX_COMPILE_ERROR").await;
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn resolve_names_the_live_tree() {
+    let server = TestServer::start_demo().await;
+    let token = server.admin_token().await;
+    let url = module_url(&server, &token, "counter").await;
+    assert_eq!(
+        url,
+        format!("/hfx/modules/{}-crm-counter.js", live_tree(&server))
+    );
+    for (path, status, code) in [
+        ("/hfx/resolve/crm/nope", 404, "SCREEN_NOT_FOUND"),
+        ("/hfx/resolve/nope/counter", 404, "MODULE_NOT_FOUND"),
+        ("/hfx/resolve/crm/Bad-Key", 400, "INVALID_KEY"),
+    ] {
+        let response = get_as(&server, Some(&token), path).await;
+        assert_envelope(response, status, code).await;
+    }
+    let response = get_as(&server, None, "/hfx/resolve/crm/counter").await;
+    assert_envelope(response, 401, "UNAUTHENTICATED").await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn modules_are_served_by_tree_with_the_cookie_or_a_bearer_token() {
+    let server = TestServer::start_demo().await;
+    let admin = server.admin_token().await;
+    let old_url = module_url(&server, &admin, "counter").await;
+
+    // Bearer: the compile result of that screen, with the contract's headers.
+    let response = get_as(&server, Some(&admin), &old_url).await;
+    assert_eq!(response.status(), 200);
+    let headers = response.headers().clone();
+    assert_eq!(headers["content-type"], "application/javascript");
+    assert_eq!(
+        headers["cache-control"],
+        "private, max-age=31536000, immutable"
+    );
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    let old_js = response.text().await.unwrap();
+    let screen: Value = get_as(&server, Some(&admin), "/metadata/crm/screens/counter")
+        .await
+        .json()
+        .await
+        .unwrap();
+    let compiled: Value = post_as(
+        &server,
+        &admin,
+        "/hfx/compile",
+        json!({"source": screen["hfxSource"]}),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(old_js, compiled["compiledJs"].as_str().unwrap());
+
+    // The session cookie works here, and neither cookie nor token is 401.
+    let cookie = session_cookie(&server, &admin).await;
+    let response = server
+        .http
+        .get(server.url(&old_url))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let response = get_as(&server, None, &old_url).await;
+    assert_envelope(response, 401, "UNAUTHENTICATED").await;
+
+    // A later apply changes the URL; the old one keeps serving the old screen.
+    put_screen(
+        &server,
+        &admin,
+        "counter",
+        "<p>changed</p>",
+        None,
+    )
+    .await;
+    let new_url = module_url(&server, &admin, "counter").await;
+    assert_ne!(new_url, old_url);
+    let new_js = get_as(&server, Some(&admin), &new_url).await.text().await.unwrap();
+    assert!(new_js.contains("changed"), "{new_js}");
+    let again = get_as(&server, Some(&admin), &old_url).await.text().await.unwrap();
+    assert_eq!(again, old_js);
+
+    // A screen with a sidecar imports its own sidecar file, served next to it.
+    put_screen(&server, &admin, "doubler", WITH_SIDECAR, Some(SIDECAR)).await;
+    let url = module_url(&server, &admin, "doubler").await;
+    let js = get_as(&server, Some(&admin), &url).await.text().await.unwrap();
+    let sidecar_url = url.replace(".js", ".sidecar.js");
+    let file = sidecar_url.rsplit('/').next().unwrap();
+    assert!(js.contains(&format!("\"./{file}\"")), "{js}");
+    let response = get_as(&server, Some(&admin), &sidecar_url).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "application/javascript");
+    assert!(response.text().await.unwrap().contains("x * 2"));
+
+    // Names that are not files of a screen at a tree: 404.
+    let tree = live_tree(&server);
+    for (path, code) in [
+        (format!("/hfx/modules/{tree}-crm-counter.sidecar.js"), "FILE_NOT_FOUND"),
+        (format!("/hfx/modules/{tree}-crm-counter.mjs"), "FILE_NOT_FOUND"),
+        (format!("/hfx/modules/{tree}-crm.js"), "FILE_NOT_FOUND"),
+        ("/hfx/modules/x.js".to_owned(), "FILE_NOT_FOUND"),
+        (
+            "/hfx/modules/0123456789abcdef0123456789abcdef01234567-crm-counter.js".to_owned(),
+            "FILE_NOT_FOUND",
+        ),
+        (format!("/hfx/modules/{tree}-crm-nope.js"), "SCREEN_NOT_FOUND"),
+        (format!("/hfx/modules/{tree}-nope-counter.js"), "MODULE_NOT_FOUND"),
+    ] {
+        let response = get_as(&server, Some(&admin), &path).await;
+        assert_envelope(response, 404, code).await;
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn vendor_serves_the_runtime_publicly_and_nothing_else() {
+    let server = TestServer::start().await;
+    let response = get_as(&server, None, "/hfx/vendor/hfx-runtime.js").await;
+    assert_eq!(response.status(), 200);
+    let headers = response.headers().clone();
+    assert_eq!(headers["content-type"], "application/javascript");
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    let etag = headers["etag"].to_str().unwrap().to_owned();
+    let text = response.text().await.unwrap();
+    assert!(text.contains("export function mount"));
+    let response = server
+        .http
+        .get(server.url("/hfx/vendor/hfx-runtime.js"))
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 304);
+    for path in [
+        "/hfx/vendor/nope.js",
+        "/hfx/vendor/",
+        "/hfx/vendor/sub/hfx-runtime.js",
+    ] {
+        let response = get_as(&server, None, path).await;
+        assert_envelope(response, 404, "FILE_NOT_FOUND").await;
+    }
+    // Dot segments as sent (HTTP clients would resolve them first).
+    for path in [
+        "/hfx/vendor/../../Cargo.toml",
+        "/hfx/vendor/%2e%2e/%2e%2e/Cargo.toml",
+    ] {
+        let (status, body) = raw_request(&server.base_url, "GET", path, None, None).await;
+        assert_eq!(status, 404, "{body}");
+        assert_eq!(body["errors"][0]["code"], "FILE_NOT_FOUND", "{body}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_frame_has_a_strict_policy_that_names_its_script() {
+    let server = TestServer::start_demo().await;
+    let token = server.admin_token().await;
+    let response = post_as(&server, &token, "/auth/session", json!({})).await;
+    let code = response.json::<Value>().await.unwrap()["code"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let response = get_as(
+        &server,
+        None,
+        &format!("/auth/session/exchange?code={code}&screen=crm/counter"),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let csp = response.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let page = response.text().await.unwrap();
+    let nonce = csp
+        .split("'nonce-")
+        .nth(1)
+        .and_then(|rest| rest.split('\'').next())
+        .unwrap();
+    assert!(page.contains(&format!("<script type=\"module\" nonce=\"{nonce}\">")));
+    assert_eq!(page.matches("<script").count(), 1, "{page}");
+    for directive in [
+        "default-src 'none'",
+        "'strict-dynamic'",
+        "base-uri 'none'",
+        "require-trusted-types-for 'script'",
+    ] {
+        assert!(csp.contains(directive), "{csp}");
+    }
+    assert!(!csp.contains("unsafe-"), "{csp}");
+    server.stop().await;
+}
