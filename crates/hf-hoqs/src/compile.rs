@@ -1,0 +1,647 @@
+//! The compiler's state, and how names become SQL: field paths through lookups (joins), the
+//! tables behind an object (one table, or a `UNION ALL` over a hierarchy), and computed fields
+//! (formulas inlined, rollups as correlated subqueries).
+//!
+//! Everything is compiled against a [`Row`]: an object and the SQL alias its record has in the
+//! statement. A [`Level`] is one `SELECT` (the query, a rollup subquery, a child subquery) and
+//! collects the `LEFT JOIN`s its paths need, each path prefix joined once. This is the single
+//! place where metadata names become SQL identifiers, always through `hf_sql::quote_ident`.
+
+use std::collections::HashMap;
+
+use hf_hoqs_syntax::ast::{Ident, Path, Span};
+use hf_hoqs_syntax::functions::{check_function_names, did_you_mean};
+use hf_hoqs_syntax::{parse_expression, Diagnostic};
+use hf_model::{FieldKind, FieldPath, Model, QualifiedName, RollupFunction, ScalarType};
+use serde_json::{Map, Value};
+
+use crate::diagnostics as diag;
+use crate::params::Params;
+use crate::types::Type;
+use crate::Error;
+
+/// The system fields every record has, as written in expressions, with their columns.
+pub(crate) const SYSTEM_FIELDS: [(&str, &str, Type); 3] = [
+    ("id", "id", Type::Uuid),
+    ("createdAt", "created_at", Type::Datetime),
+    ("updatedAt", "updated_at", Type::Datetime),
+];
+
+/// How much SQL the inlining of formulas may produce for one statement; formulas that use
+/// formulas twice could otherwise double the text at every level.
+const MAX_EXPANDED_BYTES: usize = 1024 * 1024;
+
+/// What an expression is for; decides whether parameters and aggregates are allowed and how
+/// messages name the place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    /// A HOQS query's condition or item.
+    Query,
+    /// A formula field.
+    Formula,
+    /// A rule's `assert`.
+    Assert,
+    /// A rollup's `filter`.
+    RollupFilter,
+}
+
+impl Purpose {
+    /// The place, for messages ("not allowed in a formula").
+    pub(crate) fn place(self) -> &'static str {
+        match self {
+            Purpose::Query => "a query",
+            Purpose::Formula => "a formula",
+            Purpose::Assert => "a rule",
+            Purpose::RollupFilter => "a rollup filter",
+        }
+    }
+}
+
+/// Whether aggregates may appear where an expression is compiled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Aggregates {
+    /// In a select item, HAVING or ORDER BY.
+    Allowed,
+    /// Not here; the text names the place (`WHERE`, `a formula`).
+    Forbidden(&'static str),
+    /// Inside an aggregate's argument: another aggregate would nest.
+    Inside,
+}
+
+/// The context an expression is compiled in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Cx {
+    pub(crate) purpose: Purpose,
+    pub(crate) aggregates: Aggregates,
+}
+
+impl Cx {
+    /// A context of a purpose other than a query, where aggregates never make sense.
+    pub(crate) fn computed(purpose: Purpose) -> Cx {
+        Cx {
+            purpose,
+            aggregates: Aggregates::Forbidden(purpose.place()),
+        }
+    }
+}
+
+/// A compiled expression: its SQL text and its type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Frag {
+    pub(crate) sql: String,
+    pub(crate) ty: Type,
+}
+
+impl Frag {
+    pub(crate) fn new(sql: String, ty: Type) -> Frag {
+        Frag { sql, ty }
+    }
+}
+
+/// A record that expressions refer to: its object and its quoted SQL alias.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Row {
+    pub(crate) object: QualifiedName,
+    pub(crate) alias: String,
+    /// The lookup path from the level's root row to this row (`account.owner`); empty for the
+    /// root. Joins are keyed by it, so each path is joined once.
+    pub(crate) path: String,
+}
+
+/// One `SELECT`'s joins.
+#[derive(Debug, Default)]
+pub(crate) struct Level {
+    /// ` LEFT JOIN ... AS "t1" ON ...`, in the order paths were first used.
+    pub(crate) joins: String,
+    by_path: HashMap<String, Row>,
+}
+
+/// The compiler of one statement (a query, or expressions for the records layer).
+pub(crate) struct Compiler<'a> {
+    pub(crate) model: &'a Model,
+    pub(crate) params: Params,
+    /// The request's parameters; `None` where parameters are not allowed at all.
+    pub(crate) request: Option<&'a Map<String, Value>>,
+    pub(crate) diagnostics: Vec<Diagnostic>,
+    internal: Option<Error>,
+    next_alias: usize,
+    /// The computed fields being compiled, innermost last, to catch a field computed from
+    /// itself.
+    computing: Vec<(QualifiedName, String)>,
+    expanded_bytes: usize,
+    relations: HashMap<QualifiedName, String>,
+}
+
+impl<'a> Compiler<'a> {
+    pub(crate) fn new(
+        model: &'a Model,
+        params: Params,
+        request: Option<&'a Map<String, Value>>,
+        alias_prefix_start: usize,
+    ) -> Compiler<'a> {
+        Compiler {
+            model,
+            params,
+            request,
+            diagnostics: Vec::new(),
+            internal: None,
+            next_alias: alias_prefix_start,
+            computing: Vec::new(),
+            expanded_bytes: 0,
+            relations: HashMap::new(),
+        }
+    }
+
+    /// Records a problem found in the text.
+    pub(crate) fn report(&mut self, diagnostic: Diagnostic) {
+        self.diagnostics.push(diagnostic);
+    }
+
+    /// Records a failure that is not the text's fault (a key PostgreSQL cannot take).
+    pub(crate) fn fail(&mut self, error: Error) {
+        if self.internal.is_none() {
+            self.internal = Some(error);
+        }
+    }
+
+    /// The internal failure, if any; checked once at the end of a compilation.
+    pub(crate) fn take_internal(&mut self) -> Option<Error> {
+        self.internal.take()
+    }
+
+    /// A quoted identifier; a name PostgreSQL cannot take is an internal failure (keys are
+    /// validated long before they get here).
+    pub(crate) fn ident(&mut self, name: &str) -> String {
+        match hf_sql::quote_ident(name) {
+            Ok(quoted) => quoted,
+            Err(error) => {
+                self.fail(Error::Identifier(error));
+                "\"?\"".to_owned()
+            }
+        }
+    }
+
+    /// A fresh quoted table alias (`"t3"`), unique in the statement.
+    pub(crate) fn alias(&mut self) -> String {
+        let name = format!("t{}", self.next_alias);
+        self.next_alias += 1;
+        self.ident(&name)
+    }
+
+    /// Adds a value as a parameter and returns `$n::type`.
+    pub(crate) fn literal(&mut self, ty: Type, text: String) -> String {
+        let number = self.params.literal(ty, text);
+        format!("${number}::{}", ty.sql_type())
+    }
+
+    // -- objects and tables -------------------------------------------------------------------
+
+    /// The SQL relation holding an object's records: its table, or for an object with concrete
+    /// subtypes (or an abstract one) a `UNION ALL` of every concrete table projecting the
+    /// object's own effective stored fields. Cached per statement.
+    pub(crate) fn relation(&mut self, object: &QualifiedName) -> String {
+        if let Some(sql) = self.relations.get(object) {
+            return sql.clone();
+        }
+        let model = self.model;
+        let mut tables = Vec::new();
+        if model.object(object).is_some_and(|o| !o.is_abstract) {
+            tables.push(object.clone());
+        }
+        tables.extend(model.concrete_subtypes(object));
+        let sql = if let [only] = tables.as_slice() {
+            self.table(only)
+        } else {
+            let mut columns = vec![("id".to_owned(), Type::Uuid)];
+            for effective in model.effective_fields(object) {
+                if effective.field.is_stored() {
+                    let ty = Type::from_scalar(effective.field.value_type());
+                    columns.push((effective.field.key.clone(), ty));
+                }
+            }
+            columns.push(("created_at".to_owned(), Type::Datetime));
+            columns.push(("updated_at".to_owned(), Type::Datetime));
+            if tables.is_empty() {
+                let nulls: Vec<String> = columns
+                    .iter()
+                    .map(|(name, ty)| format!("NULL::{} AS {}", ty.sql_type(), self.ident(name)))
+                    .collect();
+                format!("(SELECT {} WHERE false)", nulls.join(", "))
+            } else {
+                let list: Vec<String> = columns.iter().map(|(name, _)| self.ident(name)).collect();
+                let list = list.join(", ");
+                let branches: Vec<String> = tables
+                    .iter()
+                    .map(|table| format!("SELECT {list} FROM {}", self.table(table)))
+                    .collect();
+                format!("({})", branches.join(" UNION ALL "))
+            }
+        };
+        self.relations.insert(object.clone(), sql.clone());
+        sql
+    }
+
+    fn table(&mut self, object: &QualifiedName) -> String {
+        match hf_sql::quote_qualified(&object.module, &object.object) {
+            Ok(quoted) => quoted,
+            Err(error) => {
+                self.fail(Error::Identifier(error));
+                "\"?\"".to_owned()
+            }
+        }
+    }
+
+    /// Resolves `<module>.<object>` written in a query.
+    pub(crate) fn resolve_object(
+        &mut self,
+        module: &Ident,
+        object: &Ident,
+    ) -> Option<QualifiedName> {
+        let model = self.model;
+        let Some(found) = model.module(&module.name) else {
+            let keys: Vec<&str> = model.modules.keys().map(String::as_str).collect();
+            let candidate = did_you_mean(&module.name, &keys);
+            self.report(diag::unknown_module(&module.name, candidate, module.span));
+            return None;
+        };
+        if !found.objects.contains_key(&object.name) {
+            let keys: Vec<&str> = found.objects.keys().map(String::as_str).collect();
+            let candidate = did_you_mean(&object.name, &keys);
+            self.report(diag::unknown_object(
+                &module.name,
+                &object.name,
+                candidate,
+                object.span,
+            ));
+            return None;
+        }
+        Some(QualifiedName::new(&module.name, &object.name))
+    }
+
+    fn unknown_field(&mut self, object: &QualifiedName, field: &Ident) {
+        let model = self.model;
+        let effective = model.effective_fields(object);
+        let mut names: Vec<&str> = effective.iter().map(|e| e.field.key.as_str()).collect();
+        names.extend(SYSTEM_FIELDS.iter().map(|(name, _, _)| *name));
+        let candidate = did_you_mean(&field.name, &names);
+        self.report(diag::unknown_field(
+            &field.name,
+            object,
+            candidate,
+            field.span,
+        ));
+    }
+
+    // -- paths ----------------------------------------------------------------------------
+
+    /// Compiles a field path (`amount`, `account.owner.name`) read from `row`.
+    pub(crate) fn path(&mut self, level: &mut Level, row: &Row, path: &Path) -> Option<Frag> {
+        let (last, lookups) = path.segments.split_last()?;
+        // `account.id` is the lookup's own column: no join needed.
+        if last.name == "id" {
+            if let Some((lookup, before)) = lookups.split_last() {
+                let mut current = row.clone();
+                for segment in before {
+                    current = self.follow(level, &current, segment)?;
+                }
+                self.lookup_target(&current.object, lookup)?;
+                let column = self.ident(&lookup.name);
+                return Some(Frag::new(format!("{}.{column}", current.alias), Type::Uuid));
+            }
+        }
+        let mut current = row.clone();
+        for segment in lookups {
+            current = self.follow(level, &current, segment)?;
+        }
+        self.field_value(level, &current, last, path.span)
+    }
+
+    /// The target of a lookup field of `object`, or a diagnostic if the field is not one.
+    pub(crate) fn lookup_target(
+        &mut self,
+        object: &QualifiedName,
+        field: &Ident,
+    ) -> Option<QualifiedName> {
+        if SYSTEM_FIELDS.iter().any(|(name, _, _)| *name == field.name) {
+            self.report(diag::not_a_lookup(
+                &field.name,
+                "a system field",
+                object,
+                field.span,
+            ));
+            return None;
+        }
+        let model = self.model;
+        let Some(effective) = model.effective_field(object, &field.name) else {
+            self.unknown_field(object, field);
+            return None;
+        };
+        match &effective.field.kind {
+            FieldKind::Lookup { target, .. } => Some(target.clone()),
+            FieldKind::Scalar { field_type, .. } => {
+                let what = format!("a {field_type} field");
+                self.report(diag::not_a_lookup(&field.name, &what, object, field.span));
+                None
+            }
+            other => {
+                let what = format!("a {} field", other.name());
+                self.report(diag::not_a_lookup(&field.name, &what, object, field.span));
+                None
+            }
+        }
+    }
+
+    /// Joins the record a lookup of `row` points at (once per path and level).
+    fn follow(&mut self, level: &mut Level, row: &Row, field: &Ident) -> Option<Row> {
+        let target = self.lookup_target(&row.object, field)?;
+        let path = if row.path.is_empty() {
+            field.name.clone()
+        } else {
+            format!("{}.{}", row.path, field.name)
+        };
+        if let Some(joined) = level.by_path.get(&path) {
+            return Some(joined.clone());
+        }
+        let alias = self.alias();
+        let relation = self.relation(&target);
+        let id = self.ident("id");
+        let column = self.ident(&field.name);
+        level.joins.push_str(&format!(
+            " LEFT JOIN {relation} AS {alias} ON {alias}.{id} = {}.{column}",
+            row.alias
+        ));
+        let joined = Row {
+            object: target,
+            alias,
+            path: path.clone(),
+        };
+        level.by_path.insert(path, joined.clone());
+        Some(joined)
+    }
+
+    /// The value of one field (stored, computed or system) of `row`. `span` is where the query
+    /// names it, where problems inside a computed field's own text are reported.
+    pub(crate) fn field_value(
+        &mut self,
+        level: &mut Level,
+        row: &Row,
+        field: &Ident,
+        span: Span,
+    ) -> Option<Frag> {
+        if let Some((_, column, ty)) = SYSTEM_FIELDS
+            .iter()
+            .find(|(name, _, _)| *name == field.name)
+        {
+            let column = self.ident(column);
+            return Some(Frag::new(format!("{}.{column}", row.alias), *ty));
+        }
+        let model = self.model;
+        let Some(effective) = model.effective_field(&row.object, &field.name) else {
+            self.unknown_field(&row.object, field);
+            return None;
+        };
+        match &effective.field.kind {
+            FieldKind::Scalar { field_type, .. } => {
+                let column = self.ident(&field.name);
+                Some(Frag::new(
+                    format!("{}.{column}", row.alias),
+                    Type::from_scalar(*field_type),
+                ))
+            }
+            FieldKind::Lookup { .. } => {
+                let column = self.ident(&field.name);
+                Some(Frag::new(format!("{}.{column}", row.alias), Type::Uuid))
+            }
+            FieldKind::Formula {
+                formula,
+                field_type,
+            } => self.formula(level, row, &field.name, formula, *field_type, span),
+            FieldKind::Rollup {
+                function,
+                source,
+                field: aggregated,
+                filter,
+                field_type,
+            } => {
+                let rollup = Rollup {
+                    key: &field.name,
+                    function: *function,
+                    source,
+                    aggregated: aggregated.as_deref(),
+                    filter: filter.as_deref(),
+                    declared: Type::from_scalar(*field_type),
+                };
+                self.rollup(row, &rollup, span)
+            }
+        }
+    }
+
+    // -- computed fields ---------------------------------------------------------------------
+
+    /// Starts computing a field; `false` (with a diagnostic) when it is already being computed.
+    fn enter_computed(&mut self, object: &QualifiedName, field: &str, span: Span) -> bool {
+        let key = (object.clone(), field.to_owned());
+        if self.computing.contains(&key) {
+            self.report(diag::field_cycle(field, object, span));
+            return false;
+        }
+        self.computing.push(key);
+        true
+    }
+
+    /// Ends computing a field and rewrites the diagnostics found inside its text (whose spans
+    /// point into that text, not the query) into one located where the query names the field.
+    fn leave_computed(&mut self, kind: &str, before: usize, span: Span) {
+        let Some((object, field)) = self.computing.pop() else {
+            return;
+        };
+        let inner: Vec<Diagnostic> = self.diagnostics.drain(before..).collect();
+        for problem in inner {
+            let message = diag::broken_field(kind, &field, &object, &problem.message, span);
+            self.diagnostics.push(Diagnostic {
+                code: problem.code,
+                ..message
+            });
+        }
+    }
+
+    /// Counts inlined SQL against [`MAX_EXPANDED_BYTES`]; `false` (reported once) when over.
+    fn within_budget(&mut self, added: usize, span: Span) -> bool {
+        let over_before = self.expanded_bytes > MAX_EXPANDED_BYTES;
+        self.expanded_bytes = self.expanded_bytes.saturating_add(added);
+        if self.expanded_bytes > MAX_EXPANDED_BYTES {
+            if !over_before {
+                self.report(diag::too_complex(span));
+            }
+            return false;
+        }
+        true
+    }
+
+    /// Inlines a formula field, compiled against the same row, as its declared type.
+    fn formula(
+        &mut self,
+        level: &mut Level,
+        row: &Row,
+        key: &str,
+        text: &str,
+        declared: ScalarType,
+        span: Span,
+    ) -> Option<Frag> {
+        if !self.enter_computed(&row.object, key, span) {
+            return None;
+        }
+        let before = self.diagnostics.len();
+        let declared = Type::from_scalar(declared);
+        let compiled = self.computed_text(level, row, text, Purpose::Formula, Some(declared));
+        self.leave_computed("formula", before, span);
+        let frag = compiled?;
+        if !frag.ty.fits(declared) {
+            self.report(diag::formula_type(
+                key,
+                &row.object,
+                declared,
+                frag.ty,
+                span,
+            ));
+            return None;
+        }
+        if !self.within_budget(frag.sql.len(), span) {
+            return None;
+        }
+        Some(cast_to(frag, declared))
+    }
+
+    /// Parses and compiles the text of a formula or filter in its own context.
+    fn computed_text(
+        &mut self,
+        level: &mut Level,
+        row: &Row,
+        text: &str,
+        purpose: Purpose,
+        hint: Option<Type>,
+    ) -> Option<Frag> {
+        let parsed = parse_expression(text);
+        let Some(expr) = parsed.expr else {
+            self.diagnostics.extend(parsed.diagnostics);
+            return None;
+        };
+        let unknown = check_function_names(&expr);
+        if !unknown.is_empty() {
+            self.diagnostics.extend(unknown);
+            return None;
+        }
+        self.expr(level, row, &expr, Cx::computed(purpose), hint)
+    }
+
+    /// A rollup: a correlated aggregate over the source object's records whose lookup points at
+    /// `row`. `count` and `sum` of no records are 0; `min`, `max` and `avg` of none are NULL.
+    fn rollup(&mut self, row: &Row, rollup: &Rollup<'_>, span: Span) -> Option<Frag> {
+        if !self.enter_computed(&row.object, rollup.key, span) {
+            return None;
+        }
+        let before = self.diagnostics.len();
+        let compiled = self.rollup_body(row, rollup, span);
+        self.leave_computed("rollup", before, span);
+        let sql = compiled?;
+        if !self.within_budget(sql.len(), span) {
+            return None;
+        }
+        Some(Frag::new(
+            format!("({sql})::{}", rollup.declared.sql_type()),
+            rollup.declared,
+        ))
+    }
+
+    fn rollup_body(&mut self, row: &Row, rollup: &Rollup<'_>, span: Span) -> Option<String> {
+        let source = &rollup.source.object;
+        let lookup = Ident {
+            name: rollup.source.field.clone(),
+            span,
+        };
+        self.lookup_target(source, &lookup)?;
+        let alias = self.alias();
+        let mut level = Level::default();
+        let inner = Row {
+            object: source.clone(),
+            alias: alias.clone(),
+            path: String::new(),
+        };
+        let value = match rollup.aggregated {
+            Some(aggregated) => {
+                let field = Ident {
+                    name: aggregated.to_owned(),
+                    span,
+                };
+                let value = self.field_value(&mut level, &inner, &field, span)?;
+                let fits = match rollup.function {
+                    RollupFunction::Count => true,
+                    RollupFunction::Sum | RollupFunction::Avg => value.ty.is_numeric(),
+                    RollupFunction::Min | RollupFunction::Max => value.ty.is_ordered(),
+                };
+                if !fits {
+                    let function = rollup.function.as_str();
+                    self.report(diag::rollup_field_type(
+                        function, aggregated, value.ty, span,
+                    ));
+                    return None;
+                }
+                Some(value.sql)
+            }
+            None => None,
+        };
+        let aggregate = match (rollup.function, value) {
+            (RollupFunction::Count, None) => "count(*)".to_owned(),
+            (RollupFunction::Count, Some(value)) => format!("count({value})"),
+            (RollupFunction::Sum, Some(value)) => format!("coalesce(sum({value}), 0)"),
+            (RollupFunction::Avg, Some(value)) => format!("avg({value})"),
+            (RollupFunction::Min, Some(value)) => format!("min({value})"),
+            (RollupFunction::Max, Some(value)) => format!("max({value})"),
+            // Validation requires a field for every function but count.
+            (_, None) => "NULL".to_owned(),
+        };
+        let filter = match rollup.filter {
+            Some(text) => {
+                let frag = self.computed_text(
+                    &mut level,
+                    &inner,
+                    text,
+                    Purpose::RollupFilter,
+                    Some(Type::Boolean),
+                )?;
+                if !frag.ty.fits(Type::Boolean) {
+                    self.report(diag::expected_boolean("a rollup filter", frag.ty, span));
+                    return None;
+                }
+                format!(" AND ({})", frag.sql)
+            }
+            None => String::new(),
+        };
+        let relation = self.relation(source);
+        let column = self.ident(&rollup.source.field);
+        let id = self.ident("id");
+        Some(format!(
+            "SELECT {aggregate} FROM {relation} AS {alias}{} WHERE {alias}.{column} = {}.{id}{filter}",
+            level.joins, row.alias
+        ))
+    }
+}
+
+/// A rollup field's definition, borrowed from the model.
+struct Rollup<'m> {
+    key: &'m str,
+    function: RollupFunction,
+    source: &'m FieldPath,
+    aggregated: Option<&'m str>,
+    filter: Option<&'m str>,
+    declared: Type,
+}
+
+/// Casts a fragment to `ty` unless it already has that type.
+pub(crate) fn cast_to(frag: Frag, ty: Type) -> Frag {
+    if frag.ty == ty {
+        frag
+    } else {
+        Frag::new(format!("({})::{}", frag.sql, ty.sql_type()), ty)
+    }
+}

@@ -1,0 +1,449 @@
+//! Type checking and SQL generation of expressions: literals, parameters, operators.
+//! Function calls are in `functions.rs`.
+//!
+//! Each node is checked and compiled in one step, bottom-up; a node whose operands have
+//! problems reports nothing more (so one mistake gives one message) and yields `None`. An
+//! operand whose type depends on its neighbour (a parameter, `NULL`, a text literal that may
+//! stand for a uuid or a date) is compiled after that neighbour, with its type as a hint.
+//! Every compound fragment is parenthesised, so SQL precedence never differs from ours.
+//!
+//! NULL semantics are SQL's (docs/formulas.md states them): operators and functions give NULL
+//! when an operand is NULL, except `IS [NOT] NULL`, `COALESCE`, `CONCAT`, `IF` (a NULL
+//! condition takes the else branch), `AND`/`OR` (three-valued), and division by zero, which
+//! gives NULL instead of an error.
+
+use hf_hoqs_syntax::ast::{BinaryOp, Expr, ExprKind, Literal, Span, UnaryOp};
+
+use crate::compile::{Compiler, Cx, Frag, Level, Purpose, Row};
+use crate::diagnostics as diag;
+use crate::params::{is_date, is_datetime, is_uuid, natural_type, param_text};
+use crate::types::{unify, widest_numeric, Type};
+
+/// Whether an operand takes its type from its neighbour: `NULL`, a parameter, a text literal.
+pub(crate) fn is_flexible(expr: &Expr) -> bool {
+    matches!(
+        expr.kind,
+        ExprKind::Literal(Literal::Null | Literal::String(_)) | ExprKind::Param(_)
+    )
+}
+
+/// The hint a compiled operand gives its neighbour: its type, unless that is `null`.
+pub(crate) fn hint_of(frag: &Frag) -> Option<Type> {
+    (frag.ty != Type::Null).then_some(frag.ty)
+}
+
+/// Converts a fragment to a wider type for a comparison or list: a date meets a datetime as
+/// midnight UTC (whatever the session's time zone); numbers convert implicitly.
+pub(crate) fn coerce(frag: Frag, to: Type) -> String {
+    match (frag.ty, to) {
+        (Type::Date, Type::Datetime) => {
+            format!("(({})::timestamp AT TIME ZONE 'UTC')", frag.sql)
+        }
+        (Type::Null, Type::Null) => frag.sql,
+        (Type::Null, to) => format!("{}::{}", frag.sql, to.sql_type()),
+        _ => frag.sql,
+    }
+}
+
+impl Compiler<'_> {
+    /// Compiles an expression read from `row`; `hint` is the type the surroundings expect,
+    /// used only by operands that take their type from context.
+    pub(crate) fn expr(
+        &mut self,
+        level: &mut Level,
+        row: &Row,
+        expr: &Expr,
+        cx: Cx,
+        hint: Option<Type>,
+    ) -> Option<Frag> {
+        match &expr.kind {
+            ExprKind::Literal(literal) => self.literal_expr(literal, expr.span, hint),
+            ExprKind::Param(name) => self.param(name, expr.span, cx, hint),
+            ExprKind::Path(path) => self.path(level, row, path),
+            ExprKind::Unary { op, operand } => {
+                let operand_hint = match op {
+                    UnaryOp::Neg => hint.filter(|ty| ty.is_numeric()),
+                    UnaryOp::Not => Some(Type::Boolean),
+                };
+                let frag = self.expr(level, row, operand, cx, operand_hint)?;
+                self.unary(*op, frag, operand.span)
+            }
+            ExprKind::Binary { op, left, right } => self.binary(level, row, *op, left, right, cx),
+            ExprKind::IsNull { operand, negated } => {
+                let frag = self.expr(level, row, operand, cx, None)?;
+                let not = if *negated { "NOT " } else { "" };
+                Some(Frag::new(
+                    format!("({} IS {not}NULL)", frag.sql),
+                    Type::Boolean,
+                ))
+            }
+            ExprKind::InList {
+                operand,
+                items,
+                negated,
+            } => self.in_list(level, row, operand, items, *negated, cx),
+            ExprKind::Like {
+                operand,
+                pattern,
+                case_insensitive,
+                negated,
+            } => {
+                let op = match (case_insensitive, negated) {
+                    (false, false) => "LIKE",
+                    (false, true) => "NOT LIKE",
+                    (true, false) => "ILIKE",
+                    (true, true) => "NOT ILIKE",
+                };
+                let text = Some(Type::Text);
+                let value = self.expr(level, row, operand, cx, text);
+                let pattern_frag = self.expr(level, row, pattern, cx, text);
+                let (value, pattern_frag) = (value?, pattern_frag?);
+                let name = if *case_insensitive { "ILIKE" } else { "LIKE" };
+                self.expect_fit(name, "left", "text", &value, Type::Text, operand.span)?;
+                self.expect_fit(
+                    name,
+                    "right",
+                    "text",
+                    &pattern_frag,
+                    Type::Text,
+                    pattern.span,
+                )?;
+                Some(Frag::new(
+                    format!("({} {op} {})", value.sql, pattern_frag.sql),
+                    Type::Boolean,
+                ))
+            }
+            ExprKind::Call { name, args } => self.call(level, row, expr, name, args, cx, hint),
+        }
+    }
+
+    /// Compiles a condition (WHERE, HAVING, an assert, a filter): it must be boolean.
+    pub(crate) fn condition(
+        &mut self,
+        level: &mut Level,
+        row: &Row,
+        expr: &Expr,
+        cx: Cx,
+        clause: &str,
+    ) -> Option<Frag> {
+        let frag = self.expr(level, row, expr, cx, Some(Type::Boolean))?;
+        if !frag.ty.fits(Type::Boolean) {
+            self.report(diag::expected_boolean(clause, frag.ty, expr.span));
+            return None;
+        }
+        Some(frag)
+    }
+
+    /// Reports an operand that does not fit the type an operator needs.
+    fn expect_fit(
+        &mut self,
+        op: &str,
+        side: &str,
+        expected: &str,
+        frag: &Frag,
+        ty: Type,
+        span: Span,
+    ) -> Option<()> {
+        if frag.ty.fits(ty) {
+            Some(())
+        } else {
+            self.report(diag::operand_type(op, side, expected, frag.ty, span));
+            None
+        }
+    }
+
+    // -- leaves ---------------------------------------------------------------------------
+
+    fn literal_expr(&mut self, literal: &Literal, span: Span, hint: Option<Type>) -> Option<Frag> {
+        let (ty, text) = match literal {
+            Literal::Null => return Some(Frag::new("NULL".to_owned(), Type::Null)),
+            Literal::Boolean(value) => (Type::Boolean, value.to_string()),
+            Literal::Integer(digits) => match digits.parse::<i64>() {
+                Ok(value) => (Type::Integer, value.to_string()),
+                // Too long for 64 bits: an exact decimal, like PostgreSQL's numeric literals.
+                Err(_) => (Type::Decimal, digits.clone()),
+            },
+            Literal::Decimal(text) => (Type::Decimal, text.clone()),
+            Literal::Date(text) => (Type::Date, text.clone()),
+            Literal::DateTime(text) => (Type::Datetime, text.clone()),
+            Literal::String(text) => {
+                let ty = match hint {
+                    Some(ty @ (Type::Uuid | Type::Date | Type::Datetime | Type::Json)) => ty,
+                    _ => Type::Text,
+                };
+                let valid = match ty {
+                    Type::Uuid => is_uuid(text),
+                    Type::Date => is_date(text),
+                    Type::Datetime => is_datetime(text),
+                    Type::Json => serde_json::from_str::<serde_json::Value>(text).is_ok(),
+                    _ => true,
+                };
+                if !valid {
+                    self.report(diag::invalid_literal(ty, text, span));
+                    return None;
+                }
+                (ty, text.clone())
+            }
+        };
+        Some(Frag::new(self.literal(ty, text), ty))
+    }
+
+    fn param(&mut self, name: &str, span: Span, cx: Cx, hint: Option<Type>) -> Option<Frag> {
+        if cx.purpose != Purpose::Query {
+            self.report(diag::params_not_allowed(cx.purpose.place(), span));
+            return None;
+        }
+        if let Some((number, ty)) = self.params.named(name) {
+            return Some(Frag::new(format!("${number}::{}", ty.sql_type()), ty));
+        }
+        let Some(value) = self.request.and_then(|request| request.get(name)) else {
+            self.report(diag::unknown_param(name, span));
+            return None;
+        };
+        let ty = hint.unwrap_or_else(|| natural_type(value));
+        let text = match param_text(value, ty) {
+            Ok(text) => text,
+            Err(expected) => {
+                self.report(diag::param_type(name, ty, expected, span));
+                return None;
+            }
+        };
+        let number = self.params.bind_named(name, ty, text);
+        Some(Frag::new(format!("${number}::{}", ty.sql_type()), ty))
+    }
+
+    // -- operators ------------------------------------------------------------------------
+
+    fn unary(&mut self, op: UnaryOp, frag: Frag, span: Span) -> Option<Frag> {
+        match op {
+            UnaryOp::Neg => {
+                if !frag.ty.fits(Type::Float) {
+                    self.report(diag::operand_type("-", "", "numeric", frag.ty, span));
+                    return None;
+                }
+                let ty = if frag.ty == Type::Null {
+                    Type::Null
+                } else {
+                    frag.ty
+                };
+                Some(Frag::new(format!("(- {})", frag.sql), ty))
+            }
+            UnaryOp::Not => {
+                if !frag.ty.fits(Type::Boolean) {
+                    self.report(diag::operand_type("NOT", "", "boolean", frag.ty, span));
+                    return None;
+                }
+                Some(Frag::new(format!("(NOT {})", frag.sql), Type::Boolean))
+            }
+        }
+    }
+
+    /// Compiles two operands; a flexible one goes second and takes the other's type as hint.
+    pub(crate) fn pair(
+        &mut self,
+        level: &mut Level,
+        row: &Row,
+        left: &Expr,
+        right: &Expr,
+        cx: Cx,
+    ) -> (Option<Frag>, Option<Frag>) {
+        if is_flexible(left) && !is_flexible(right) {
+            let right_frag = self.expr(level, row, right, cx, None);
+            let hint = right_frag.as_ref().and_then(hint_of);
+            let left_frag = self.expr(level, row, left, cx, hint);
+            (left_frag, right_frag)
+        } else {
+            let left_frag = self.expr(level, row, left, cx, None);
+            let hint = left_frag.as_ref().and_then(hint_of);
+            let right_frag = self.expr(level, row, right, cx, hint);
+            (left_frag, right_frag)
+        }
+    }
+
+    fn binary(
+        &mut self,
+        level: &mut Level,
+        row: &Row,
+        op: BinaryOp,
+        left: &Expr,
+        right: &Expr,
+        cx: Cx,
+    ) -> Option<Frag> {
+        let span = left.span.to(right.span);
+        if matches!(op, BinaryOp::And | BinaryOp::Or) {
+            let boolean = Some(Type::Boolean);
+            let l = self.expr(level, row, left, cx, boolean);
+            let r = self.expr(level, row, right, cx, boolean);
+            let (l, r) = (l?, r?);
+            let name = op.symbol();
+            self.expect_fit(name, "left", "boolean", &l, Type::Boolean, left.span)?;
+            self.expect_fit(name, "right", "boolean", &r, Type::Boolean, right.span)?;
+            return Some(Frag::new(
+                format!("({} {name} {})", l.sql, r.sql),
+                Type::Boolean,
+            ));
+        }
+        let (l, r) = self.pair(level, row, left, right, cx);
+        let (l, r) = (l?, r?);
+        match op {
+            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
+                self.arithmetic(op, l, r, span)
+            }
+            BinaryOp::Concat => {
+                let text = |frag: Frag| match frag.ty {
+                    Type::Text => frag.sql,
+                    _ => format!("({})::text", frag.sql),
+                };
+                Some(Frag::new(
+                    format!("({} || {})", text(l), text(r)),
+                    Type::Text,
+                ))
+            }
+            _ => self.comparison(op, l, r, span),
+        }
+    }
+
+    fn arithmetic(&mut self, op: BinaryOp, l: Frag, r: Frag, span: Span) -> Option<Frag> {
+        let symbol = op.symbol();
+        let numeric = |ty: Type| ty.is_numeric() || ty == Type::Null;
+        if l.ty == Type::Null && r.ty == Type::Null {
+            return Some(Frag::new("NULL".to_owned(), Type::Null));
+        }
+        if numeric(l.ty) && numeric(r.ty) {
+            let ty = widest_numeric(l.ty, r.ty);
+            return Some(match op {
+                // Division never fails: by zero it gives NULL. Two integers divide exactly, and
+                // a decimal quotient drops the trailing zeros of PostgreSQL's 16-digit scale.
+                BinaryOp::Div if ty == Type::Integer => Frag::new(
+                    format!("trim_scale(({})::numeric / NULLIF({}, 0))", l.sql, r.sql),
+                    Type::Decimal,
+                ),
+                BinaryOp::Div if ty == Type::Decimal => {
+                    Frag::new(format!("trim_scale({} / NULLIF({}, 0))", l.sql, r.sql), ty)
+                }
+                BinaryOp::Div => Frag::new(format!("({} / NULLIF({}, 0))", l.sql, r.sql), ty),
+                _ => Frag::new(format!("({} {symbol} {})", l.sql, r.sql), ty),
+            });
+        }
+        let days = |frag: &Frag| format!("({})::integer", frag.sql);
+        let interval = |frag: &Frag| format!("make_interval(days => ({})::integer)", frag.sql);
+        let integer = |ty: Type| matches!(ty, Type::Integer | Type::Null);
+        match (op, l.ty, r.ty) {
+            (BinaryOp::Add | BinaryOp::Sub, Type::Date, right) if integer(right) => Some(
+                Frag::new(format!("({} {symbol} {})", l.sql, days(&r)), Type::Date),
+            ),
+            (BinaryOp::Add, left, Type::Date) if integer(left) => {
+                Some(Frag::new(format!("({} + {})", r.sql, days(&l)), Type::Date))
+            }
+            (BinaryOp::Sub, Type::Date, Type::Date) => Some(Frag::new(
+                format!("(({} - {}))::bigint", l.sql, r.sql),
+                Type::Integer,
+            )),
+            (BinaryOp::Add | BinaryOp::Sub, Type::Datetime, right) if integer(right) => {
+                Some(Frag::new(
+                    format!("({} {symbol} {})", l.sql, interval(&r)),
+                    Type::Datetime,
+                ))
+            }
+            (BinaryOp::Add, left, Type::Datetime) if integer(left) => Some(Frag::new(
+                format!("({} + {})", r.sql, interval(&l)),
+                Type::Datetime,
+            )),
+            _ => {
+                self.report(diag::arithmetic_types(symbol, l.ty, r.ty, span));
+                None
+            }
+        }
+    }
+
+    fn comparison(&mut self, op: BinaryOp, l: Frag, r: Frag, span: Span) -> Option<Frag> {
+        let symbol = op.symbol();
+        let Some(ty) = unify(l.ty, r.ty) else {
+            self.report(diag::incomparable(symbol, l.ty, r.ty, span));
+            return None;
+        };
+        let ordering = !matches!(op, BinaryOp::Eq | BinaryOp::NotEq);
+        if ordering && ty == Type::Json {
+            self.report(diag::unordered(symbol, ty, span));
+            return None;
+        }
+        let sql_op = match op {
+            BinaryOp::NotEq => "<>",
+            other => other.symbol(),
+        };
+        Some(Frag::new(
+            format!("({} {sql_op} {})", coerce(l, ty), coerce(r, ty)),
+            Type::Boolean,
+        ))
+    }
+
+    /// Compiles a list of expressions that must share one type (IN, COALESCE, IF's branches):
+    /// the first operand that does not take its type from context is compiled first and gives
+    /// the others their hint. Returns the fragments in order, converted to the common type.
+    pub(crate) fn uniform(
+        &mut self,
+        level: &mut Level,
+        row: &Row,
+        exprs: &[&Expr],
+        cx: Cx,
+        what: &str,
+    ) -> Option<(Vec<String>, Type)> {
+        let anchor = exprs
+            .iter()
+            .position(|expr| !is_flexible(expr))
+            .unwrap_or(0);
+        let mut frags: Vec<Option<Frag>> = vec![None; exprs.len()];
+        let first = exprs
+            .get(anchor)
+            .and_then(|expr| self.expr(level, row, expr, cx, None));
+        let hint = first.as_ref().and_then(hint_of);
+        let mut failed = first.is_none();
+        if let Some(slot) = frags.get_mut(anchor) {
+            *slot = first;
+        }
+        for (index, expr) in exprs.iter().enumerate() {
+            if index == anchor {
+                continue;
+            }
+            let frag = self.expr(level, row, expr, cx, hint);
+            failed |= frag.is_none();
+            frags[index] = frag;
+        }
+        if failed {
+            return None;
+        }
+        let frags: Vec<Frag> = frags.into_iter().flatten().collect();
+        let mut ty = Type::Null;
+        for (frag, expr) in frags.iter().zip(exprs) {
+            match unify(ty, frag.ty) {
+                Some(common) => ty = common,
+                None => {
+                    self.report(diag::mixed_list(what, ty, frag.ty, expr.span));
+                    return None;
+                }
+            }
+        }
+        let sql = frags.into_iter().map(|frag| coerce(frag, ty)).collect();
+        Some((sql, ty))
+    }
+
+    fn in_list(
+        &mut self,
+        level: &mut Level,
+        row: &Row,
+        operand: &Expr,
+        items: &[Expr],
+        negated: bool,
+        cx: Cx,
+    ) -> Option<Frag> {
+        let mut exprs = vec![operand];
+        exprs.extend(items.iter());
+        let what = if negated { "NOT IN" } else { "IN" };
+        let (sql, _) = self.uniform(level, row, &exprs, cx, what)?;
+        let (value, list) = sql.split_first()?;
+        Some(Frag::new(
+            format!("({value} {what} ({}))", list.join(", ")),
+            Type::Boolean,
+        ))
+    }
+}

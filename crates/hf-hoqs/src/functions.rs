@@ -1,0 +1,561 @@
+//! The signatures and SQL of every function of the language (the names are listed in
+//! `hf_hoqs_syntax::functions`; docs/formulas.md has the table of types).
+//!
+//! Each function is one arm of [`Compiler::scalar`] or [`Compiler::aggregate`]: check the
+//! number and types of the arguments, then write the PostgreSQL expression. Results never
+//! depend on the session's time zone (dates and datetimes are UTC) and never fail on ordinary
+//! data: a negative length gives an empty text, division by zero gives NULL.
+
+use hf_hoqs_syntax::ast::{CallArgs, Expr, Ident, Span};
+use hf_hoqs_syntax::functions::{lookup, FunctionKind};
+
+use crate::compile::{Aggregates, Compiler, Cx, Frag, Level, Row};
+use crate::diagnostics as diag;
+use crate::types::Type;
+
+/// What an argument must be, for checks and messages.
+#[derive(Clone, Copy)]
+enum Want {
+    Text,
+    Integer,
+    Numeric,
+    Temporal,
+}
+
+impl Want {
+    fn accepts(self, ty: Type) -> bool {
+        match self {
+            Want::Text => ty == Type::Text,
+            Want::Integer => ty == Type::Integer,
+            Want::Numeric => ty.is_numeric(),
+            Want::Temporal => ty.is_temporal(),
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Want::Text => "text",
+            Want::Integer => "an integer",
+            Want::Numeric => "a number",
+            Want::Temporal => "a date or datetime",
+        }
+    }
+
+    /// The hint given to a parameter or literal argument.
+    fn hint(self) -> Option<Type> {
+        match self {
+            Want::Text => Some(Type::Text),
+            Want::Integer => Some(Type::Integer),
+            Want::Numeric => None,
+            Want::Temporal => Some(Type::Date),
+        }
+    }
+
+    /// The type a NULL argument is given, so PostgreSQL can pick the function's overload.
+    fn null_type(self) -> Type {
+        match self {
+            Want::Text => Type::Text,
+            Want::Integer => Type::Integer,
+            Want::Numeric => Type::Decimal,
+            Want::Temporal => Type::Date,
+        }
+    }
+}
+
+/// `(x AT TIME ZONE 'UTC')` for a datetime, so date parts are those of the UTC calendar.
+fn utc(frag: &Frag) -> String {
+    match frag.ty {
+        Type::Datetime => format!("({} AT TIME ZONE 'UTC')", frag.sql),
+        _ => frag.sql.clone(),
+    }
+}
+
+/// The UTC calendar date of a date or datetime.
+fn utc_date(frag: &Frag) -> String {
+    match frag.ty {
+        Type::Datetime => format!("({} AT TIME ZONE 'UTC')::date", frag.sql),
+        _ => frag.sql.clone(),
+    }
+}
+
+impl Compiler<'_> {
+    /// Compiles a call; unknown names were reported before compiling (by the parser's name
+    /// check), so they only stop compilation here.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn call(
+        &mut self,
+        level: &mut Level,
+        row: &Row,
+        expr: &Expr,
+        name: &Ident,
+        args: &CallArgs,
+        cx: Cx,
+        hint: Option<Type>,
+    ) -> Option<Frag> {
+        let function = lookup(&name.name)?;
+        match function.kind {
+            FunctionKind::Aggregate => {
+                self.aggregate(level, row, function.name, args, cx, expr.span)
+            }
+            FunctionKind::Scalar => {
+                let items = match args {
+                    CallArgs::Star => {
+                        self.report(diag::star_argument(function.name, expr.span));
+                        return None;
+                    }
+                    CallArgs::List { distinct: true, .. } => {
+                        self.report(diag::distinct_argument(function.name, expr.span));
+                        return None;
+                    }
+                    CallArgs::List { items, .. } => items,
+                };
+                self.scalar(level, row, function.name, items, cx, hint, expr.span)
+            }
+        }
+    }
+
+    /// Checks the number of arguments.
+    fn arity(
+        &mut self,
+        name: &str,
+        items: &[Expr],
+        range: (usize, usize),
+        text: &str,
+        span: Span,
+    ) -> bool {
+        let (min, max) = range;
+        if items.len() < min || items.len() > max {
+            self.report(diag::arity(name, text, items.len(), span));
+            return false;
+        }
+        true
+    }
+
+    /// Compiles argument `index` (0-based) and checks that it is what the function wants; a
+    /// NULL argument is typed so PostgreSQL can choose the function.
+    #[allow(clippy::too_many_arguments)]
+    fn arg(
+        &mut self,
+        level: &mut Level,
+        row: &Row,
+        name: &str,
+        items: &[Expr],
+        index: usize,
+        want: Want,
+        cx: Cx,
+    ) -> Option<Frag> {
+        let expr = items.get(index)?;
+        let frag = self.expr(level, row, expr, cx, want.hint())?;
+        if frag.ty == Type::Null {
+            let ty = want.null_type();
+            return Some(Frag::new(format!("NULL::{}", ty.sql_type()), ty));
+        }
+        if !want.accepts(frag.ty) {
+            self.report(diag::argument_type(
+                name,
+                index + 1,
+                want.describe(),
+                frag.ty,
+                expr.span,
+            ));
+            return None;
+        }
+        Some(frag)
+    }
+
+    /// Compiles every argument with the same requirement.
+    fn args(
+        &mut self,
+        level: &mut Level,
+        row: &Row,
+        name: &str,
+        items: &[Expr],
+        wants: &[Want],
+        cx: Cx,
+    ) -> Option<Vec<Frag>> {
+        let mut frags = Vec::with_capacity(wants.len());
+        let mut failed = false;
+        for (index, want) in wants.iter().enumerate() {
+            match self.arg(level, row, name, items, index, *want, cx) {
+                Some(frag) => frags.push(frag),
+                None => failed = true,
+            }
+        }
+        (!failed && frags.len() == wants.len()).then_some(frags)
+    }
+
+    /// COUNT, SUM, AVG, MIN, MAX.
+    fn aggregate(
+        &mut self,
+        level: &mut Level,
+        row: &Row,
+        name: &'static str,
+        args: &CallArgs,
+        cx: Cx,
+        span: Span,
+    ) -> Option<Frag> {
+        match cx.aggregates {
+            Aggregates::Allowed => {}
+            Aggregates::Forbidden(place) => {
+                self.report(diag::aggregate_not_allowed(name, place, span));
+                return None;
+            }
+            Aggregates::Inside => {
+                self.report(diag::nested_aggregate(name, span));
+                return None;
+            }
+        }
+        let (distinct, items) = match args {
+            CallArgs::Star if name == "COUNT" => {
+                return Some(Frag::new("count(*)".to_owned(), Type::Integer))
+            }
+            CallArgs::Star => {
+                self.report(diag::star_argument(name, span));
+                return None;
+            }
+            CallArgs::List { distinct, items } => (*distinct, items),
+        };
+        if !self.arity(name, items, (1, 1), "one argument", span) {
+            return None;
+        }
+        let inner = Cx {
+            aggregates: Aggregates::Inside,
+            ..cx
+        };
+        let expr = items.first()?;
+        let mut value = self.expr(level, row, expr, inner, None)?;
+        let lower = name.to_ascii_lowercase();
+        let distinct = if distinct { "DISTINCT " } else { "" };
+        if name == "COUNT" {
+            return Some(Frag::new(
+                format!("count({distinct}{})", value.sql),
+                Type::Integer,
+            ));
+        }
+        if value.ty == Type::Null {
+            value = match name {
+                "SUM" | "AVG" => Frag::new("NULL::bigint".to_owned(), Type::Integer),
+                _ => Frag::new("NULL::text".to_owned(), Type::Text),
+            };
+        }
+        let call = format!("{lower}({distinct}{})", value.sql);
+        let numeric = value.ty.is_numeric();
+        match (name, value.ty) {
+            // PostgreSQL sums bigints as numeric; the sum of integers stays an integer.
+            ("SUM", Type::Integer) => Some(Frag::new(format!("({call})::bigint"), Type::Integer)),
+            ("SUM", ty) if numeric => Some(Frag::new(call, ty)),
+            ("AVG", Type::Float) => Some(Frag::new(call, Type::Float)),
+            ("AVG", _) if numeric => Some(Frag::new(format!("trim_scale({call})"), Type::Decimal)),
+            ("MIN" | "MAX", ty) if ty.is_ordered() => Some(Frag::new(call, ty)),
+            (_, ty) => {
+                let expected = if matches!(name, "SUM" | "AVG") {
+                    "a number"
+                } else {
+                    "a number, text, date or datetime"
+                };
+                self.report(diag::argument_type(name, 1, expected, ty, expr.span));
+                None
+            }
+        }
+    }
+
+    /// Every per-row function.
+    #[allow(clippy::too_many_arguments)]
+    fn scalar(
+        &mut self,
+        level: &mut Level,
+        row: &Row,
+        name: &'static str,
+        items: &[Expr],
+        cx: Cx,
+        hint: Option<Type>,
+        span: Span,
+    ) -> Option<Frag> {
+        use Want::{Integer, Numeric, Temporal, Text};
+        let text = |sql: String| Some(Frag::new(sql, Type::Text));
+        match name {
+            "IF" => {
+                if !self.arity(
+                    name,
+                    items,
+                    (3, 3),
+                    "3 arguments (condition, then, else)",
+                    span,
+                ) {
+                    return None;
+                }
+                let condition = self.condition(level, row, &items[0], cx, "IF");
+                let branches =
+                    self.uniform(level, row, &[&items[1], &items[2]], cx, "IF's branches");
+                let (condition, (branches, ty)) = (condition?, branches?);
+                let [then, otherwise] = branches.as_slice() else {
+                    return None;
+                };
+                let ty = if ty == Type::Null {
+                    hint.unwrap_or(ty)
+                } else {
+                    ty
+                };
+                Some(Frag::new(
+                    format!(
+                        "(CASE WHEN {} THEN {then} ELSE {otherwise} END)",
+                        condition.sql
+                    ),
+                    ty,
+                ))
+            }
+            "COALESCE" | "NULLIF" | "GREATEST" | "LEAST" => {
+                let (range, expected) = match name {
+                    "NULLIF" => ((2, 2), "2 arguments"),
+                    _ => ((1, usize::MAX), "at least one argument"),
+                };
+                if !self.arity(name, items, range, expected, span) {
+                    return None;
+                }
+                let exprs: Vec<&Expr> = items.iter().collect();
+                let what = format!("{name}'s arguments");
+                let (sql, ty) = self.uniform(level, row, &exprs, cx, &what)?;
+                if matches!(name, "GREATEST" | "LEAST") && !(ty.is_ordered() || ty == Type::Null) {
+                    let expected = "a number, text, date or datetime";
+                    self.report(diag::argument_type(name, 1, expected, ty, span));
+                    return None;
+                }
+                Some(Frag::new(format!("{name}({})", sql.join(", ")), ty))
+            }
+            "CONCAT" => {
+                if !self.arity(name, items, (1, usize::MAX), "at least one argument", span) {
+                    return None;
+                }
+                let mut parts = Vec::with_capacity(items.len());
+                for item in items {
+                    parts.push(self.expr(level, row, item, cx, Some(Type::Text)));
+                }
+                let parts: Option<Vec<String>> = parts
+                    .into_iter()
+                    .map(|part| part.map(|frag| frag.sql))
+                    .collect();
+                text(format!("concat({})", parts?.join(", ")))
+            }
+            "UPPER" | "LOWER" | "TRIM" | "LTRIM" | "RTRIM" | "LENGTH" => {
+                if !self.arity(name, items, (1, 1), "one argument (text)", span) {
+                    return None;
+                }
+                let value = self.arg(level, row, name, items, 0, Text, cx)?;
+                match name {
+                    "LENGTH" => Some(Frag::new(
+                        format!("(char_length({}))::bigint", value.sql),
+                        Type::Integer,
+                    )),
+                    "TRIM" => text(format!("btrim({})", value.sql)),
+                    other => text(format!("{}({})", other.to_ascii_lowercase(), value.sql)),
+                }
+            }
+            "SUBSTRING" => {
+                if !self.arity(
+                    name,
+                    items,
+                    (2, 3),
+                    "2 or 3 arguments (text, start, length)",
+                    span,
+                ) {
+                    return None;
+                }
+                let wants: &[Want] = if items.len() == 3 {
+                    &[Text, Integer, Integer]
+                } else {
+                    &[Text, Integer]
+                };
+                let a = self.args(level, row, name, items, wants, cx)?;
+                match a.as_slice() {
+                    [value, start, length] => text(format!(
+                        "substr({}, ({})::integer, greatest(({})::integer, 0))",
+                        value.sql, start.sql, length.sql
+                    )),
+                    [value, start] => {
+                        text(format!("substr({}, ({})::integer)", value.sql, start.sql))
+                    }
+                    _ => None,
+                }
+            }
+            "LEFT" | "RIGHT" => {
+                if !self.arity(name, items, (2, 2), "2 arguments (text, count)", span) {
+                    return None;
+                }
+                let a = self.args(level, row, name, items, &[Text, Integer], cx)?;
+                let lower = name.to_ascii_lowercase();
+                text(format!("{lower}({}, ({})::integer)", a[0].sql, a[1].sql))
+            }
+            "REPLACE" => {
+                if !self.arity(
+                    name,
+                    items,
+                    (3, 3),
+                    "3 arguments (text, search, replacement)",
+                    span,
+                ) {
+                    return None;
+                }
+                let a = self.args(level, row, name, items, &[Text, Text, Text], cx)?;
+                text(format!("replace({}, {}, {})", a[0].sql, a[1].sql, a[2].sql))
+            }
+            "CONTAINS" | "STARTS_WITH" | "ENDS_WITH" => {
+                if !self.arity(name, items, (2, 2), "2 arguments (text, part)", span) {
+                    return None;
+                }
+                let a = self.args(level, row, name, items, &[Text, Text], cx)?;
+                let (value, part) = (&a[0].sql, &a[1].sql);
+                let sql = match name {
+                    "CONTAINS" => format!("(strpos({value}, {part}) > 0)"),
+                    "STARTS_WITH" => format!("starts_with({value}, {part})"),
+                    _ => format!("(right({value}, char_length({part})) = {part})"),
+                };
+                Some(Frag::new(sql, Type::Boolean))
+            }
+            "ABS" | "FLOOR" | "CEIL" => {
+                if !self.arity(name, items, (1, 1), "one argument (a number)", span) {
+                    return None;
+                }
+                let value = self.arg(level, row, name, items, 0, Numeric, cx)?;
+                if value.ty == Type::Integer && name != "ABS" {
+                    return Some(value);
+                }
+                let lower = name.to_ascii_lowercase();
+                Some(Frag::new(format!("{lower}({})", value.sql), value.ty))
+            }
+            "ROUND" => {
+                if !self.arity(
+                    name,
+                    items,
+                    (1, 2),
+                    "1 or 2 arguments (a number, digits)",
+                    span,
+                ) {
+                    return None;
+                }
+                let value = self.arg(level, row, name, items, 0, Numeric, cx)?;
+                if items.len() == 1 {
+                    return Some(match value.ty {
+                        Type::Integer => value,
+                        ty => Frag::new(format!("round({})", value.sql), ty),
+                    });
+                }
+                let digits = self.arg(level, row, name, items, 1, Integer, cx)?;
+                let rounded = format!("round(({})::numeric, ({})::integer)", value.sql, digits.sql);
+                Some(match value.ty {
+                    Type::Decimal => Frag::new(rounded, Type::Decimal),
+                    ty => Frag::new(format!("({rounded})::{}", ty.sql_type()), ty),
+                })
+            }
+            "MOD" | "POWER" => {
+                if !self.arity(name, items, (2, 2), "2 arguments (numbers)", span) {
+                    return None;
+                }
+                let a = self.args(level, row, name, items, &[Numeric, Numeric], cx)?;
+                let (x, y) = (&a[0], &a[1]);
+                let widest = crate::types::widest_numeric(x.ty, y.ty);
+                Some(match (name, widest) {
+                    ("MOD", Type::Integer) => Frag::new(
+                        format!("mod({}, NULLIF({}, 0))", x.sql, y.sql),
+                        Type::Integer,
+                    ),
+                    ("MOD", ty) => Frag::new(
+                        format!(
+                            "(mod(({})::numeric, NULLIF(({})::numeric, 0)))::{}",
+                            x.sql,
+                            y.sql,
+                            ty.sql_type()
+                        ),
+                        ty,
+                    ),
+                    (_, Type::Float) => Frag::new(
+                        format!(
+                            "power(({})::double precision, ({})::double precision)",
+                            x.sql, y.sql
+                        ),
+                        Type::Float,
+                    ),
+                    _ => Frag::new(
+                        format!(
+                            "trim_scale(power(({})::numeric, ({})::numeric))",
+                            x.sql, y.sql
+                        ),
+                        Type::Decimal,
+                    ),
+                })
+            }
+            "SQRT" => {
+                if !self.arity(name, items, (1, 1), "one argument (a number)", span) {
+                    return None;
+                }
+                let value = self.arg(level, row, name, items, 0, Numeric, cx)?;
+                Some(Frag::new(
+                    format!("sqrt(({})::double precision)", value.sql),
+                    Type::Float,
+                ))
+            }
+            "NOW" | "TODAY" => {
+                if !self.arity(name, items, (0, 0), "no arguments", span) {
+                    return None;
+                }
+                Some(if name == "NOW" {
+                    Frag::new("now()".to_owned(), Type::Datetime)
+                } else {
+                    Frag::new("(now() AT TIME ZONE 'UTC')::date".to_owned(), Type::Date)
+                })
+            }
+            "YEAR" | "MONTH" | "DAY" => {
+                if !self.arity(
+                    name,
+                    items,
+                    (1, 1),
+                    "one argument (a date or datetime)",
+                    span,
+                ) {
+                    return None;
+                }
+                let value = self.arg(level, row, name, items, 0, Temporal, cx)?;
+                let part = name.to_ascii_lowercase();
+                Some(Frag::new(
+                    format!("(extract({part} FROM {}))::bigint", utc(&value)),
+                    Type::Integer,
+                ))
+            }
+            "ADD_DAYS" | "ADD_MONTHS" => {
+                if !self.arity(
+                    name,
+                    items,
+                    (2, 2),
+                    "2 arguments (a date or datetime, a count)",
+                    span,
+                ) {
+                    return None;
+                }
+                let a = self.args(level, row, name, items, &[Temporal, Integer], cx)?;
+                let (value, count) = (&a[0], &a[1]);
+                let unit = if name == "ADD_DAYS" { "days" } else { "months" };
+                let interval = format!("make_interval({unit} => ({})::integer)", count.sql);
+                Some(match value.ty {
+                    Type::Date => {
+                        Frag::new(format!("({} + {interval})::date", value.sql), Type::Date)
+                    }
+                    // Months are counted on the UTC calendar, whatever the session's zone.
+                    _ => Frag::new(
+                        format!("(({} + {interval}) AT TIME ZONE 'UTC')", utc(value)),
+                        Type::Datetime,
+                    ),
+                })
+            }
+            "DAYS_BETWEEN" => {
+                if !self.arity(name, items, (2, 2), "2 arguments (from, to)", span) {
+                    return None;
+                }
+                let a = self.args(level, row, name, items, &[Temporal, Temporal], cx)?;
+                Some(Frag::new(
+                    format!("(({}) - ({}))::bigint", utc_date(&a[1]), utc_date(&a[0])),
+                    Type::Integer,
+                ))
+            }
+            _ => None,
+        }
+    }
+}

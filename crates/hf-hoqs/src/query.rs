@@ -1,0 +1,621 @@
+//! HOQS queries to one SQL statement that returns one JSON object (as text) per record.
+//!
+//! The statement builds the result records in PostgreSQL with `json_build_object`, keyed as
+//! the contract says (the keys are bind parameters too, since they come from the query text),
+//! so the service never decodes rows: it joins the texts into `{"records":[...]}`. Child
+//! relationship subqueries become correlated `json_agg` subqueries; `SELECT DISTINCT` gets an
+//! inner query so distinctness and sorting work on the values, not on their JSON.
+
+use hf_hoqs_syntax::ast::{
+    CallArgs, Direction, Expr, ExprKind, NullsOrder, OrderItem, Query, RowCount, RowCountValue,
+    SelectValue, Span,
+};
+use hf_hoqs_syntax::functions::{lookup, FunctionKind};
+use hf_hoqs_syntax::printer::print_expr;
+use hf_model::{FieldKind, QualifiedName};
+use serde_json::Value;
+
+use crate::compile::{Aggregates, Compiler, Cx, Frag, Level, Purpose, Row};
+use crate::diagnostics as diag;
+use crate::types::{json_value, Type};
+
+/// The LIMIT of a query that states none (API: "LIMIT defaults to 100").
+pub const DEFAULT_LIMIT: u64 = 100;
+
+/// The largest LIMIT accepted (API: "may not exceed 10,000").
+pub const MAX_LIMIT: u64 = 10_000;
+
+/// The most items one select list may have (`json_build_object` takes at most 100
+/// arguments: a key and a value per item).
+pub const MAX_SELECT_ITEMS: usize = 50;
+
+/// One ORDER BY item, compiled.
+struct Order {
+    /// The value sorted by.
+    sql: String,
+    /// ` DESC NULLS LAST` and the like.
+    suffix: String,
+    /// With DISTINCT: the select item it sorts by.
+    column: Option<usize>,
+}
+
+/// The clauses of one compiled `SELECT`, before they are assembled.
+struct Body {
+    distinct: bool,
+    /// Result key and value of each select item.
+    items: Vec<(String, Frag)>,
+    /// `relation AS "t0" LEFT JOIN ...`.
+    from: String,
+    conditions: Vec<String>,
+    group_by: Vec<String>,
+    having: Option<String>,
+    order: Vec<Order>,
+    limit: String,
+    offset: Option<String>,
+}
+
+impl Compiler<'_> {
+    /// Compiles a top-level query into its statement.
+    pub(crate) fn top_query(&mut self, query: &Query) -> Option<(String, Vec<String>)> {
+        let [module, object] = query.from.segments.as_slice() else {
+            return None;
+        };
+        let object = self.resolve_object(module, object)?;
+        let alias = self.alias();
+        let row = Row {
+            object,
+            alias,
+            path: String::new(),
+        };
+        let body = self.body(query, &row, None)?;
+        let keys = body.items.iter().map(|(key, _)| key.clone()).collect();
+        Some((self.assemble_top(body), keys))
+    }
+
+    /// Compiles the clauses of a query (or subquery) reading `row`; `correlation` is the
+    /// condition that ties a subquery's records to the outer record.
+    fn body(&mut self, query: &Query, row: &Row, correlation: Option<String>) -> Option<Body> {
+        if query.select.len() > MAX_SELECT_ITEMS {
+            self.report(diag::too_many_items(MAX_SELECT_ITEMS, query.span));
+            return None;
+        }
+        let mut ok = true;
+        let keys: Vec<String> = query.select.iter().map(|item| item.key()).collect();
+        for (index, key) in keys.iter().enumerate() {
+            if keys[..index].contains(key) {
+                self.report(diag::duplicate_key(key, query.select[index].span));
+                ok = false;
+            }
+        }
+        let grouped = is_grouped(query);
+        let mut level = Level::default();
+        let anywhere = Cx {
+            purpose: Purpose::Query,
+            aggregates: Aggregates::Allowed,
+        };
+
+        let mut items = Vec::with_capacity(query.select.len());
+        for (item, key) in query.select.iter().zip(keys) {
+            let frag = match &item.value {
+                SelectValue::Expr(expr) => self.expr(&mut level, row, expr, anywhere, None),
+                SelectValue::Subquery(_) if grouped => {
+                    self.report(diag::subquery_in_grouped(item.span));
+                    None
+                }
+                SelectValue::Subquery(_) if query.distinct => {
+                    self.report(diag::subquery_with_distinct(item.span));
+                    None
+                }
+                SelectValue::Subquery(sub) => self.child(row, sub),
+            };
+            match frag {
+                Some(frag) => items.push((key, frag)),
+                None => ok = false,
+            }
+        }
+
+        let mut conditions: Vec<String> = correlation.into_iter().collect();
+        if let Some(expr) = &query.where_clause {
+            let cx = Cx {
+                purpose: Purpose::Query,
+                aggregates: Aggregates::Forbidden("WHERE"),
+            };
+            match self.condition(&mut level, row, expr, cx, "WHERE") {
+                Some(frag) => conditions.push(frag.sql),
+                None => ok = false,
+            }
+        }
+        let mut group_by = Vec::with_capacity(query.group_by.len());
+        for expr in &query.group_by {
+            let cx = Cx {
+                purpose: Purpose::Query,
+                aggregates: Aggregates::Forbidden("GROUP BY"),
+            };
+            match self.expr(&mut level, row, expr, cx, None) {
+                Some(frag) => group_by.push(frag.sql),
+                None => ok = false,
+            }
+        }
+        let having = match &query.having {
+            Some(expr) => match self.condition(&mut level, row, expr, anywhere, "HAVING") {
+                Some(frag) => Some(frag.sql),
+                None => {
+                    ok = false;
+                    None
+                }
+            },
+            None => None,
+        };
+
+        // ORDER BY may name a select item by its alias; it then sorts by that item's value.
+        let order_exprs: Vec<Option<&Expr>> = query
+            .order_by
+            .iter()
+            .map(|item| self.order_target(query, item))
+            .collect();
+        if grouped && ok {
+            ok &= self.check_grouping(query, &order_exprs);
+        }
+        let mut order = Vec::with_capacity(query.order_by.len());
+        for (item, target) in query.order_by.iter().zip(&order_exprs) {
+            let Some(expr) = target else {
+                ok = false;
+                continue;
+            };
+            let column = if query.distinct {
+                let found = distinct_column(query, item, expr);
+                if found.is_none() {
+                    self.report(diag::distinct_order_by(item.span));
+                    ok = false;
+                    continue;
+                }
+                found
+            } else {
+                None
+            };
+            match self.expr(&mut level, row, expr, anywhere, None) {
+                Some(frag) => order.push(Order {
+                    sql: frag.sql,
+                    suffix: order_suffix(item),
+                    column,
+                }),
+                None => ok = false,
+            }
+        }
+
+        let limit = self.row_count(query.limit.as_ref(), "LIMIT", Some(MAX_LIMIT));
+        let offset = match &query.offset {
+            Some(count) => self.row_count(Some(count), "OFFSET", None).map(Some),
+            None => Some(None),
+        };
+        let (limit, offset) = (limit?, offset?);
+        if !ok {
+            return None;
+        }
+        let relation = self.relation(&row.object);
+        Some(Body {
+            distinct: query.distinct,
+            items,
+            from: format!("{relation} AS {}{}", row.alias, level.joins),
+            conditions,
+            group_by,
+            having,
+            order,
+            limit,
+            offset,
+        })
+    }
+
+    /// The expression an ORDER BY item sorts by: the select item it names by alias, or its own
+    /// expression. `None` (reported) for an alias of a subquery.
+    fn order_target<'q>(&mut self, query: &'q Query, item: &'q OrderItem) -> Option<&'q Expr> {
+        let ExprKind::Path(path) = &item.expr.kind else {
+            return Some(&item.expr);
+        };
+        let [name] = path.segments.as_slice() else {
+            return Some(&item.expr);
+        };
+        let named = query.select.iter().find(|select| {
+            select
+                .alias
+                .as_ref()
+                .is_some_and(|alias| alias.name == name.name)
+        });
+        match named.map(|select| &select.value) {
+            Some(SelectValue::Expr(expr)) => Some(expr),
+            Some(SelectValue::Subquery(_)) => {
+                self.report(diag::order_by_subquery(&name.name, item.span));
+                None
+            }
+            None => Some(&item.expr),
+        }
+    }
+
+    /// In a grouped query, every field read outside an aggregate must be a GROUP BY
+    /// expression (checked here, so the message can name it).
+    fn check_grouping(&mut self, query: &Query, order: &[Option<&Expr>]) -> bool {
+        let groups: Vec<String> = query.group_by.iter().map(print_expr).collect();
+        let mut ok = true;
+        for item in &query.select {
+            if let SelectValue::Expr(expr) = &item.value {
+                ok &= self.grouped_expr(expr, &groups);
+            }
+        }
+        if let Some(expr) = &query.having {
+            ok &= self.grouped_expr(expr, &groups);
+        }
+        for expr in order.iter().flatten() {
+            ok &= self.grouped_expr(expr, &groups);
+        }
+        ok
+    }
+
+    fn grouped_expr(&mut self, expr: &Expr, groups: &[String]) -> bool {
+        if !groups.is_empty() && groups.contains(&print_expr(expr)) {
+            return true;
+        }
+        match &expr.kind {
+            ExprKind::Literal(_) | ExprKind::Param(_) => true,
+            ExprKind::Path(_) => {
+                self.report(diag::not_grouped(&print_expr(expr), expr.span));
+                false
+            }
+            ExprKind::Call { name, .. } if is_aggregate_name(&name.name) => true,
+            ExprKind::Call { args, .. } => match args {
+                CallArgs::Star => true,
+                CallArgs::List { items, .. } => {
+                    items.iter().all(|item| self.grouped_expr(item, groups))
+                }
+            },
+            ExprKind::Unary { operand, .. } | ExprKind::IsNull { operand, .. } => {
+                self.grouped_expr(operand, groups)
+            }
+            ExprKind::Binary { left, right, .. } => {
+                self.grouped_expr(left, groups) && self.grouped_expr(right, groups)
+            }
+            ExprKind::Like {
+                operand, pattern, ..
+            } => self.grouped_expr(operand, groups) && self.grouped_expr(pattern, groups),
+            ExprKind::InList { operand, items, .. } => {
+                self.grouped_expr(operand, groups)
+                    && items.iter().all(|item| self.grouped_expr(item, groups))
+            }
+        }
+    }
+
+    /// LIMIT or OFFSET as a bound parameter: absent LIMIT is the default; a LIMIT above the
+    /// maximum is refused.
+    fn row_count(
+        &mut self,
+        count: Option<&RowCount>,
+        clause: &str,
+        max: Option<u64>,
+    ) -> Option<String> {
+        let (value, span, shown) = match count {
+            None => (DEFAULT_LIMIT, Span::default(), String::new()),
+            Some(RowCount {
+                value: RowCountValue::Integer(digits),
+                span,
+            }) => {
+                let shown: String = digits.chars().take(24).collect();
+                match digits.parse::<u64>() {
+                    Ok(value) => (value, *span, shown),
+                    Err(_) => (u64::MAX, *span, shown),
+                }
+            }
+            Some(RowCount {
+                value: RowCountValue::Param(name),
+                span,
+            }) => {
+                let found = self.request.and_then(|request| request.get(name));
+                let Some(found) = found else {
+                    self.report(diag::unknown_param(name, *span));
+                    return None;
+                };
+                match found {
+                    Value::Number(number) if number.as_u64().is_some() => {
+                        let value = number.as_u64().unwrap_or(u64::MAX);
+                        (value, *span, value.to_string())
+                    }
+                    _ => {
+                        self.report(diag::row_count_type(clause, name, *span));
+                        return None;
+                    }
+                }
+            }
+        };
+        match max {
+            Some(max) if value > max => {
+                self.report(diag::limit_too_large(&shown, max, span));
+                return None;
+            }
+            None if value > i64::MAX as u64 => {
+                self.report(diag::offset_too_large(span));
+                return None;
+            }
+            _ => {}
+        }
+        Some(self.literal(Type::Integer, value.to_string()))
+    }
+
+    /// A child-relationship subquery: the child records pointing at `outer`, as a JSON array.
+    fn child(&mut self, outer: &Row, sub: &Query) -> Option<Frag> {
+        if sub.distinct {
+            self.report(diag::distinct_in_subquery(sub.span));
+            return None;
+        }
+        let (module, object, lookup) = match sub.from.segments.as_slice() {
+            [module, object] => (module, object, None),
+            [module, object, lookup] => (module, object, Some(lookup)),
+            _ => return None,
+        };
+        let child = self.resolve_object(module, object)?;
+        let model = self.model;
+        let related = |target: &QualifiedName| {
+            target == &outer.object
+                || model.ancestors(&outer.object).contains(target)
+                || model.ancestors(target).contains(&outer.object)
+        };
+        let lookup_key = match lookup {
+            Some(lookup) => {
+                let found = model.effective_field(&child, &lookup.name);
+                match found.map(|effective| &effective.field.kind) {
+                    Some(FieldKind::Lookup { target, .. }) if related(target) => {
+                        lookup.name.clone()
+                    }
+                    Some(FieldKind::Lookup { target, .. }) => {
+                        let target = target.clone();
+                        self.report(diag::lookup_not_to_parent(
+                            &child,
+                            &lookup.name,
+                            &target,
+                            &outer.object,
+                            lookup.span,
+                        ));
+                        return None;
+                    }
+                    _ => {
+                        // Reports the unknown field, or the field that is not a lookup.
+                        self.lookup_target(&child, lookup);
+                        return None;
+                    }
+                }
+            }
+            None => {
+                let candidates: Vec<String> = model
+                    .effective_fields(&child)
+                    .into_iter()
+                    .filter(|effective| {
+                        matches!(&effective.field.kind, FieldKind::Lookup { target, .. } if related(target))
+                    })
+                    .map(|effective| effective.field.key.clone())
+                    .collect();
+                match candidates.as_slice() {
+                    [only] => only.clone(),
+                    [] => {
+                        self.report(diag::unknown_relationship(
+                            &child,
+                            &outer.object,
+                            sub.from.span,
+                        ));
+                        return None;
+                    }
+                    several => {
+                        self.report(diag::ambiguous_relationship(
+                            &child,
+                            &outer.object,
+                            several,
+                            sub.from.span,
+                        ));
+                        return None;
+                    }
+                }
+            }
+        };
+        let alias = self.alias();
+        let column = self.ident(&lookup_key);
+        let id = self.ident("id");
+        let correlation = format!("{alias}.{column} = {}.{id}", outer.alias);
+        let row = Row {
+            object: child,
+            alias,
+            path: String::new(),
+        };
+        let body = self.body(sub, &row, Some(correlation))?;
+        Some(Frag::new(self.assemble_child(body), Type::Json))
+    }
+
+    /// `json_build_object($k1::text, v1, ...)` over values read through `value(index, frag)`.
+    fn json_object(
+        &mut self,
+        items: &[(String, Frag)],
+        value: impl Fn(usize, &Frag) -> String,
+    ) -> String {
+        let mut parts = Vec::with_capacity(items.len() * 2);
+        for (index, (key, frag)) in items.iter().enumerate() {
+            parts.push(self.literal(Type::Text, key.clone()));
+            parts.push(json_value(&value(index, frag), frag.ty));
+        }
+        format!("json_build_object({})", parts.join(", "))
+    }
+
+    fn clauses(&self, body: &Body, out: &mut String) {
+        if !body.conditions.is_empty() {
+            out.push_str(" WHERE ");
+            out.push_str(&body.conditions.join(" AND "));
+        }
+        if !body.group_by.is_empty() {
+            out.push_str(" GROUP BY ");
+            out.push_str(&body.group_by.join(", "));
+        }
+        if let Some(having) = &body.having {
+            out.push_str(" HAVING ");
+            out.push_str(having);
+        }
+    }
+
+    fn limit_offset(body: &Body, out: &mut String) {
+        out.push_str(" LIMIT ");
+        out.push_str(&body.limit);
+        if let Some(offset) = &body.offset {
+            out.push_str(" OFFSET ");
+            out.push_str(offset);
+        }
+    }
+
+    fn assemble_top(&mut self, body: Body) -> String {
+        if body.distinct {
+            return self.assemble_distinct(body);
+        }
+        let object = self.json_object(&body.items, |_, frag| frag.sql.clone());
+        let mut sql = format!("SELECT {object}::text FROM {}", body.from);
+        self.clauses(&body, &mut sql);
+        if !body.order.is_empty() {
+            let order: Vec<String> = body
+                .order
+                .iter()
+                .map(|order| format!("{}{}", order.sql, order.suffix))
+                .collect();
+            sql.push_str(" ORDER BY ");
+            sql.push_str(&order.join(", "));
+        }
+        Self::limit_offset(&body, &mut sql);
+        sql
+    }
+
+    /// `SELECT DISTINCT` over the values in an inner query; the outer query sorts, limits and
+    /// builds the JSON.
+    fn assemble_distinct(&mut self, body: Body) -> String {
+        let inner_alias = self.ident("q");
+        let columns: Vec<String> = (0..body.items.len())
+            .map(|index| self.ident(&format!("c{index}")))
+            .collect();
+        let values: Vec<String> = body
+            .items
+            .iter()
+            .zip(&columns)
+            .map(|((_, frag), column)| format!("{} AS {column}", frag.sql))
+            .collect();
+        let mut inner = format!("SELECT DISTINCT {} FROM {}", values.join(", "), body.from);
+        self.clauses(&body, &mut inner);
+        let object = self.json_object(&body.items, |index, _| {
+            format!(
+                "{inner_alias}.{}",
+                columns.get(index).map_or("", String::as_str)
+            )
+        });
+        let mut sql = format!("SELECT {object}::text FROM ({inner}) AS {inner_alias}");
+        let order: Vec<String> = body
+            .order
+            .iter()
+            .filter_map(|order| {
+                let column = columns.get(order.column?)?;
+                Some(format!("{inner_alias}.{column}{}", order.suffix))
+            })
+            .collect();
+        if !order.is_empty() {
+            sql.push_str(" ORDER BY ");
+            sql.push_str(&order.join(", "));
+        }
+        Self::limit_offset(&body, &mut sql);
+        sql
+    }
+
+    /// A subquery as one JSON array: the inner query selects each record's JSON and its sort
+    /// values; `json_agg` orders by the same values, so the array's order is guaranteed.
+    fn assemble_child(&mut self, body: Body) -> String {
+        let outer_alias = self.ident("s");
+        let record = self.ident("j");
+        let object = self.json_object(&body.items, |_, frag| frag.sql.clone());
+        let mut inner = format!("SELECT {object} AS {record}");
+        let mut agg_order = Vec::new();
+        let mut inner_order = Vec::new();
+        for (index, order) in body.order.iter().enumerate() {
+            let column = self.ident(&format!("o{index}"));
+            inner.push_str(&format!(", {} AS {column}", order.sql));
+            inner_order.push(format!("{}{}", order.sql, order.suffix));
+            agg_order.push(format!("{outer_alias}.{column}{}", order.suffix));
+        }
+        inner.push_str(" FROM ");
+        inner.push_str(&body.from);
+        self.clauses(&body, &mut inner);
+        if !inner_order.is_empty() {
+            inner.push_str(" ORDER BY ");
+            inner.push_str(&inner_order.join(", "));
+        }
+        Self::limit_offset(&body, &mut inner);
+        let agg_order = if agg_order.is_empty() {
+            String::new()
+        } else {
+            format!(" ORDER BY {}", agg_order.join(", "))
+        };
+        format!(
+            "(SELECT coalesce(json_agg({outer_alias}.{record}{agg_order}), '[]'::json) FROM ({inner}) AS {outer_alias})"
+        )
+    }
+}
+
+fn is_aggregate_name(name: &str) -> bool {
+    lookup(name).is_some_and(|function| function.kind == FunctionKind::Aggregate)
+}
+
+fn contains_aggregate(expr: &Expr) -> bool {
+    let mut found = false;
+    expr.walk(&mut |node| {
+        if let ExprKind::Call { name, .. } = &node.kind {
+            found |= is_aggregate_name(&name.name);
+        }
+    });
+    found
+}
+
+/// A query is grouped when it has GROUP BY or HAVING, or uses an aggregate in its select
+/// list or ORDER BY (as in SQL, `SELECT COUNT(*)` makes one group of every record).
+fn is_grouped(query: &Query) -> bool {
+    let in_select = query.select.iter().any(|item| match &item.value {
+        SelectValue::Expr(expr) => contains_aggregate(expr),
+        SelectValue::Subquery(_) => false,
+    });
+    let in_order = query
+        .order_by
+        .iter()
+        .any(|item| contains_aggregate(&item.expr));
+    !query.group_by.is_empty() || query.having.is_some() || in_select || in_order
+}
+
+/// With DISTINCT: the select item an ORDER BY item sorts by (by alias or by equal text).
+fn distinct_column(query: &Query, item: &OrderItem, target: &Expr) -> Option<usize> {
+    let wanted = print_expr(target);
+    let by_text = query.select.iter().position(|select| match &select.value {
+        SelectValue::Expr(expr) => print_expr(expr) == wanted,
+        SelectValue::Subquery(_) => false,
+    });
+    by_text.or_else(|| {
+        let ExprKind::Path(path) = &item.expr.kind else {
+            return None;
+        };
+        let [name] = path.segments.as_slice() else {
+            return None;
+        };
+        query.select.iter().position(|select| {
+            select
+                .alias
+                .as_ref()
+                .is_some_and(|alias| alias.name == name.name)
+        })
+    })
+}
+
+fn order_suffix(item: &OrderItem) -> String {
+    let direction = match item.direction {
+        Some(Direction::Desc) => " DESC",
+        Some(Direction::Asc) => " ASC",
+        None => "",
+    };
+    let nulls = match item.nulls {
+        Some(NullsOrder::First) => " NULLS FIRST",
+        Some(NullsOrder::Last) => " NULLS LAST",
+        None => "",
+    };
+    format!("{direction}{nulls}")
+}

@@ -1,0 +1,11 @@
+//! The one integration-test binary of hf-hoqs, one module per feature.
+
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] functions may panic on a broken fixture"
+)]
+
+mod database;
+mod fixtures;
+mod fuzz;
+mod support;
