@@ -146,14 +146,19 @@ impl Diagnostic {
     }
 
     /// Renders the diagnostic like a compiler does: `file:line:col: CODE message`, the source line
-    /// and a caret under the column.
+    /// and a caret under the column; `file` is `screen` or `sidecar`.
     pub fn render(&self) -> String {
         let file = match self.file {
             SourceFile::Screen => "screen",
             SourceFile::Sidecar => "sidecar",
         };
-        // The caret is placed by characters, which is what a terminal shows (UTF-16 counts
-        // emoji as two units).
+        self.render_as(file)
+    }
+
+    /// [`Diagnostic::render`] naming the input as `file` (a command line passes the path it read).
+    pub fn render_as(&self, file: &str) -> String {
+        // The caret is placed by terminal cells, not UTF-16 units: a tab stays a tab, wide
+        // characters (emoji, CJK) take two cells.
         let caret_pad: String = self
             .frame
             .chars()
@@ -162,13 +167,35 @@ impl Diagnostic {
                 Some((*units, c))
             })
             .take_while(|(units, _)| *units < self.column)
-            .map(|(_, c)| if c == '\t' { '\t' } else { ' ' })
+            .map(|(_, c)| match c {
+                '\t' => "\t",
+                c if is_wide(c) => "  ",
+                _ => " ",
+            })
             .collect();
         format!(
             "{file}:{}:{}: {} {}\n  | {}\n  | {}^",
             self.line, self.column, self.code, self.message, self.frame, caret_pad
         )
     }
+}
+
+/// Whether a terminal shows `c` two cells wide: astral-plane characters (emoji) and the main East
+/// Asian wide ranges. An approximation of Unicode's East Asian Width, enough to place a caret.
+fn is_wide(c: char) -> bool {
+    matches!(c as u32,
+        0x1100..=0x115F
+        | 0x2E80..=0x303E
+        | 0x3041..=0x33FF
+        | 0x3400..=0x4DBF
+        | 0x4E00..=0x9FFF
+        | 0xA000..=0xA4CF
+        | 0xAC00..=0xD7A3
+        | 0xF900..=0xFAFF
+        | 0xFE30..=0xFE4F
+        | 0xFF00..=0xFF60
+        | 0xFFE0..=0xFFE6
+        | 0x1F000..)
 }
 
 /// Moves `offset` back onto a UTF-8 character boundary inside `source` (oxc and our scanner work
