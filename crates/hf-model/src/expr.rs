@@ -1,15 +1,180 @@
 //! The one place where model validation checks formula, rule and filter expressions.
 //!
-//! The expression language arrives with the HOQS work (`hf-hoqs-syntax`); until then an
-//! expression is stored as text and only checked for being non-empty. Keeping the check behind
-//! this single function means the full parse is a change to this file alone.
+//! An expression is parsed with `hf-hoqs-syntax` and its names are checked against the model:
+//! function names, and every field path (`amount`, `account.owner.name`) must resolve through
+//! lookups to a field or system field of the object. So a metadata write with a misspelled
+//! field is refused with a located message, instead of failing later in every query. Types are
+//! checked by `hf-hoqs` (which this crate cannot depend on); names are what a write must get
+//! right. Each check is a parse and a few map lookups, so validating a whole model stays fast.
 
-/// Checks one expression (a formula, a rule's `assert` or a rollup's `filter`).
+use hf_hoqs_syntax::ast::{CallArgs, ExprKind, Path};
+use hf_hoqs_syntax::functions::{check_function_names, did_you_mean, lookup, FunctionKind};
+use hf_hoqs_syntax::location::locate;
+use hf_hoqs_syntax::parse_expression;
+
+use crate::key::QualifiedName;
+use crate::model::{FieldKind, Model};
+
+/// The system fields every record has, as expressions write them.
+const SYSTEM_FIELDS: [&str; 3] = ["id", "createdAt", "updatedAt"];
+
+/// Checks one expression (a formula, a rule's `assert`, a rollup's `filter`) whose paths are
+/// read from records of `object` (for a filter: the rollup's source object).
 ///
-/// Returns a short description of the problem when the expression is not acceptable.
-pub fn check_expression(text: &str) -> Result<(), String> {
+/// Returns every problem as a message ending with its place in the text (`(line 1, column
+/// 8)`); an empty list means the expression is acceptable.
+pub fn check_expression(model: &Model, object: &QualifiedName, text: &str) -> Vec<String> {
+    let located = |message: &str, offset: usize| {
+        let location = locate(text, offset);
+        format!(
+            "{message} (line {}, column {})",
+            location.line, location.column
+        )
+    };
     if text.trim().is_empty() {
-        return Err("the expression is empty".to_owned());
+        return vec!["the expression is empty".to_owned()];
     }
-    Ok(())
+    let parsed = parse_expression(text);
+    let Some(expr) = parsed.expr else {
+        return parsed
+            .diagnostics
+            .iter()
+            .map(|diagnostic| located(&diagnostic.message, diagnostic.span.start))
+            .collect();
+    };
+    let mut problems: Vec<String> = check_function_names(&expr)
+        .iter()
+        .map(|diagnostic| located(&diagnostic.message, diagnostic.span.start))
+        .collect();
+    expr.walk(&mut |node| {
+        let problem = match &node.kind {
+            ExprKind::Param(name) => Some(format!(
+                "parameters such as `:{name}` are only allowed in queries"
+            )),
+            ExprKind::Call { name, args } => {
+                let aggregate =
+                    lookup(&name.name).is_some_and(|f| f.kind == FunctionKind::Aggregate);
+                let star = matches!(args, CallArgs::Star);
+                match (aggregate, star) {
+                    (true, _) => Some(format!(
+                        "the aggregate {} is not allowed here: to aggregate child records, use a rollup field",
+                        name.name.to_ascii_uppercase()
+                    )),
+                    (false, true) => Some(format!("`*` is only allowed in COUNT(*), not in {}", name.name)),
+                    (false, false) => None,
+                }
+            }
+            ExprKind::Path(path) => path_problem(model, object, path),
+            _ => None,
+        };
+        if let Some(problem) = problem {
+            problems.push(located(&problem, node.span.start));
+        }
+    });
+    problems
+}
+
+/// Why a field path does not resolve on `object`, if it does not.
+fn path_problem(model: &Model, object: &QualifiedName, path: &Path) -> Option<String> {
+    let mut current = object.clone();
+    let count = path.segments.len();
+    for (index, segment) in path.segments.iter().enumerate() {
+        let last = index + 1 == count;
+        if SYSTEM_FIELDS.contains(&segment.name.as_str()) {
+            return (!last).then(|| {
+                format!(
+                    "`{}` is a system field of {current}, not a lookup: a path can only continue after a lookup field",
+                    segment.name
+                )
+            });
+        }
+        let Some(effective) = model.effective_field(&current, &segment.name) else {
+            let fields = model.effective_fields(&current);
+            let mut names: Vec<&str> = fields.iter().map(|f| f.field.key.as_str()).collect();
+            names.extend(SYSTEM_FIELDS);
+            let hint = match did_you_mean(&segment.name, &names) {
+                Some(candidate) => format!(" — did you mean `{candidate}`?"),
+                None => String::new(),
+            };
+            return Some(format!(
+                "unknown field `{}` on {current}{hint}",
+                segment.name
+            ));
+        };
+        if last {
+            return None;
+        }
+        match &effective.field.kind {
+            FieldKind::Lookup { target, .. } => {
+                // A missing target is reported on the lookup itself, not here.
+                model.object(target)?;
+                current = target.clone();
+            }
+            other => {
+                return Some(format!(
+                    "`{}` on {current} is a {} field, not a lookup: a path can only continue after a lookup field",
+                    segment.name,
+                    other.name()
+                ))
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Field, Module, Object, ScalarType};
+
+    fn model() -> (Model, QualifiedName) {
+        let mut object = Object::new("deal", "Deal");
+        let amount = FieldKind::Scalar {
+            field_type: ScalarType::Decimal,
+            required: false,
+            unique: false,
+            indexed: false,
+        };
+        object
+            .fields
+            .insert("amount".into(), Field::new("amount", "Amount", amount));
+        let mut module = Module::new("crm", "CRM");
+        module.objects.insert("deal".into(), object);
+        let mut model = Model::default();
+        model.modules.insert("crm".into(), module);
+        (model, QualifiedName::new("crm", "deal"))
+    }
+
+    #[test]
+    fn accepts_known_names() {
+        let (model, deal) = model();
+        assert!(check_expression(&model, &deal, "amount * 2 > 0 AND id IS NOT NULL").is_empty());
+    }
+
+    #[test]
+    fn locates_every_problem() {
+        let (model, deal) = model();
+        let problems = check_expression(&model, &deal, "amout > :x OR UPPR(amount) = COUNT(*)");
+        assert_eq!(
+            problems,
+            vec![
+                "unknown function `UPPR` — did you mean `UPPER`? (line 1, column 15)",
+                "unknown field `amout` on crm.deal — did you mean `amount`? (line 1, column 1)",
+                "parameters such as `:x` are only allowed in queries (line 1, column 9)",
+                "the aggregate COUNT is not allowed here: to aggregate child records, use a rollup field (line 1, column 30)",
+            ]
+        );
+        assert_eq!(
+            check_expression(&model, &deal, "amount.x"),
+            vec!["`amount` on crm.deal is a scalar field, not a lookup: a path can only continue after a lookup field (line 1, column 1)"]
+        );
+        assert_eq!(
+            check_expression(&model, &deal, " "),
+            vec!["the expression is empty"]
+        );
+        assert_eq!(
+            check_expression(&model, &deal, "amount >"),
+            vec!["expected an expression after `>`, found the end of the expression (line 1, column 9)"]
+        );
+    }
 }

@@ -102,13 +102,16 @@ fn check_identity(target: &Target, identity: &Identity, out: &mut Vec<Diagnostic
     }
 }
 
+/// Checks an expression whose paths are read from records of `object`.
 fn check_expression_at(
+    model: &Model,
+    object: &QualifiedName,
     target: &Target,
     property: &'static str,
     text: &str,
     out: &mut Vec<Diagnostic>,
 ) {
-    if let Err(problem) = check_expression(text) {
+    for problem in check_expression(model, object, text) {
         out.push(diag::invalid_expression(target.clone(), property, &problem));
     }
 }
@@ -178,7 +181,7 @@ fn check_object(model: &Model, name: &QualifiedName, object: &Object, out: &mut 
         if let Some(declared_on) = inherited_rule(key) {
             out.push(diag::redefined_rule(rule_target.clone(), declared_on));
         }
-        check_expression_at(&rule_target, "assert", &rule.assert, out);
+        check_expression_at(model, name, &rule_target, "assert", &rule.assert, out);
         if let Some(field) = &rule.field {
             if model.effective_field(name, field).is_none() {
                 out.push(diag::missing_rule_field(rule_target, field, name));
@@ -230,7 +233,7 @@ fn check_field_kind(
     match &field.kind {
         FieldKind::Scalar { .. } => {}
         FieldKind::Formula { formula, .. } => {
-            check_expression_at(target, "formula", formula, out);
+            check_expression_at(model, name, target, "formula", formula, out);
         }
         FieldKind::Lookup { target: lookup, .. } => match model.object(lookup) {
             None => out.push(diag::missing_lookup_target(target.clone(), lookup)),
@@ -246,8 +249,9 @@ fn check_field_kind(
             filter,
             ..
         } => {
-            if let Some(filter) = filter {
-                check_expression_at(target, "filter", filter, out);
+            // A filter reads the source object's records; a missing source is reported below.
+            if let (Some(filter), Some(_)) = (filter, model.object(&source.object)) {
+                check_expression_at(model, &source.object, target, "filter", filter, out);
             }
             let source_text = source.to_string();
             if model.object(&source.object).is_none() {
