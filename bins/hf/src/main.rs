@@ -4,6 +4,7 @@
 //! `anyhow` lives here and in xtask only: this is where errors become messages for people.
 
 mod keys;
+mod plan;
 mod principal;
 mod serve;
 
@@ -27,6 +28,10 @@ enum Command {
     Principal(principal::PrincipalArgs),
     /// Manage the token signing keys.
     Keys(keys::KeysArgs),
+    /// Print the DDL that would bring the database to a metadata branch (changes nothing).
+    Plan(plan::PlanArgs),
+    /// Apply a metadata branch to the database in one transaction.
+    Apply(plan::ApplyArgs),
 }
 
 /// Where the database is: shared by `hf serve` and the tools, so they always find the same one.
@@ -85,6 +90,8 @@ fn main() -> std::process::ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Principal(args) => principal::run(args),
         Command::Keys(args) => keys::run(args),
+        Command::Plan(args) => plan::run_plan(args),
+        Command::Apply(args) => plan::run_apply(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

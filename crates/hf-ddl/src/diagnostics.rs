@@ -67,6 +67,53 @@ pub struct Diagnostic {
     pub message: String,
 }
 
+impl Severity {
+    /// The name printed by `hf plan` (`info`, `warning`, `error`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+impl DiagnosticCode {
+    /// The stable SCREAMING_SNAKE_CASE code, as serialised.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiagnosticCode::InvalidIdentifier => "INVALID_IDENTIFIER",
+            DiagnosticCode::UnsupportedType => "UNSUPPORTED_TYPE",
+            DiagnosticCode::UnsupportedDefault => "UNSUPPORTED_DEFAULT",
+            DiagnosticCode::InvalidComment => "INVALID_COMMENT",
+            DiagnosticCode::DuplicateName => "DUPLICATE_NAME",
+            DiagnosticCode::UnknownColumn => "UNKNOWN_COLUMN",
+            DiagnosticCode::UnknownTable => "UNKNOWN_TABLE",
+            DiagnosticCode::Unmanaged => "UNMANAGED",
+            DiagnosticCode::Adopted => "ADOPTED",
+            DiagnosticCode::SchemaNotEmpty => "SCHEMA_NOT_EMPTY",
+            DiagnosticCode::GrantNarrowed => "GRANT_NARROWED",
+            DiagnosticCode::RenameConflict => "RENAME_CONFLICT",
+            DiagnosticCode::LookupWithoutForeignKey => "LOOKUP_WITHOUT_FOREIGN_KEY",
+            DiagnosticCode::NameHashed => "NAME_HASHED",
+        }
+    }
+}
+
+/// `warning RENAME_CONFLICT crm.account.title: …`, one line for people (`hf plan`).
+impl std::fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} {}: {}",
+            self.severity.as_str(),
+            self.code.as_str(),
+            self.target,
+            self.message
+        )
+    }
+}
+
 impl Diagnostic {
     pub(crate) fn new(
         severity: Severity,
@@ -154,3 +201,42 @@ pub(crate) const PRECHECK_DUPLICATES: &str =
     "the column holds duplicate values, so it cannot become unique";
 pub(crate) const PRECHECK_ORPHANS: &str =
     "some rows point at target rows that do not exist, so the foreign key cannot be added";
+
+#[cfg(test)]
+mod tests {
+    use super::{Diagnostic, DiagnosticCode, Severity};
+
+    #[test]
+    fn codes_print_as_they_serialise() {
+        let codes = [
+            DiagnosticCode::InvalidIdentifier,
+            DiagnosticCode::UnsupportedType,
+            DiagnosticCode::UnsupportedDefault,
+            DiagnosticCode::InvalidComment,
+            DiagnosticCode::DuplicateName,
+            DiagnosticCode::UnknownColumn,
+            DiagnosticCode::UnknownTable,
+            DiagnosticCode::Unmanaged,
+            DiagnosticCode::Adopted,
+            DiagnosticCode::SchemaNotEmpty,
+            DiagnosticCode::GrantNarrowed,
+            DiagnosticCode::RenameConflict,
+            DiagnosticCode::LookupWithoutForeignKey,
+            DiagnosticCode::NameHashed,
+        ];
+        for code in codes {
+            let json = serde_json::to_string(&code).unwrap_or_default();
+            assert_eq!(json, format!("\"{}\"", code.as_str()));
+        }
+        let diagnostic = Diagnostic::new(
+            Severity::Warning,
+            DiagnosticCode::RenameConflict,
+            "crm.account.title",
+            "both exist".to_owned(),
+        );
+        assert_eq!(
+            diagnostic.to_string(),
+            "warning RENAME_CONFLICT crm.account.title: both exist"
+        );
+    }
+}

@@ -42,6 +42,8 @@ pub struct Applied {
     pub commit: String,
     /// Statement counts.
     pub stats: ApplyStats,
+    /// The plan that ran (for `hf apply` to show).
+    pub plan: Plan,
 }
 
 /// The result of a live-branch metadata write.
@@ -140,6 +142,7 @@ pub async fn apply(
         branch: target.branch.clone(),
         commit: target.commit.clone(),
         stats,
+        plan,
     })
 }
 
