@@ -61,7 +61,9 @@ pub struct ApplyArgs {
 pub fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
     let store = open_store(&args.metadata, &args.database)?;
     crate::principal::with_database(&args.database, |pool| async move {
-        let branch = args.branch.unwrap_or_else(|| store.live_branch().to_owned());
+        let branch = args
+            .branch
+            .unwrap_or_else(|| store.live_branch().to_owned());
         report_drift(&pool, &store).await;
         let planned = hf_storage::deploy::plan(&pool, &store, &branch)
             .await
@@ -79,7 +81,9 @@ pub fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
 pub fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
     let store = open_store(&args.metadata, &args.database)?;
     crate::principal::with_database(&args.database, |pool| async move {
-        let branch = args.branch.unwrap_or_else(|| store.live_branch().to_owned());
+        let branch = args
+            .branch
+            .unwrap_or_else(|| store.live_branch().to_owned());
         let applied =
             match hf_storage::deploy::apply(&pool, &store, &branch, args.allow_destructive).await {
                 Ok(applied) => applied,
@@ -91,9 +95,8 @@ pub fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
                     )
                 }
                 Err(error) => {
-                    return Err(anyhow::Error::new(error).context(format!(
-                        "applying branch `{branch}` (nothing was applied)"
-                    )))
+                    return Err(anyhow::Error::new(error)
+                        .context(format!("applying branch `{branch}` (nothing was applied)")))
                 }
             };
         println!(
