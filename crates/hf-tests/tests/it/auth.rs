@@ -57,11 +57,15 @@ pub async fn post_json_as(server: &TestServer, token: &str, path: &str, body: Va
 }
 
 /// Runs one of the Node helper scripts in `tests/js`.
-pub fn node(script: &str, args: &[&str], stdin: Option<&str>) -> Output {
+///
+/// Asynchronous on purpose: some pooled connections of the test server are driven by the test's
+/// own runtime, so blocking it while the script talks to the server would stall the server.
+pub async fn node(script: &str, args: &[&str], stdin: Option<&str>) -> Output {
+    use tokio::io::AsyncWriteExt as _;
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/js")
         .join(script);
-    let mut child = Command::new("node")
+    let mut child = tokio::process::Command::new("node")
         .arg(path)
         .args(args)
         .stdin(Stdio::piped())
@@ -69,19 +73,18 @@ pub fn node(script: &str, args: &[&str], stdin: Option<&str>) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("node must be installed");
-    {
-        use std::io::Write as _;
-        let mut input = child.stdin.take().unwrap();
-        input
-            .write_all(stdin.unwrap_or_default().as_bytes())
-            .unwrap();
-    }
-    child.wait_with_output().unwrap()
+    let mut input = child.stdin.take().unwrap();
+    input
+        .write_all(stdin.unwrap_or_default().as_bytes())
+        .await
+        .unwrap();
+    drop(input);
+    child.wait_with_output().await.unwrap()
 }
 
 /// Makes a token with `forge_jwt.mjs`.
-pub fn forge(spec: Value) -> String {
-    let output = node("forge_jwt.mjs", &[], Some(&spec.to_string()));
+pub async fn forge(spec: Value) -> String {
+    let output = node("forge_jwt.mjs", &[], Some(&spec.to_string())).await;
     assert!(
         output.status.success(),
         "forge_jwt failed: {}",
@@ -185,7 +188,7 @@ async fn challenge(server: &TestServer, username: &str) -> String {
     let response = post_json(server, "/auth/challenge", json!({"username": username})).await;
     assert_eq!(response.status(), 200);
     let body: Value = response.json().await.unwrap();
-    assert_eq!(body["expiresIn"], 300);
+    assert!(body["expiresIn"].as_u64().unwrap() > 0);
     body["nonce"].as_str().unwrap().to_owned()
 }
 
@@ -221,7 +224,8 @@ async fn node_verifies_a_login_token_with_the_jwks_it_fetches() {
             server.admin_password.as_deref().unwrap(),
         ],
         None,
-    );
+    )
+    .await;
     assert!(
         output.status.success(),
         "node refused the token: {}",
@@ -233,7 +237,10 @@ async fn node_verifies_a_login_token_with_the_jwks_it_fetches() {
     assert_eq!(claims["iss"], "hf");
     assert_eq!(claims["role"], server.admin_name.as_str());
     assert_eq!(claims["admin"], true);
-    assert_eq!(claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap(), 3600);
+    assert_eq!(
+        claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap(),
+        3600
+    );
     let me = me_json(&server, &server.admin_token().await).await;
     assert_eq!(claims["sub"], me["sub"]);
     server.stop().await;
@@ -249,7 +256,10 @@ async fn jwks_publishes_exactly_the_public_members() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
-    let cache = response.headers()["cache-control"].to_str().unwrap().to_owned();
+    let cache = response.headers()["cache-control"]
+        .to_str()
+        .unwrap()
+        .to_owned();
     assert!(cache.contains("max-age=300"), "{cache}");
     let jwks: Value = response.json().await.unwrap();
     let keys = jwks["keys"].as_array().unwrap();
@@ -290,12 +300,10 @@ async fn forged_expired_and_foreign_tokens_are_refused() {
         }
         claims
     };
-    let es256 = |header: &Value, payload: Value| {
-        forge(json!({"header": header, "payload": payload, "sign": "es256", "pem": pem}))
-    };
+    let es256 = |header: &Value, payload: Value| json!({"header": header, "payload": payload, "sign": "es256", "pem": pem});
 
     // The harness is not vacuous: a token forged with the real key and right claims passes.
-    let control = es256(&header, good.clone());
+    let control = forge(es256(&header, good.clone())).await;
     assert_eq!(me(&server, &control).await.status(), 200);
 
     let jwks: Value = server
@@ -310,61 +318,113 @@ async fn forged_expired_and_foreign_tokens_are_refused() {
     let public_jwk = jwks["keys"][0].to_string();
     let now = now_secs();
     let mut tampered_payload = control.split('.').map(str::to_owned).collect::<Vec<_>>();
-    tampered_payload[1] = forge(json!({"header": {}, "payload": with(json!({"role": "postgres"})), "sign": "none"}))
-        .split('.')
-        .nth(1)
-        .unwrap()
-        .to_owned();
+    tampered_payload[1] =
+        forge(json!({"header": {}, "payload": with(json!({"role": "postgres"})), "sign": "none"}))
+            .await
+            .split('.')
+            .nth(1)
+            .unwrap()
+            .to_owned();
     let mut tampered_signature = control.clone().into_bytes();
     let index = tampered_signature.len() - 5;
-    tampered_signature[index] = if tampered_signature[index] == b'A' { b'B' } else { b'A' };
+    tampered_signature[index] = if tampered_signature[index] == b'A' {
+        b'B'
+    } else {
+        b'A'
+    };
 
-    let attacks: Vec<(&str, String)> = vec![
+    let attacks: Vec<(&str, Value)> = vec![
         (
             "alg none",
-            forge(json!({"header": {"alg": "none", "typ": "JWT", "kid": kid}, "payload": good, "sign": "none"})),
+            json!({"header": {"alg": "none", "typ": "JWT", "kid": kid}, "payload": good, "sign": "none"}),
         ),
         (
             "HS256 keyed with the public JWK",
-            forge(json!({"header": {"alg": "HS256", "typ": "JWT", "kid": kid}, "payload": good,
-                         "sign": "hs256", "secret": public_jwk})),
+            json!({"header": {"alg": "HS256", "typ": "JWT", "kid": kid}, "payload": good,
+                         "sign": "hs256", "secret": public_jwk}),
         ),
         (
             "HS256 keyed with the private PEM",
-            forge(json!({"header": {"alg": "HS256", "typ": "JWT", "kid": kid}, "payload": good,
-                         "sign": "hs256", "secret": pem})),
+            json!({"header": {"alg": "HS256", "typ": "JWT", "kid": kid}, "payload": good,
+                         "sign": "hs256", "secret": pem}),
         ),
         (
             "unknown kid",
-            forge(json!({"header": {"alg": "ES256", "typ": "JWT", "kid": "not-ours"}, "payload": good,
-                         "sign": "es256-fresh"})),
+            json!({"header": {"alg": "ES256", "typ": "JWT", "kid": "not-ours"}, "payload": good,
+                         "sign": "es256-fresh"}),
         ),
         (
             "our kid, another key",
-            forge(json!({"header": header, "payload": good, "sign": "es256-fresh"})),
+            json!({"header": header, "payload": good, "sign": "es256-fresh"}),
         ),
-        ("tampered payload", tampered_payload.join(".")),
-        ("tampered signature", String::from_utf8(tampered_signature).unwrap()),
-        ("expired", es256(&header, with(json!({"iat": now - 7200, "exp": now - 3600})))),
-        ("issued in the future", es256(&header, with(json!({"iat": now + 3600, "exp": now + 7200})))),
-        ("not yet valid", es256(&header, with(json!({"nbf": now + 3600})))),
+        (
+            "tampered payload",
+            json!({"raw": tampered_payload.join(".")}),
+        ),
+        (
+            "tampered signature",
+            json!({"raw": String::from_utf8(tampered_signature).unwrap()}),
+        ),
+        (
+            "expired",
+            es256(&header, with(json!({"iat": now - 7200, "exp": now - 3600}))),
+        ),
+        (
+            "issued in the future",
+            es256(&header, with(json!({"iat": now + 3600, "exp": now + 7200}))),
+        ),
+        (
+            "not yet valid",
+            es256(&header, with(json!({"nbf": now + 3600}))),
+        ),
         ("no exp", es256(&header, with(json!({"exp": null})))),
         ("no iat", es256(&header, with(json!({"iat": null})))),
         ("no sub", es256(&header, with(json!({"sub": null})))),
-        ("wrong issuer", es256(&header, with(json!({"iss": "someone-else"})))),
-        ("unknown sub", es256(&header, with(json!({"sub": "00000000-0000-0000-0000-000000000000"})))),
-        ("no typ", es256(&json!({"alg": "ES256", "kid": kid}), good.clone())),
-        ("no kid", es256(&json!({"alg": "ES256", "typ": "JWT"}), good.clone())),
-        ("crit header", es256(&json!({"alg": "ES256", "typ": "JWT", "kid": kid, "crit": ["x"]}), good.clone())),
-        ("two parts", control.rsplitn(2, '.').nth(1).unwrap().to_owned()),
-        ("four parts", format!("{control}.x")),
-        ("not base64", "%%%.%%%.%%%".to_owned()),
-        ("huge", "a".repeat(9000)),
+        (
+            "wrong issuer",
+            es256(&header, with(json!({"iss": "someone-else"}))),
+        ),
+        (
+            "unknown sub",
+            es256(
+                &header,
+                with(json!({"sub": "00000000-0000-0000-0000-000000000000"})),
+            ),
+        ),
+        (
+            "no typ",
+            es256(&json!({"alg": "ES256", "kid": kid}), good.clone()),
+        ),
+        (
+            "no kid",
+            es256(&json!({"alg": "ES256", "typ": "JWT"}), good.clone()),
+        ),
+        (
+            "crit header",
+            es256(
+                &json!({"alg": "ES256", "typ": "JWT", "kid": kid, "crit": ["x"]}),
+                good.clone(),
+            ),
+        ),
+        (
+            "two parts",
+            json!({"raw": control.rsplitn(2, '.').nth(1).unwrap().to_owned()}),
+        ),
+        ("four parts", json!({"raw": format!("{control}.x")})),
+        ("not base64", json!({"raw": "%%%.%%%.%%%".to_owned()})),
+        ("huge", json!({"raw": "a".repeat(9000)})),
     ];
-    for (what, token) in attacks {
+    for (what, spec) in attacks {
+        let token = match spec.get("raw") {
+            Some(raw) => raw.as_str().unwrap().to_owned(),
+            None => forge(spec).await,
+        };
         let response = me(&server, &token).await;
         assert_eq!(
-            response.headers().get("www-authenticate").map(|v| v.to_str().unwrap()),
+            response
+                .headers()
+                .get("www-authenticate")
+                .map(|v| v.to_str().unwrap()),
             Some("Bearer"),
             "{what}"
         );
@@ -430,7 +490,7 @@ async fn key_rotation_keeps_old_tokens_valid_and_publishes_both_keys() {
     let server = TestServer::start().await;
     let old_token = server.admin_token().await;
     let profile = me_json(&server, &old_token).await;
-    let output = node("new_signing_key.mjs", &[], None);
+    let output = node("new_signing_key.mjs", &[], None).await;
     assert!(output.status.success());
     let key: Value = serde_json::from_slice(&output.stdout).unwrap();
     let (pem, kid) = (key["pem"].as_str().unwrap(), key["kid"].as_str().unwrap());
@@ -451,11 +511,15 @@ async fn key_rotation_keeps_old_tokens_valid_and_publishes_both_keys() {
         "header": {"alg": "ES256", "typ": "JWT", "kid": kid},
         "payload": claims_for(profile["sub"].as_str().unwrap(), &server.admin_name, true),
         "sign": "es256", "pem": pem,
-    }));
+    }))
+    .await;
     // An unknown kid makes the instance re-read its keys (at most every 5 s).
     let deadline = Instant::now() + Duration::from_secs(20);
     while me(&server, &new_token).await.status() != 200 {
-        assert!(Instant::now() < deadline, "the rotated key was never picked up");
+        assert!(
+            Instant::now() < deadline,
+            "the rotated key was never picked up"
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     assert_eq!(me(&server, &old_token).await.status(), 200);
@@ -486,7 +550,8 @@ async fn key_rotation_keeps_old_tokens_valid_and_publishes_both_keys() {
             server.admin_password.as_deref().unwrap(),
         ],
         None,
-    );
+    )
+    .await;
     assert!(output.status.success());
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(report["header"]["kid"], kid);
@@ -578,7 +643,10 @@ async fn passwords_outside_8_to_1024_characters_are_weak() {
     let reset: Value = post_json_as(
         &server,
         &admin,
-        &format!("/iam/principals/{}/reset-token", created["id"].as_str().unwrap()),
+        &format!(
+            "/iam/principals/{}/reset-token",
+            created["id"].as_str().unwrap()
+        ),
         json!({}),
     )
     .await
@@ -618,9 +686,17 @@ async fn setup_tokens_are_single_use_replaced_by_resets_and_expire() {
         )
     };
     // Concurrent uses of one token: exactly one wins.
-    let attempts = futures_join(
+    let attempts = concurrently(
         (0..6)
-            .map(|i| set(created["setupToken"].clone(), &format!("password-{i}")))
+            .map(|i| {
+                server
+                    .http
+                    .post(server.url("/auth/set-password"))
+                    .json(&json!({
+                        "setupToken": created["setupToken"],
+                        "password": format!("password-{i}"),
+                    }))
+            })
             .collect(),
     )
     .await;
@@ -661,39 +737,17 @@ async fn setup_tokens_are_single_use_replaced_by_resets_and_expire() {
     server.stop().await;
 }
 
-/// Awaits all futures concurrently.
-async fn futures_join(futures: Vec<impl std::future::Future<Output = Response>>) -> Vec<Response> {
-    let mut handles = Vec::new();
-    let mut set = tokio::task::JoinSet::new();
-    for (index, future) in futures.into_iter().enumerate() {
-        // The futures borrow the server, so they are polled here rather than spawned.
-        handles.push((index, future));
-    }
-    let mut results: Vec<Option<Response>> = (0..handles.len()).map(|_| None).collect();
-    let mut pinned: Vec<_> = handles
+/// Sends all requests at once and returns their responses in order.
+pub async fn concurrently(requests: Vec<reqwest::RequestBuilder>) -> Vec<Response> {
+    let tasks: Vec<_> = requests
         .into_iter()
-        .map(|(index, future)| (index, Box::pin(future)))
+        .map(|request| tokio::spawn(request.send()))
         .collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (index, future) in &mut pinned {
-            if results[*index].is_some() {
-                continue;
-            }
-            match future.as_mut().poll(cx) {
-                std::task::Poll::Ready(response) => results[*index] = Some(response),
-                std::task::Poll::Pending => pending = true,
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(())
-        }
-    })
-    .await;
-    set.abort_all();
-    results.into_iter().map(Option::unwrap).collect()
+    let mut responses = Vec::new();
+    for task in tasks {
+        responses.push(task.await.unwrap().unwrap());
+    }
+    responses
 }
 
 #[tokio::test]
@@ -715,7 +769,10 @@ async fn repeated_failures_are_rate_limited_per_username_and_per_address() {
     for _ in 0..9 {
         assert_eq!(login(name.clone(), "wrong".into()).await.status(), 401);
     }
-    assert_eq!(login(name.clone(), victim.password.clone()).await.status(), 200);
+    assert_eq!(
+        login(name.clone(), victim.password.clone()).await.status(),
+        200
+    );
     for _ in 0..10 {
         assert_eq!(login(name.clone(), "wrong".into()).await.status(), 401);
     }
@@ -732,8 +789,8 @@ async fn repeated_failures_are_rate_limited_per_username_and_per_address() {
     }
     // Other usernames are not blocked by it...
     server.admin_token().await;
-    // ...until the address has failed 25 times in the window (20 so far).
-    for i in 0..5 {
+    // ...until the address has failed 25 times in the window (19 so far).
+    for i in 0..6 {
         let response = login(format!("{name}_other{i}"), "wrong".into()).await;
         assert_eq!(response.status(), 401);
     }
@@ -748,7 +805,9 @@ async fn repeated_failures_are_rate_limited_per_username_and_per_address() {
         )
         .await
         .unwrap();
-    assert!(rows.iter().any(|r| r.get::<_, &str>(0) == "address" && r.get::<_, i32>(1) >= 25));
+    assert!(rows
+        .iter()
+        .any(|r| r.get::<_, &str>(0) == "address" && r.get::<_, i32>(1) >= 25));
     server.stop().await;
 }
 
@@ -771,14 +830,22 @@ async fn ssh_logins_with_real_ssh_keygen_keys() {
         assert_eq!(response.status(), 201, "{file}");
         let credential: Value = response.json().await.unwrap();
         assert_eq!(credential["kind"], "ssh");
-        assert!(credential["fingerprint"].as_str().unwrap().starts_with("SHA256:"));
+        assert!(credential["fingerprint"]
+            .as_str()
+            .unwrap()
+            .starts_with("SHA256:"));
         assert_eq!(credential["comment"], format!("{file}@hf-test"));
         assert_eq!(credential["lastUsedAt"], Value::Null);
 
         let nonce = challenge(&server, &name).await;
         let signature = ssh_sign(&key, "hf-auth", &nonce);
         let response = verify(&server, &name, &nonce, &signature).await;
-        assert_eq!(response.status(), 200, "{file}: {}", response.text().await.unwrap());
+        assert_eq!(
+            response.status(),
+            200,
+            "{file}: {}",
+            response.text().await.unwrap()
+        );
         let body: Value = response.json().await.unwrap();
         let profile = me_json(&server, body["token"].as_str().unwrap()).await;
         assert_eq!(profile["pgRole"], name.as_str());
@@ -816,8 +883,18 @@ async fn bad_ssh_signatures_and_replays_are_refused() {
     let (alice_key, alice_public) = ssh_keygen(&scratch.0, "alice", &["-t", "ed25519"]);
     let (mallory_key, mallory_public) = ssh_keygen(&scratch.0, "mallory", &["-t", "ed25519"]);
     let (revoked_key, revoked_public) = ssh_keygen(&scratch.0, "revoked", &["-t", "ecdsa"]);
-    assert_eq!(attach_key(&server, &alice.token, &alice.id, &alice_public).await.status(), 201);
-    assert_eq!(attach_key(&server, &mallory.token, &mallory.id, &mallory_public).await.status(), 201);
+    assert_eq!(
+        attach_key(&server, &alice.token, &alice.id, &alice_public)
+            .await
+            .status(),
+        201
+    );
+    assert_eq!(
+        attach_key(&server, &mallory.token, &mallory.id, &mallory_public)
+            .await
+            .status(),
+        201
+    );
     let revoked: Value = attach_key(&server, &alice.token, &alice.id, &revoked_public)
         .await
         .json()
@@ -842,7 +919,10 @@ async fn bad_ssh_signatures_and_replays_are_refused() {
     // Replay: the second use of a nonce fails even with a valid signature.
     let nonce = challenge(&server, &name).await;
     let signature = ssh_sign(&alice_key, "hf-auth", &nonce);
-    assert_eq!(verify(&server, &name, &nonce, &signature).await.status(), 200);
+    assert_eq!(
+        verify(&server, &name, &nonce, &signature).await.status(),
+        200
+    );
     refused(verify(&server, &name, &nonce, &signature).await).await;
     // The wrong namespace.
     let nonce = challenge(&server, &name).await;
@@ -850,19 +930,52 @@ async fn bad_ssh_signatures_and_replays_are_refused() {
     // A signature over another nonce.
     let nonce = challenge(&server, &name).await;
     let other_nonce = challenge(&server, &name).await;
-    refused(verify(&server, &name, &nonce, &ssh_sign(&alice_key, "hf-auth", &other_nonce)).await)
-        .await;
+    refused(
+        verify(
+            &server,
+            &name,
+            &nonce,
+            &ssh_sign(&alice_key, "hf-auth", &other_nonce),
+        )
+        .await,
+    )
+    .await;
     // A key of another principal.
     let nonce = challenge(&server, &name).await;
-    refused(verify(&server, &name, &nonce, &ssh_sign(&mallory_key, "hf-auth", &nonce)).await)
-        .await;
+    refused(
+        verify(
+            &server,
+            &name,
+            &nonce,
+            &ssh_sign(&mallory_key, "hf-auth", &nonce),
+        )
+        .await,
+    )
+    .await;
     // A revoked key.
     let nonce = challenge(&server, &name).await;
-    refused(verify(&server, &name, &nonce, &ssh_sign(&revoked_key, "hf-auth", &nonce)).await)
-        .await;
+    refused(
+        verify(
+            &server,
+            &name,
+            &nonce,
+            &ssh_sign(&revoked_key, "hf-auth", &nonce),
+        )
+        .await,
+    )
+    .await;
     // A nonce issued for another username, signed correctly by the other principal.
     let nonce = challenge(&server, &other_name).await;
-    refused(verify(&server, &name, &nonce, &ssh_sign(&alice_key, "hf-auth", &nonce)).await).await;
+    refused(
+        verify(
+            &server,
+            &name,
+            &nonce,
+            &ssh_sign(&alice_key, "hf-auth", &nonce),
+        )
+        .await,
+    )
+    .await;
     // Malformed signatures.
     for garbage in [
         String::new(),
@@ -883,8 +996,16 @@ async fn bad_ssh_signatures_and_replays_are_refused() {
     refused(verify(&server, &name, "never-issued", &signature).await).await;
     let stranger = unique_name(&server, "stranger");
     let nonce = challenge(&server, &stranger).await;
-    refused(verify(&server, &stranger, &nonce, &ssh_sign(&alice_key, "hf-auth", &nonce)).await)
-        .await;
+    refused(
+        verify(
+            &server,
+            &stranger,
+            &nonce,
+            &ssh_sign(&alice_key, "hf-auth", &nonce),
+        )
+        .await,
+    )
+    .await;
     let nonce = challenge(&server, "bad:name\u{0}").await;
     refused(verify(&server, "bad:name\u{0}", &nonce, &signature).await).await;
     server.stop().await;
@@ -895,7 +1016,10 @@ async fn malformed_and_unsupported_public_keys_are_refused() {
     let server = TestServer::start().await;
     let scratch = Scratch::new(&server, "ssh-keys");
     let admin = server.admin_token().await;
-    let me_id = me_json(&server, &admin).await["id"].as_str().unwrap().to_owned();
+    let me_id = me_json(&server, &admin).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let (_, ed25519) = ssh_keygen(&scratch.0, "ok", &["-t", "ed25519"]);
     let (_, ecdsa384) = ssh_keygen(&scratch.0, "p384", &["-t", "ecdsa", "-b", "384"]);
     let (_, rsa1024) = ssh_keygen(&scratch.0, "rsa1024", &["-t", "rsa", "-b", "1024"]);
@@ -919,7 +1043,10 @@ async fn malformed_and_unsupported_public_keys_are_refused() {
         let body = assert_envelope(response, 422, "INVALID_PUBLIC_KEY").await;
         assert_eq!(body["errors"][0]["target"], "publicKey");
     }
-    assert_eq!(attach_key(&server, &admin, &me_id, &ed25519).await.status(), 201);
+    assert_eq!(
+        attach_key(&server, &admin, &me_id, &ed25519).await.status(),
+        201
+    );
     let response = attach_key(&server, &admin, &me_id, &ed25519).await;
     assert_envelope(response, 409, "ALREADY_EXISTS").await;
     let response = post_json_as(
@@ -959,18 +1086,33 @@ async fn session_exchange_sets_the_cookie_and_serves_the_frame() {
     let response = post_json_as(&server, &admin, "/auth/session", json!({"x": 1})).await;
     assert_envelope(response, 400, "INVALID_BODY").await;
     assert_envelope(
-        server.http.post(server.url("/auth/session")).send().await.unwrap(),
+        server
+            .http
+            .post(server.url("/auth/session"))
+            .send()
+            .await
+            .unwrap(),
         401,
         "UNAUTHENTICATED",
     )
     .await;
 
     let code = session["code"].as_str().unwrap();
-    let exchange = |query: String| server.http.get(server.url(&format!("/auth/session/exchange{query}"))).send();
-    let response = exchange(format!("?code={code}&screen=crm/accounts")).await.unwrap();
+    let exchange = |query: String| {
+        server
+            .http
+            .get(server.url(&format!("/auth/session/exchange{query}")))
+            .send()
+    };
+    let response = exchange(format!("?code={code}&screen=crm/accounts"))
+        .await
+        .unwrap();
     assert_eq!(response.status(), 200);
     let headers = response.headers().clone();
-    assert!(headers["content-type"].to_str().unwrap().starts_with("text/html"));
+    assert!(headers["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/html"));
     assert_eq!(headers["cache-control"], "no-store");
     let cookie = headers["set-cookie"].to_str().unwrap().to_owned();
     let token = cookie
@@ -981,7 +1123,12 @@ async fn session_exchange_sets_the_cookie_and_serves_the_frame() {
     let attributes: Vec<&str> = cookie.split("; ").skip(1).collect();
     assert_eq!(
         attributes,
-        ["Path=/hfx/modules", "HttpOnly", "SameSite=Strict", "Max-Age=1800"],
+        [
+            "Path=/hfx/modules",
+            "HttpOnly",
+            "SameSite=Strict",
+            "Max-Age=1800"
+        ],
         "plain HTTP: no Secure"
     );
     let page = response.text().await.unwrap();
@@ -990,7 +1137,10 @@ async fn session_exchange_sets_the_cookie_and_serves_the_frame() {
     assert!(page.contains(&token));
     assert!(page.contains("crm/accounts"));
     // The session token is a working token of the same principal...
-    assert_eq!(me_json(&server, &token).await["pgRole"], server.admin_name.as_str());
+    assert_eq!(
+        me_json(&server, &token).await["pgRole"],
+        server.admin_name.as_str()
+    );
     // ...but as a cookie it does not authenticate outside /hfx/modules.
     let response = server
         .http
@@ -1010,7 +1160,11 @@ async fn session_exchange_sets_the_cookie_and_serves_the_frame() {
     assert_envelope(response, 401, "UNAUTHENTICATED").await;
 
     // Replayed, unknown, missing and expired codes get the JSON envelope, never a page.
-    for query in [format!("?code={code}"), "?code=nope".to_owned(), String::new()] {
+    for query in [
+        format!("?code={code}"),
+        "?code=nope".to_owned(),
+        String::new(),
+    ] {
         let response = exchange(query).await.unwrap();
         assert_envelope(response, 401, "INVALID_CODE").await;
     }
@@ -1028,15 +1182,13 @@ async fn session_exchange_sets_the_cookie_and_serves_the_frame() {
     assert_envelope(response, 400, "INVALID_QUERY").await;
     // A bad `screen` did not use the code up; concurrent exchanges of it: exactly one wins.
     let code = fresh["code"].as_str().unwrap().to_owned();
-    let attempts = futures_join(
+    let attempts = concurrently(
         (0..6)
             .map(|_| {
                 server
                     .http
                     .get(server.url(&format!("/auth/session/exchange?code={code}")))
-                    .send()
             })
-            .map(|request| async move { request.await.unwrap() })
             .collect(),
     )
     .await;
@@ -1074,12 +1226,22 @@ async fn session_codes_expire() {
 async fn me_shows_exactly_the_principal_fields() {
     let server = TestServer::start().await;
     let body = me_json(&server, &server.admin_token().await).await;
-    let mut keys: Vec<&str> = body.as_object().unwrap().keys().map(String::as_str).collect();
+    let mut keys: Vec<&str> = body
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
     keys.sort_unstable();
     assert_eq!(keys, ["createdAt", "id", "isAdmin", "pgRole", "sub"]);
     assert_eq!(body["isAdmin"], true);
     assert_envelope(
-        server.http.get(server.url("/auth/me")).send().await.unwrap(),
+        server
+            .http
+            .get(server.url("/auth/me"))
+            .send()
+            .await
+            .unwrap(),
         401,
         "UNAUTHENTICATED",
     )

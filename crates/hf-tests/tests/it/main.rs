@@ -2,6 +2,7 @@
 //! Every test starts the real server on a free port with its own fresh database.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
 
+mod auth;
 mod errors;
 mod metadata;
 mod openapi;
