@@ -63,6 +63,8 @@ where
         .service(system::openapi);
     let app = register_auth(app);
     let app = crate::routes::hfx::register(app);
+    // Before the metadata routes, whose `/{branchRoot}/{moduleKey}` would match its path.
+    let app = app.service(crate::routes::query::query);
     register_metadata(app)
 }
 

@@ -82,6 +82,11 @@ error_codes! {
     FileNotFound = "FILE_NOT_FOUND" => NOT_FOUND,
     DatabaseUnavailable = "DATABASE_UNAVAILABLE" => SERVICE_UNAVAILABLE,
     Timeout = "TIMEOUT" => GATEWAY_TIMEOUT,
+    HoqsSyntaxError = "HOQS_SYNTAX_ERROR" => BAD_REQUEST,
+    HoqsUnknownName = "HOQS_UNKNOWN_NAME" => BAD_REQUEST,
+    HoqsTypeError = "HOQS_TYPE_ERROR" => BAD_REQUEST,
+    HoqsLimitTooLarge = "HOQS_LIMIT_TOO_LARGE" => BAD_REQUEST,
+    HoqsEvaluationError = "HOQS_EVALUATION_ERROR" => BAD_REQUEST,
     Internal = "INTERNAL" => INTERNAL_SERVER_ERROR,
 }
 

@@ -9,6 +9,8 @@ mod embedded;
 mod error;
 mod migrations;
 mod pool;
+pub mod query;
+pub mod run_as;
 mod status;
 
 pub use embedded::{find_postgres_bindir, EmbeddedCluster};

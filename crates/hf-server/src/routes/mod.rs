@@ -5,5 +5,6 @@ pub mod auth;
 pub mod hfx;
 pub mod iam;
 pub mod metadata;
+pub mod query;
 pub mod schema;
 pub mod system;

@@ -1,0 +1,146 @@
+//! `POST /data/query`: runs a HOQS query as the caller's database role.
+//!
+//! The handler compiles the query against the live branch's model (`hf-hoqs`), runs the one
+//! statement as the principal's role (`hf-storage`), and writes the records PostgreSQL built
+//! as JSON straight into the body, without decoding them. Language problems are 400s with a
+//! `location`; privileges and row-level security are PostgreSQL's to decide (403).
+
+use actix_web::http::StatusCode;
+use actix_web::{post, web, HttpResponse};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use crate::auth::Authenticated;
+use crate::error::{ApiError, Code, ErrorBody, ErrorEntry, Location, Scope};
+use crate::extract::JsonBody;
+use crate::state::AppState;
+
+/// The longest query text accepted, in bytes (SECURITY.md: HOQS queries ≤ 8 KiB).
+pub const MAX_QUERY_BYTES: usize = 8 * 1024;
+
+/// `POST /data/query` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueryRequest {
+    /// The HOQS query (at most 8 KiB), e.g. `SELECT name FROM crm.account WHERE industry = :i`.
+    pub query: String,
+    /// The values of the query's `:name` parameters.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub params: Option<Map<String, Value>>,
+}
+
+/// `POST /data/query` answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct QueryResponse {
+    /// One object per record, keyed by the select items' paths as written or their aliases.
+    #[schema(value_type = Vec<Object>)]
+    pub records: Vec<Value>,
+}
+
+/// Runs a HOQS query (docs/hoqs.md) as the caller.
+#[utoipa::path(
+    tag = "data",
+    request_body = QueryRequest,
+    responses(
+        (status = 200, body = QueryResponse),
+        (status = 400, description = "HOQS_SYNTAX_ERROR, HOQS_UNKNOWN_NAME, HOQS_TYPE_ERROR, HOQS_LIMIT_TOO_LARGE (each with its `location`), HOQS_EVALUATION_ERROR, MALFORMED_JSON or INVALID_BODY", body = ErrorBody),
+        (status = 401, description = "UNAUTHENTICATED", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN: the caller's database role may not read a table of the query", body = ErrorBody),
+        (status = 413, description = "PAYLOAD_TOO_LARGE: a query over 8 KiB or a body over the limit", body = ErrorBody),
+        (status = 504, description = "TIMEOUT: the query ran longer than 5 seconds", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+#[post("/data/query")]
+pub async fn query(
+    state: web::Data<AppState>,
+    Authenticated(principal): Authenticated,
+    JsonBody(body): JsonBody<QueryRequest>,
+) -> Result<HttpResponse, ApiError> {
+    if body.query.len() > MAX_QUERY_BYTES {
+        return Err(ApiError::field(
+            Code::PayloadTooLarge,
+            format!(
+                "The query is {} bytes long; the limit is {MAX_QUERY_BYTES} bytes.",
+                body.query.len()
+            ),
+            "query",
+        ));
+    }
+    let store = state.store.clone();
+    let snapshot = tokio::task::spawn_blocking(move || store.live())
+        .await
+        .map_err(|error| {
+            tracing::error!(%error, "reading the live metadata failed");
+            ApiError::internal()
+        })??;
+    let params = body.params.unwrap_or_default();
+    let output =
+        hf_hoqs::compile_query(&snapshot.model, &body.query, &params).map_err(|error| {
+            tracing::error!(%error, "the live metadata cannot be compiled to SQL");
+            ApiError::internal()
+        })?;
+    let Some(compiled) = output.query else {
+        return Err(hoqs_errors(&body.query, &output.diagnostics));
+    };
+    let records = hf_storage::query::query_records(&state.pool, &principal.name, &compiled)
+        .await
+        .map_err(storage_error)?;
+    Ok(HttpResponse::Ok()
+        .content_type("application/json")
+        .body(hf_storage::query::records_body(&records)))
+}
+
+/// Every diagnostic of a query as an entry with its location; all are 400s.
+pub fn hoqs_errors(source: &str, diagnostics: &[hf_hoqs::Diagnostic]) -> ApiError {
+    let entries = diagnostics
+        .iter()
+        .map(|diagnostic| {
+            let location = diagnostic.location(source);
+            ErrorEntry {
+                code: diagnostic_code(diagnostic.code).as_str(),
+                message: diagnostic.message.clone(),
+                scope: Scope::Request,
+                target: None,
+                rule: None,
+                location: Some(Location {
+                    line: u32::try_from(location.line).unwrap_or(u32::MAX),
+                    column: u32::try_from(location.column).unwrap_or(u32::MAX),
+                    frame: location.frame,
+                }),
+            }
+        })
+        .collect();
+    ApiError::from_entries(StatusCode::BAD_REQUEST, entries)
+}
+
+/// The envelope code of a query-language diagnostic.
+fn diagnostic_code(code: hf_hoqs::Code) -> Code {
+    match code {
+        hf_hoqs::Code::UnknownName => Code::HoqsUnknownName,
+        hf_hoqs::Code::TypeError => Code::HoqsTypeError,
+        hf_hoqs::Code::LimitTooLarge => Code::HoqsLimitTooLarge,
+        _ => Code::HoqsSyntaxError,
+    }
+}
+
+/// A failure while running: a value PostgreSQL refuses while computing (an overflow, a date
+/// out of range) is the query's fault (400); the rest is mapped as for every route.
+fn storage_error(error: hf_storage::Error) -> ApiError {
+    if error.kind() == hf_storage::ErrorKind::InvalidValue {
+        let detail = match &error {
+            hf_storage::Error::Db(db) => db
+                .as_db_error()
+                .map(|db| db.message().to_owned())
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        return ApiError::new(
+            Code::HoqsEvaluationError,
+            format!("The query could not be evaluated on the data: {detail}."),
+        );
+    }
+    error.into()
+}

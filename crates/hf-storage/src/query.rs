@@ -1,0 +1,62 @@
+//! Running a compiled HOQS query as the caller.
+//!
+//! The statement (from `hf_hoqs::compile_query`) returns one JSON object per record as text, in
+//! order, so the rows are handed on as they are: nothing is decoded or re-encoded here.
+
+use hf_hoqs::CompiledQuery;
+
+use crate::run_as::{run_as, Caller, Step};
+use crate::{Pool, Result};
+
+/// Runs `query` as `role` in a read-only transaction with the read timeout; returns each
+/// record's JSON object as text, in the query's order.
+///
+/// A missing privilege (or a row-level security refusal) is an error of kind
+/// [`crate::ErrorKind::Forbidden`], a query over its time [`crate::ErrorKind::Timeout`], and a
+/// value PostgreSQL refuses while computing (an overflow, a bad date) [`crate::ErrorKind::InvalidValue`].
+pub async fn query_records(pool: &Pool, role: &str, query: &CompiledQuery) -> Result<Vec<String>> {
+    let steps = [Step {
+        sql: &query.sql,
+        params: &query.params,
+    }];
+    let rows = run_as(pool, &Caller::reader(role), &steps)
+        .await?
+        .into_rows()?;
+    let mut records = Vec::new();
+    for row in rows.into_iter().flatten() {
+        records.push(row.try_get::<_, String>(0)?);
+    }
+    Ok(records)
+}
+
+/// Joins record texts into the body `{"records":[...]}` of `POST /data/query`. The texts are
+/// JSON objects built by PostgreSQL, so the result is valid JSON without a parse.
+pub fn records_body(records: &[String]) -> String {
+    let length: usize = records.iter().map(|record| record.len() + 1).sum();
+    let mut body = String::with_capacity(length + 16);
+    body.push_str("{\"records\":[");
+    for (index, record) in records.iter().enumerate() {
+        if index > 0 {
+            body.push(',');
+        }
+        body.push_str(record);
+    }
+    body.push_str("]}");
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::records_body;
+
+    #[test]
+    fn joins_records_into_the_body() {
+        assert_eq!(records_body(&[]), "{\"records\":[]}");
+        let body = records_body(&["{\"a\":1}".to_owned(), "{\"a\":\"x\"}".to_owned()]);
+        let parsed: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            parsed,
+            serde_json::json!({"records": [{"a": 1}, {"a": "x"}]})
+        );
+    }
+}
