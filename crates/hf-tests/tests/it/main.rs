@@ -3,7 +3,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
 
 mod auth;
+mod body;
 mod errors;
+mod iam;
 mod metadata;
 mod openapi;
 mod support;
