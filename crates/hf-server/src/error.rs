@@ -445,9 +445,22 @@ impl From<hf_model::Error> for ApiError {
 }
 
 /// DDL failures: refused destructive changes get one entry each; a failed statement is named.
+/// A statement that waited out `lock_timeout` (another session holds a lock, SECURITY.md F7)
+/// says so and carries `Retry-After`; it is still `APPLY_FAILED`, as the contract answers every
+/// failed apply.
 fn ddl_error(error: hf_ddl::Error) -> ApiError {
     use hf_ddl::Error as E;
+    let lock_timeout = error.kind() == hf_ddl::ErrorKind::LockTimeout;
     match error {
+        E::Statement { target, sql, .. } if lock_timeout => ApiError::entry(
+            Code::ApplyFailed,
+            format!(
+                "Applying `{sql}` waited longer than the lock timeout: another database session holds a lock on `{target}`. Nothing was changed; retry once that session ends."
+            ),
+            Scope::Request,
+            Some(target),
+        )
+        .with_retry_after(2),
         E::Destructive { targets } => {
             let entries = targets
                 .into_iter()

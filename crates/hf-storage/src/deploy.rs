@@ -7,6 +7,9 @@
 //! branch ref moves by compare-and-swap, and only then the transaction commits. A failure before
 //! the ref move leaves both sides unchanged; a crash between the ref move and the commit leaves
 //! the branch ahead of the database, which [`drift`] reports at start and `/apply` repairs.
+//!
+//! With the test-only feature `failpoints`, [`failpoints`] can stop a live write exactly there,
+//! so the tests exercise that repair for real.
 
 use std::sync::Arc;
 
@@ -207,6 +210,15 @@ where
             Err(Error::Metadata(hf_metastore::Error::Conflict { .. })) => continue,
             Err(error) => return Err(error),
         }
+        #[cfg(feature = "failpoints")]
+        if failpoints::take_crash_after_ref_move(store.path()) {
+            // As if the process died here: the ref has moved, the transaction is dropped (rolled
+            // back), and nothing puts the ref back.
+            return Err(Error::Config(
+                "failpoint crash_after_ref_move: stopped between the ref move and the commit"
+                    .to_owned(),
+            ));
+        }
         if let Err(error) = transaction.commit().await {
             // The ref moved but the DDL did not commit: put the ref back if nobody moved it since,
             // so git and the database agree again. If that fails too, start-up drift detection
@@ -339,4 +351,46 @@ where
         .await
         .map_err(|error| Error::Config(format!("a metadata task failed: {error}")))?
         .map_err(Error::Metadata)
+}
+
+/// Test-only failpoints (feature `failpoints`, never enabled in the service's own build): stop a
+/// live write at a precise step, as a crash there would, so that drift detection and repair are
+/// tested for real. Each is armed for one metadata repository, so tests running side by side in
+/// one process do not trip each other's.
+#[cfg(feature = "failpoints")]
+pub mod failpoints {
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+
+    /// Repositories whose next live write stops after the ref move.
+    static CRASH_AFTER_REF_MOVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+    /// Makes the next live write on the metadata repository at `store_path` stop after moving the
+    /// branch ref and before committing the database transaction: the branch is then ahead of
+    /// the database, as after a `kill -9` between the two steps.
+    pub fn crash_after_ref_move(store_path: &Path) {
+        let mut armed = CRASH_AFTER_REF_MOVE
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        armed.push(normalise(store_path));
+    }
+
+    /// Whether the failpoint is armed for this repository; disarms it.
+    pub(crate) fn take_crash_after_ref_move(store_path: &Path) -> bool {
+        let mut armed = CRASH_AFTER_REF_MOVE
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let path = normalise(store_path);
+        match armed.iter().position(|p| *p == path) {
+            Some(index) => {
+                armed.remove(index);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn normalise(path: &Path) -> PathBuf {
+        path.canonicalize().unwrap_or_else(|_| path.to_owned())
+    }
 }

@@ -32,6 +32,22 @@ pub struct Status {
     pub metadata_path: String,
     /// Facts about the database and the pool.
     pub database: DatabaseInfo,
+    /// Present only when the database does not reflect the live branch (a crash between the
+    /// branch's ref move and the database commit); `POST /apply` repairs it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<MetadataSync>,
+}
+
+/// The `metadata` part of `/status`, shown only when the live branch and the database disagree.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetadataSync {
+    /// Always `false` when present.
+    pub in_sync: bool,
+    /// The live branch's head commit.
+    pub live_commit: String,
+    /// The commit the database last recorded as applied; null when none was.
+    pub applied_commit: Option<String>,
 }
 
 /// The database part of `/status`.
@@ -100,6 +116,7 @@ pub async fn status(state: web::Data<AppState>) -> HttpResponse {
     let metadata_path = state.metadata_path.clone();
     match hf_storage::database_status(&state.pool).await {
         Ok(db) => HttpResponse::Ok().json(Status {
+            metadata: drift(&state).await,
             status: "ok",
             metadata_path,
             database: DatabaseInfo {
@@ -127,6 +144,22 @@ pub async fn status(state: web::Data<AppState>) -> HttpResponse {
                 metadata_path,
                 status: "unavailable",
             })
+        }
+    }
+}
+
+/// The disagreement between the live branch and the database, if any. A failure to compare is
+/// logged and leaves the key out: `/status` reports the database, which answered.
+async fn drift(state: &AppState) -> Option<MetadataSync> {
+    match hf_storage::deploy::drift(&state.pool, &state.store).await {
+        Ok(drift) => drift.map(|drift| MetadataSync {
+            in_sync: false,
+            live_commit: drift.live_commit,
+            applied_commit: drift.applied_commit,
+        }),
+        Err(error) => {
+            tracing::warn!(%error, "status: could not compare the live branch with the database");
+            None
         }
     }
 }

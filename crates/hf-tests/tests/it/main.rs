@@ -8,5 +8,6 @@ mod errors;
 mod iam;
 mod metadata;
 mod openapi;
+mod schema;
 mod support;
 mod system;
