@@ -443,3 +443,92 @@ fn session_cookie(req: &HttpRequest) -> Option<String> {
         .map(|(_, value)| value.trim_matches('"').to_owned())
         .filter(|value| !value.is_empty())
 }
+
+#[cfg(test)]
+mod tests {
+    use actix_web::test::TestRequest;
+
+    use super::presented_token;
+
+    fn token_of(request: TestRequest) -> Result<String, String> {
+        presented_token(&request.to_http_request()).map_err(|error| error.to_string())
+    }
+
+    #[test]
+    fn bearer_tokens_are_read_with_any_letter_case_of_the_scheme() {
+        for header in [
+            "Bearer abc.def.ghi",
+            "bearer abc.def.ghi",
+            "BEARER   abc.def.ghi  ",
+        ] {
+            let request = TestRequest::get()
+                .uri("/auth/me")
+                .insert_header(("authorization", header));
+            assert_eq!(token_of(request).as_deref(), Ok("abc.def.ghi"), "{header}");
+        }
+    }
+
+    #[test]
+    fn other_schemes_and_empty_tokens_are_refused() {
+        for header in [
+            "Basic YTpi",
+            "Bearer",
+            "Bearer    ",
+            "Token x",
+            "abc.def.ghi",
+        ] {
+            let request = TestRequest::get()
+                .uri("/auth/me")
+                .insert_header(("authorization", header));
+            assert!(token_of(request).is_err(), "{header}");
+        }
+    }
+
+    #[test]
+    fn the_cookie_counts_only_under_hfx_modules() {
+        let cookie = "theme=dark; hf_runtime=abc.def.ghi; other=1";
+        for path in ["/hfx/modules/tree-crm-home.js", "/hfx/modules/x"] {
+            let request = TestRequest::get()
+                .uri(path)
+                .insert_header(("cookie", cookie));
+            assert_eq!(token_of(request).as_deref(), Ok("abc.def.ghi"), "{path}");
+        }
+        for path in [
+            "/auth/me",
+            "/iam/principals",
+            "/hfx/modules",
+            "/hfx/modulesx/y",
+            "/hfx/compile",
+            "/x/hfx/modules/y",
+        ] {
+            let request = TestRequest::get()
+                .uri(path)
+                .insert_header(("cookie", cookie));
+            assert!(token_of(request).is_err(), "{path}");
+        }
+    }
+
+    #[test]
+    fn a_bad_authorization_header_is_not_rescued_by_the_cookie() {
+        let request = TestRequest::get()
+            .uri("/hfx/modules/x.js")
+            .insert_header(("authorization", "Basic YTpi"))
+            .insert_header(("cookie", "hf_runtime=abc.def.ghi"));
+        assert!(token_of(request).is_err());
+    }
+
+    #[test]
+    fn other_cookies_and_empty_values_are_not_tokens() {
+        for cookie in [
+            "hf_runtimex=abc",
+            "xhf_runtime=abc",
+            "hf_runtime=",
+            "hf_runtime",
+        ] {
+            let request = TestRequest::get()
+                .uri("/hfx/modules/x.js")
+                .insert_header(("cookie", cookie));
+            assert!(token_of(request).is_err(), "{cookie}");
+        }
+    }
+}

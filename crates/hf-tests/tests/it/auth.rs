@@ -408,7 +408,7 @@ async fn forged_expired_and_foreign_tokens_are_refused() {
         ),
         (
             "two parts",
-            json!({"raw": control.rsplitn(2, '.').nth(1).unwrap().to_owned()}),
+            json!({"raw": control.rsplit_once('.').unwrap().0.to_owned()}),
         ),
         ("four parts", json!({"raw": format!("{control}.x")})),
         ("not base64", json!({"raw": "%%%.%%%.%%%".to_owned()})),
@@ -1158,6 +1158,18 @@ async fn session_exchange_sets_the_cookie_and_serves_the_frame() {
         .await
         .unwrap();
     assert_envelope(response, 401, "UNAUTHENTICATED").await;
+    // Under /hfx/modules it does: the request gets past authentication to the route itself.
+    let module = server.url("/hfx/modules/0000000000000000000000000000000000000000-crm-home.js");
+    let response = server.http.get(&module).send().await.unwrap();
+    assert_envelope(response, 401, "UNAUTHENTICATED").await;
+    let response = server
+        .http
+        .get(&module)
+        .header("cookie", format!("hf_runtime={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(response.status(), 401);
 
     // Replayed, unknown, missing and expired codes get the JSON envelope, never a page.
     for query in [
@@ -1247,4 +1259,83 @@ async fn me_shows_exactly_the_principal_fields() {
     )
     .await;
     server.stop().await;
+}
+
+#[tokio::test]
+async fn unknown_usernames_get_a_nonce_too() {
+    let server = TestServer::start().await;
+    let mut nonces = Vec::new();
+    for username in [unique_name(&server, "nobody"), server.admin_name.clone()] {
+        let response = post_json(&server, "/auth/challenge", json!({"username": username})).await;
+        assert_eq!(response.status(), 200);
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["expiresIn"], 300);
+        let mut keys: Vec<&str> = body
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["expiresIn", "nonce"]);
+        nonces.push(body["nonce"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(nonces[0].len(), 43, "256 random bits, base64url");
+    assert_ne!(nonces[0], nonces[1]);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn instances_starting_at_once_make_one_admin_and_one_signing_key() {
+    let db = hf_testkit::TestDb::new().await;
+    let pool = db.pool();
+    hf_server::prepare_database(&pool).await.unwrap();
+    let mut config = hf_server::auth::AuthConfig {
+        admin_name: format!("admin_{}", &db.name()[8..20]),
+        ..Default::default()
+    };
+    config.admin_password = None;
+    let mut starts = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let (pool, config) = (pool.clone(), config.clone());
+        starts.spawn(async move { hf_server::auth::prepare(&pool, &config).await });
+    }
+    let mut created = 0;
+    while let Some(outcome) = starts.join_next().await {
+        let (_state, bootstrap) = outcome.unwrap().unwrap();
+        if let hf_storage::auth::Bootstrap::CreatedWithSetupToken { setup_token, .. } = &bootstrap {
+            assert_eq!(setup_token.text().len(), 43);
+            created += 1;
+        } else {
+            assert!(
+                matches!(bootstrap, hf_storage::auth::Bootstrap::NotNeeded),
+                "{bootstrap:?}"
+            );
+        }
+    }
+    assert_eq!(created, 1);
+    let client = db.client().await;
+    let keys: i64 = client
+        .query_one("SELECT count(*) FROM hf.signing_keys", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(keys, 1);
+    let admins: i64 = client
+        .query_one("SELECT count(*) FROM hf.principals WHERE is_admin", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(admins, 1);
+    // A later start finds the admin and creates nothing.
+    let (_, bootstrap) = hf_server::auth::prepare(&pool, &config).await.unwrap();
+    assert!(matches!(bootstrap, hf_storage::auth::Bootstrap::NotNeeded));
+    // The admin's role is cluster-wide: drop it the way deleting a principal would.
+    let role = format!("\"{}\"", config.admin_name);
+    client
+        .batch_execute(&format!(
+            "REASSIGN OWNED BY {role} TO CURRENT_USER; DROP OWNED BY {role}; DROP ROLE {role};"
+        ))
+        .await
+        .unwrap();
 }
