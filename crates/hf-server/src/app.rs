@@ -65,6 +65,12 @@ where
     let app = crate::routes::hfx::register(app);
     // Before the metadata routes, whose `/{branchRoot}/{moduleKey}` would match its path.
     let app = app.service(crate::routes::query::query);
+    let app = app
+        .service(crate::routes::data::create_record)
+        .service(crate::routes::data::read_record)
+        .service(crate::routes::data::update_record)
+        .service(crate::routes::data::upsert_record)
+        .service(crate::routes::data::delete_record);
     register_metadata(app)
 }
 

@@ -87,6 +87,16 @@ error_codes! {
     HoqsTypeError = "HOQS_TYPE_ERROR" => BAD_REQUEST,
     HoqsLimitTooLarge = "HOQS_LIMIT_TOO_LARGE" => BAD_REQUEST,
     HoqsEvaluationError = "HOQS_EVALUATION_ERROR" => BAD_REQUEST,
+    RecordNotFound = "RECORD_NOT_FOUND" => NOT_FOUND,
+    Required = "REQUIRED" => UNPROCESSABLE_ENTITY,
+    InvalidValue = "INVALID_VALUE" => UNPROCESSABLE_ENTITY,
+    ReadOnlyField = "READ_ONLY_FIELD" => UNPROCESSABLE_ENTITY,
+    UnknownField = "UNKNOWN_FIELD" => UNPROCESSABLE_ENTITY,
+    RuleFailed = "RULE_FAILED" => UNPROCESSABLE_ENTITY,
+    AbstractObject = "ABSTRACT_OBJECT" => UNPROCESSABLE_ENTITY,
+    UniqueViolation = "UNIQUE_VIOLATION" => CONFLICT,
+    NotUniqueField = "NOT_UNIQUE_FIELD" => BAD_REQUEST,
+    PreconditionFailed = "PRECONDITION_FAILED" => PRECONDITION_FAILED,
     Internal = "INTERNAL" => INTERNAL_SERVER_ERROR,
 }
 
@@ -510,6 +520,55 @@ fn ddl_error(error: hf_ddl::Error) -> ApiError {
             )
         }
     }
+}
+
+/// The problems of a record request, all in one response. The status is that of the codes;
+/// when they differ (a unique value taken and a rule failing), the validation status 422.
+pub fn record_errors(problems: Vec<hf_storage::records::Problem>) -> ApiError {
+    use hf_storage::records::{ProblemCode as P, Target};
+    let mut entries = Vec::with_capacity(problems.len());
+    let mut statuses = Vec::with_capacity(problems.len());
+    for problem in problems {
+        let code = match problem.code {
+            P::InvalidKey => Code::InvalidKey,
+            P::ModuleNotFound => Code::ModuleNotFound,
+            P::ObjectNotFound => Code::ObjectNotFound,
+            P::FieldNotFound => Code::FieldNotFound,
+            P::NotUniqueField => Code::NotUniqueField,
+            P::AbstractObject => Code::AbstractObject,
+            P::InvalidId => Code::InvalidPath,
+            P::RecordNotFound => Code::RecordNotFound,
+            P::PreconditionFailed => Code::PreconditionFailed,
+            P::UnknownField => Code::UnknownField,
+            P::ReadOnlyField => Code::ReadOnlyField,
+            P::InvalidValue => Code::InvalidValue,
+            P::Required => Code::Required,
+            P::InvalidReference => Code::InvalidReference,
+            P::UniqueViolation => Code::UniqueViolation,
+            P::RuleFailed => Code::RuleFailed,
+            P::InUse => Code::InUse,
+            _ => Code::Internal,
+        };
+        let (scope, target) = match problem.target {
+            Target::Field(key) => (Scope::Field, Some(key)),
+            Target::Record(id) => (Scope::Record, id),
+            Target::Request => (Scope::Request, None),
+        };
+        statuses.push(code.status());
+        entries.push(ErrorEntry {
+            code: code.as_str(),
+            message: problem.message,
+            scope,
+            target,
+            rule: problem.rule,
+            location: None,
+        });
+    }
+    let status = match statuses.first() {
+        Some(first) if statuses.iter().all(|status| status == first) => *first,
+        _ => StatusCode::UNPROCESSABLE_ENTITY,
+    };
+    ApiError::from_entries(status, entries)
 }
 
 /// Compile errors of an HFX source (or its sidecar), each with its location.

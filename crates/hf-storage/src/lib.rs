@@ -10,6 +10,7 @@ mod error;
 mod migrations;
 mod pool;
 pub mod query;
+pub mod records;
 pub mod run_as;
 mod status;
 

@@ -2,6 +2,7 @@
 //! extract, call one domain function, map the result.
 
 pub mod auth;
+pub mod data;
 pub mod hfx;
 pub mod iam;
 pub mod metadata;

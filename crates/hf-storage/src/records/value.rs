@@ -1,0 +1,505 @@
+//! Checking one JSON value of a record body against its field's type, and turning it into the
+//! text PostgreSQL reads for that type.
+//!
+//! Every value is bound as text and cast in the statement (`$7::numeric`), so this is the one
+//! place that decides what a body may hold: the database only ever sees text that casts without
+//! an error. Each check works on the value's raw JSON text, which keeps numbers exact: a decimal
+//! written `12.50` is stored as `12.50`, and a number no double-precision parser could read
+//! exactly is refused instead of silently rounded.
+
+use hf_model::ScalarType;
+use serde_json::value::RawValue;
+
+/// How deeply arrays and objects may nest inside a `json` field's value.
+pub const MAX_JSON_DEPTH: usize = 64;
+
+/// The largest magnitude of a decimal PostgreSQL's `numeric` holds: digits before the point.
+const MAX_NUMERIC_WHOLE_DIGITS: usize = 131_072;
+/// Digits after the point `numeric` holds.
+const MAX_NUMERIC_FRACTION_DIGITS: usize = 16_383;
+
+/// Converts the raw JSON of a value to the text bound for a column of type `ty`.
+///
+/// `Ok(None)` is SQL NULL (JSON `null`, for every type, `json` included). `Err` says in words
+/// what was expected, for the `INVALID_VALUE` message.
+pub fn to_sql_text(raw: &RawValue, ty: ScalarType) -> Result<Option<String>, String> {
+    let text = raw.get().trim();
+    if text == "null" {
+        return Ok(None);
+    }
+    let converted = match ty {
+        ScalarType::Text => string(text).and_then(|s| no_nul(s, "text")),
+        ScalarType::Integer => integer(text),
+        ScalarType::Decimal => decimal(text),
+        ScalarType::Float => float(text),
+        ScalarType::Boolean => boolean(text),
+        ScalarType::Date => string(text).and_then(|s| date(&s)),
+        ScalarType::Datetime => string(text).and_then(|s| datetime(&s)),
+        ScalarType::Uuid => string(text).and_then(|s| uuid(&s)),
+        ScalarType::Json => json(text),
+    };
+    converted.map(Some)
+}
+
+/// The text of a JSON string, or what was expected instead.
+fn string(text: &str) -> Result<String, String> {
+    if !text.starts_with('"') {
+        return Err(format!("expected a JSON string, got {}", kind_of(text)));
+    }
+    serde_json::from_str::<String>(text)
+        .map_err(|error| format!("the string is not valid JSON text: {error}"))
+}
+
+/// PostgreSQL's `text` and `jsonb` cannot hold the NUL character.
+fn no_nul(text: String, what: &str) -> Result<String, String> {
+    if text.contains('\0') {
+        return Err(format!("{what} cannot contain the NUL character (\\u0000)"));
+    }
+    Ok(text)
+}
+
+fn integer(text: &str) -> Result<String, String> {
+    const EXPECTED: &str =
+        "expected a whole number between -9223372036854775808 and 9223372036854775807";
+    if !is_json_number(text) {
+        return Err(format!("{EXPECTED}, got {}", kind_of(text)));
+    }
+    match text.parse::<i64>() {
+        Ok(number) => Ok(number.to_string()),
+        Err(_) => Err(format!("{EXPECTED}, got {}", abbreviate(text))),
+    }
+}
+
+/// A decimal: a string holding a plain decimal number (`"12.50"`), or a JSON number that a
+/// double-precision JSON parser reads exactly as written.
+fn decimal(text: &str) -> Result<String, String> {
+    if text.starts_with('"') {
+        let inner = string(text)?;
+        if !is_plain_decimal(&inner) {
+            return Err(format!(
+                "expected a decimal number like \"12.50\" (digits, an optional point and digits; \
+                 no exponent, NaN or Infinity), got \"{}\"",
+                abbreviate(&inner)
+            ));
+        }
+        return fits_numeric(&inner).map(|()| inner);
+    }
+    if !is_json_number(text) {
+        return Err(format!(
+            "expected a decimal as a string like \"12.50\" or a number, got {}",
+            kind_of(text)
+        ));
+    }
+    if !is_exact_number(text) {
+        return Err(format!(
+            "the number {} cannot be represented exactly by a JSON number; send the decimal \
+             as a string like \"12.50\"",
+            abbreviate(text)
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+/// A float: any finite JSON number, sent as its shortest round-trip form.
+fn float(text: &str) -> Result<String, String> {
+    if !is_json_number(text) {
+        return Err(format!("expected a number, got {}", kind_of(text)));
+    }
+    match text.parse::<f64>() {
+        Ok(number) if number.is_finite() => Ok(format!("{number:e}")),
+        _ => Err(format!(
+            "the number {} is outside the range of a float",
+            abbreviate(text)
+        )),
+    }
+}
+
+fn boolean(text: &str) -> Result<String, String> {
+    match text {
+        "true" | "false" => Ok(text.to_owned()),
+        _ => Err(format!("expected true or false, got {}", kind_of(text))),
+    }
+}
+
+/// `YYYY-MM-DD` naming a real calendar day of the years 1 to 9999.
+fn date(text: &str) -> Result<String, String> {
+    let expected = || {
+        format!(
+            "expected a date like \"2024-01-31\" (a real calendar day), got \"{}\"",
+            abbreviate(text)
+        )
+    };
+    let bytes = text.as_bytes();
+    let shape = bytes.len() == 10
+        && bytes[4] == b'-'
+        && bytes[7] == b'-'
+        && bytes
+            .iter()
+            .enumerate()
+            .all(|(i, b)| i == 4 || i == 7 || b.is_ascii_digit());
+    if !shape {
+        return Err(expected());
+    }
+    match chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d") {
+        Ok(day) if text[..4] != *"0000" => Ok(day.format("%Y-%m-%d").to_string()),
+        _ => Err(expected()),
+    }
+}
+
+/// An RFC 3339 date and time with a zone (`Z` or an offset), sent in UTC.
+fn datetime(text: &str) -> Result<String, String> {
+    use chrono::Datelike;
+    match chrono::DateTime::parse_from_rfc3339(text).map(|t| t.with_timezone(&chrono::Utc)) {
+        // PostgreSQL has no year 0: `0001-01-01T00:00:00+01:00` is out of its range.
+        Ok(instant) if instant.year() >= 1 => {
+            Ok(instant.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string())
+        }
+        _ => Err(format!(
+            "expected an RFC 3339 date and time with a zone, like \"2024-01-31T10:00:00Z\", \
+             got \"{}\"",
+            abbreviate(text)
+        )),
+    }
+}
+
+/// A uuid, hyphenated (`6f9619ff-8b86-d011-b42d-00c04fc964ff`) or as 32 hex digits; sent in the
+/// hyphenated lower-case form.
+pub fn uuid(text: &str) -> Result<String, String> {
+    let plain_or_hyphenated = text.len() == 32 || text.len() == 36;
+    match uuid::Uuid::try_parse(text) {
+        Ok(id) if plain_or_hyphenated => Ok(id.hyphenated().to_string()),
+        _ => Err(format!(
+            "expected a uuid like \"6f9619ff-8b86-d011-b42d-00c04fc964ff\", got \"{}\"",
+            abbreviate(text)
+        )),
+    }
+}
+
+/// Any JSON value nested at most [`MAX_JSON_DEPTH`] levels, without NUL characters in its
+/// strings (`jsonb` cannot hold them) and with numbers `jsonb` can hold. The raw text is sent as
+/// written, so numbers keep every digit.
+fn json(text: &str) -> Result<String, String> {
+    if depth(text) > MAX_JSON_DEPTH {
+        return Err(format!(
+            "JSON values may nest at most {MAX_JSON_DEPTH} arrays or objects deep"
+        ));
+    }
+    let value: serde_json::Value = serde_json::from_str(text)
+        .map_err(|error| format!("the JSON value cannot be stored: {error}"))?;
+    if contains_nul(&value) {
+        return Err("JSON strings cannot contain the NUL character (\\u0000)".to_owned());
+    }
+    Ok(text.to_owned())
+}
+
+/// The deepest nesting of arrays and objects in a JSON text, counted without parsing it, so a
+/// hostile value cannot make a parser recurse.
+fn depth(text: &str) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for byte in text.bytes() {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+fn contains_nul(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::String(text) => text.contains('\0'),
+        serde_json::Value::Array(items) => items.iter().any(contains_nul),
+        serde_json::Value::Object(map) => map
+            .iter()
+            .any(|(key, item)| key.contains('\0') || contains_nul(item)),
+        _ => false,
+    }
+}
+
+/// Whether raw JSON text is a number (JSON's grammar already guarantees its shape).
+fn is_json_number(text: &str) -> bool {
+    text.starts_with(|c: char| c == '-' || c.is_ascii_digit())
+}
+
+/// An optional sign, digits, and an optional point followed by digits: what `numeric` reads
+/// without surprises.
+pub fn is_plain_decimal(text: &str) -> bool {
+    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
+    let (whole, fraction) = match unsigned.split_once('.') {
+        Some((whole, fraction)) => (whole, Some(fraction)),
+        None => (unsigned, None),
+    };
+    let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+    digits(whole) && fraction.is_none_or(digits)
+}
+
+/// Whether a plain decimal fits `numeric`'s limits on digits before and after the point.
+fn fits_numeric(text: &str) -> Result<(), String> {
+    let unsigned = text.trim_start_matches(['-', '+']);
+    let (whole, fraction) = unsigned.split_once('.').unwrap_or((unsigned, ""));
+    let whole = whole.trim_start_matches('0');
+    if whole.len() > MAX_NUMERIC_WHOLE_DIGITS || fraction.len() > MAX_NUMERIC_FRACTION_DIGITS {
+        return Err(format!(
+            "a decimal holds at most {MAX_NUMERIC_WHOLE_DIGITS} digits before the point and \
+             {MAX_NUMERIC_FRACTION_DIGITS} after it"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a JSON number means exactly what a double-precision JSON parser (JavaScript's
+/// `JSON.parse`, or ours) reads from it: integers that fit 64 bits, and any other number whose
+/// value equals the shortest decimal form of the nearest double (`0.1`, `12.5`, `1e-7`).
+/// `0.1000000000000000055` or `12345678901234567.5` carry more digits than a double keeps, and
+/// `1e999` does not fit one at all.
+pub fn is_exact_number(text: &str) -> bool {
+    if text.parse::<i64>().is_ok() || text.parse::<u64>().is_ok() {
+        return true;
+    }
+    let Ok(number) = text.parse::<f64>() else {
+        return false;
+    };
+    if !number.is_finite() {
+        return false;
+    }
+    let shortest = format!("{number:e}");
+    match (normalize(text), normalize(&shortest)) {
+        (Some(written), Some(read)) => written == read,
+        _ => false,
+    }
+}
+
+/// A decimal number's value as (negative, significant digits, exponent of the last digit),
+/// with zero as `(false, "", 0)`; `None` when the text is not a number.
+fn normalize(text: &str) -> Option<(bool, String, i64)> {
+    let (negative, unsigned) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    let (mantissa, exponent) = match unsigned.split_once(['e', 'E']) {
+        Some((mantissa, exponent)) => (mantissa, exponent.parse::<i64>().ok()?),
+        None => (unsigned, 0),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if whole.is_empty()
+        || !whole
+            .bytes()
+            .chain(fraction.bytes())
+            .all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let digits = format!("{whole}{fraction}");
+    let fraction_len = i64::try_from(fraction.len()).ok()?;
+    let trimmed_end = digits.trim_end_matches('0');
+    let trailing = i64::try_from(digits.len() - trimmed_end.len()).ok()?;
+    let significant = trimmed_end.trim_start_matches('0');
+    if significant.is_empty() {
+        return Some((false, String::new(), 0));
+    }
+    let exponent = exponent.checked_sub(fraction_len)?.checked_add(trailing)?;
+    Some((negative, significant.to_owned(), exponent))
+}
+
+/// What kind of JSON value a raw text is, for messages.
+fn kind_of(text: &str) -> String {
+    match text.as_bytes().first() {
+        Some(b'"') => format!("the string {}", abbreviate(text)),
+        Some(b'[') => "an array".to_owned(),
+        Some(b'{') => "an object".to_owned(),
+        Some(b't' | b'f') => format!("the boolean {text}"),
+        Some(_) => format!("the number {}", abbreviate(text)),
+        None => "nothing".to_owned(),
+    }
+}
+
+/// At most 40 characters of a text, for messages that quote what was sent.
+fn abbreviate(text: &str) -> String {
+    match text.char_indices().nth(40) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn convert(json: &str, ty: ScalarType) -> Result<Option<String>, String> {
+        let raw = RawValue::from_string(json.to_owned()).unwrap();
+        to_sql_text(&raw, ty)
+    }
+
+    fn ok(json: &str, ty: ScalarType) -> String {
+        convert(json, ty).unwrap().unwrap()
+    }
+
+    fn bad(json: &str, ty: ScalarType) {
+        assert!(convert(json, ty).is_err(), "{json} as {ty} was accepted");
+    }
+
+    #[test]
+    fn null_is_sql_null_for_every_type() {
+        for ty in ScalarType::ALL {
+            assert_eq!(convert("null", ty), Ok(None));
+        }
+    }
+
+    #[test]
+    fn integers_are_json_whole_numbers_in_64_bits() {
+        assert_eq!(ok("42", ScalarType::Integer), "42");
+        assert_eq!(
+            ok("-9223372036854775808", ScalarType::Integer),
+            "-9223372036854775808"
+        );
+        bad("9223372036854775808", ScalarType::Integer);
+        bad("\"42\"", ScalarType::Integer);
+        bad("4.5", ScalarType::Integer);
+        bad("1e3", ScalarType::Integer);
+        bad("true", ScalarType::Integer);
+        bad("1e999", ScalarType::Integer);
+    }
+
+    #[test]
+    fn decimals_are_strings_or_exact_numbers() {
+        assert_eq!(ok("\"12.50\"", ScalarType::Decimal), "12.50");
+        assert_eq!(ok("12.5", ScalarType::Decimal), "12.5");
+        assert_eq!(ok("0.1", ScalarType::Decimal), "0.1");
+        assert_eq!(ok("1e-7", ScalarType::Decimal), "1e-7");
+        assert_eq!(
+            ok("18446744073709551615", ScalarType::Decimal),
+            "18446744073709551615"
+        );
+        assert_eq!(
+            ok(
+                "\"123456789012345678901234567890.123\"",
+                ScalarType::Decimal
+            ),
+            "123456789012345678901234567890.123"
+        );
+        bad("12345678901234567.5", ScalarType::Decimal);
+        bad("0.10000000000000000555", ScalarType::Decimal);
+        bad("1e999", ScalarType::Decimal);
+        bad("\"1e999\"", ScalarType::Decimal);
+        bad("\"NaN\"", ScalarType::Decimal);
+        bad("\"Infinity\"", ScalarType::Decimal);
+        bad("\"12,5\"", ScalarType::Decimal);
+        bad("\".5\"", ScalarType::Decimal);
+        bad("\"\"", ScalarType::Decimal);
+        bad("true", ScalarType::Decimal);
+    }
+
+    #[test]
+    fn floats_are_finite_numbers() {
+        assert_eq!(ok("0.5", ScalarType::Float), "5e-1");
+        assert_eq!(ok("3", ScalarType::Float), "3e0");
+        bad("1e999", ScalarType::Float);
+        bad("\"NaN\"", ScalarType::Float);
+        bad("\"1.5\"", ScalarType::Float);
+    }
+
+    #[test]
+    fn texts_are_strings_without_nul() {
+        assert_eq!(ok("\"it's\"", ScalarType::Text), "it's");
+        assert_eq!(ok("\"caf\\u00e9\"", ScalarType::Text), "café");
+        bad("\"a\\u0000b\"", ScalarType::Text);
+        bad("42", ScalarType::Text);
+        bad("\"\\ud800\"", ScalarType::Text);
+    }
+
+    #[test]
+    fn dates_are_real_calendar_days() {
+        assert_eq!(ok("\"2024-02-29\"", ScalarType::Date), "2024-02-29");
+        bad("\"2024-02-30\"", ScalarType::Date);
+        bad("\"2023-02-29\"", ScalarType::Date);
+        bad("\"2024-13-01\"", ScalarType::Date);
+        bad("\"0000-01-01\"", ScalarType::Date);
+        bad("\"2024-1-01\"", ScalarType::Date);
+        bad("\"+2024-01-01\"", ScalarType::Date);
+        bad("\"2024-01-01T00:00:00Z\"", ScalarType::Date);
+        bad("20240101", ScalarType::Date);
+    }
+
+    #[test]
+    fn datetimes_are_rfc3339_with_a_zone_and_become_utc() {
+        assert_eq!(
+            ok("\"2024-01-31T10:00:00+02:00\"", ScalarType::Datetime),
+            "2024-01-31T08:00:00.000000Z"
+        );
+        assert_eq!(
+            ok("\"2024-01-31T10:00:00.123456789Z\"", ScalarType::Datetime),
+            "2024-01-31T10:00:00.123456Z"
+        );
+        bad("\"2024-01-31T10:00:00\"", ScalarType::Datetime);
+        bad("\"2024-02-30T10:00:00Z\"", ScalarType::Datetime);
+        bad("\"2024-01-31\"", ScalarType::Datetime);
+        bad("1706695200", ScalarType::Datetime);
+        bad("\"0001-01-01T00:00:00+01:00\"", ScalarType::Datetime);
+    }
+
+    #[test]
+    fn uuids_are_hyphenated_or_plain_hex() {
+        let canonical = "6f9619ff-8b86-d011-b42d-00c04fc964ff";
+        assert_eq!(ok(&format!("\"{canonical}\""), ScalarType::Uuid), canonical);
+        assert_eq!(
+            ok("\"6F9619FF8B86D011B42D00C04FC964FF\"", ScalarType::Uuid),
+            canonical
+        );
+        bad("\"6f9619ff\"", ScalarType::Uuid);
+        bad(
+            "\"{6f9619ff-8b86-d011-b42d-00c04fc964ff}\"",
+            ScalarType::Uuid,
+        );
+        bad("\"not-a-uuid\"", ScalarType::Uuid);
+        bad("42", ScalarType::Uuid);
+    }
+
+    #[test]
+    fn booleans_are_true_or_false() {
+        assert_eq!(ok("true", ScalarType::Boolean), "true");
+        bad("\"true\"", ScalarType::Boolean);
+        bad("1", ScalarType::Boolean);
+    }
+
+    #[test]
+    fn json_values_are_kept_as_written_and_bounded() {
+        assert_eq!(
+            ok("{\"a\": [1, 2.50]}", ScalarType::Json),
+            "{\"a\": [1, 2.50]}"
+        );
+        assert_eq!(ok("\"x\"", ScalarType::Json), "\"x\"");
+        let deep = format!("{}{}", "[".repeat(65), "]".repeat(65));
+        bad(&deep, ScalarType::Json);
+        let fine = format!("{}{}", "[".repeat(64), "]".repeat(64));
+        assert_eq!(ok(&fine, ScalarType::Json), fine);
+        let very_deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        bad(&very_deep, ScalarType::Json);
+        bad("{\"a\": \"\\u0000\"}", ScalarType::Json);
+        bad("[1e999]", ScalarType::Json);
+        assert_eq!(depth("[\"[[[\", {\"a\\\"[\": []}]"), 3);
+    }
+
+    #[test]
+    fn exactness_compares_values_not_spellings() {
+        assert!(is_exact_number("12.50"));
+        assert!(is_exact_number("1.5e3"));
+        assert!(is_exact_number("-0.0"));
+        assert!(is_exact_number("9007199254740993"));
+        assert!(!is_exact_number("9007199254740993.5"));
+        assert!(!is_exact_number("1e400"));
+    }
+}
