@@ -8,6 +8,7 @@ mod errors;
 mod iam;
 mod metadata;
 mod openapi;
+mod query;
 mod schema;
 mod support;
 mod system;
