@@ -85,7 +85,7 @@ pub struct ServeArgs {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    init_tracing(matches!(cli.command, Command::Serve(_)));
     let result = match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Principal(args) => principal::run(args),
@@ -103,11 +103,18 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-fn init_tracing() {
+/// The service logs from `info` up; the tools only warnings, on stderr, so that what they print
+/// (setup tokens, tables) stays clean for scripts.
+fn init_tracing(serving: bool) {
+    let default = if serving { "info" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("HF_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_target(false)
-        .init();
+        .with_target(false);
+    if serving {
+        logs.init();
+    } else {
+        logs.with_writer(std::io::stderr).init();
+    }
 }
