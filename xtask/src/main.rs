@@ -41,8 +41,20 @@ fn ci() -> Result<(), String> {
     cargo(&["test", "--workspace", "--no-fail-fast"])
 }
 
-/// Runs the benchmarks (criterion benches of the embeddable crates and the load benchmarks).
+/// Runs the benchmarks: `bench http` runs the load benchmarks of the service on loopback
+/// (bench/http.sh, wrk); anything else is passed to `cargo bench` (criterion benches).
 fn bench(names: &[String]) -> Result<(), String> {
+    if names.first().map(String::as_str) == Some("http") {
+        let status = Command::new("bash")
+            .arg(workspace_root().join("bench/http.sh"))
+            .status()
+            .map_err(|e| format!("cannot run bench/http.sh: {e}"))?;
+        return if status.success() {
+            Ok(())
+        } else {
+            Err(format!("bench/http.sh failed ({status})"))
+        };
+    }
     let mut args = vec!["bench", "--workspace"];
     args.extend(names.iter().map(String::as_str));
     cargo(&args)
