@@ -124,10 +124,15 @@ async fn main() -> Result<(), Box<dyn Error>> {
     println!("introspect + plan, empty db    {:>9.1} ms", ms(db.empty));
     println!("apply creation (one txn)       {:>9.1} ms", ms(db.apply));
     println!(
-        "introspect + plan, in-sync db  {:>9.1} ms  (introspect {:.1} ms, {} changes)",
+        "introspect + plan, in-sync db  {:>9.1} ms  (introspect {:.1} ms, {} changes; first read after the creation)",
         ms(db.in_sync),
         ms(db.introspect),
         db.in_sync_changes
+    );
+    println!(
+        "  the same again               {:>9.1} ms  (introspect {:.1} ms)",
+        ms(db.in_sync_again),
+        ms(db.introspect_again),
     );
     if let Some(migra) = migra {
         let migra = migra?;
@@ -206,6 +211,8 @@ struct DbTimes {
     in_sync: Duration,
     introspect: Duration,
     in_sync_changes: usize,
+    in_sync_again: Duration,
+    introspect_again: Duration,
 }
 
 async fn run(
@@ -231,12 +238,22 @@ async fn run(
     let introspect_time = start.elapsed();
     let again = plan(&current, desired, &Renames::default());
     let in_sync = start.elapsed();
+
+    // The first read after a large transaction also sets the catalog rows' hint bits; a later
+    // plan (the usual case) does not pay for that.
+    let start = Instant::now();
+    let current = introspect(&client, names).await?;
+    let introspect_again = start.elapsed();
+    let _ = plan(&current, desired, &Renames::default());
+    let in_sync_again = start.elapsed();
     Ok(DbTimes {
         empty,
         apply: apply_time,
         in_sync,
         introspect: introspect_time,
         in_sync_changes: again.changes.len(),
+        in_sync_again,
+        introspect_again,
     })
 }
 

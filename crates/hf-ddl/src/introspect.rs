@@ -1,11 +1,15 @@
 //! Introspection: reads the managed schemas of a live database into a [`Schema`].
 //!
 //! A handful of catalog queries cover every table at once (schemas, tables, columns,
-//! constraints, indexes, markers), so the cost does not grow with round trips per table. It reads
+//! constraints, indexes, markers), so the cost does not grow with round trips per table. The
+//! queries avoid per-row work in the server: comments are joined rather than looked up, defaults
+//! are deparsed without opening their relation, and constraint and index columns come back as
+//! attribute numbers that are named here from the columns already read (only a foreign key to a
+//! table outside the read schemas names its columns in SQL). It reads
 //! the catalog as it is, so hand-made changes (an extra column, a dropped index) show up in the
 //! next plan. Pass a transaction (ideally REPEATABLE READ) for one consistent snapshot.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use tokio_postgres::GenericClient;
 
@@ -24,16 +28,20 @@ FROM pg_namespace n
 WHERE n.nspname = ANY($1)";
 
 const TABLES: &str = "
-SELECT n.nspname::text, c.relname::text, obj_description(c.oid, 'pg_class'),
+SELECT n.nspname::text, c.relname::text, ds.description,
        ARRAY(SELECT a.privilege_type FROM aclexplode(c.relacl) a
              WHERE a.grantee = (SELECT oid FROM pg_roles WHERE rolname = $2) ORDER BY 1)
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_description ds
+       ON ds.objoid = c.oid AND ds.classoid = 'pg_class'::regclass AND ds.objsubid = 0
 WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition AND n.nspname = ANY($1)";
 
 const COLUMNS: &str = "
 SELECT n.nspname::text, c.relname::text, a.attname::text, format_type(a.atttypid, a.atttypmod),
-       a.attnotnull, pg_get_expr(d.adbin, d.adrelid), ds.description
+       a.attnotnull,
+       pg_get_expr(d.adbin, CASE WHEN a.attgenerated = '' THEN 0 ELSE d.adrelid END),
+       ds.description, a.attnum
 FROM pg_attribute a
 JOIN pg_class c ON c.oid = a.attrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -42,18 +50,18 @@ LEFT JOIN pg_description ds
        ON ds.objoid = c.oid AND ds.classoid = 'pg_class'::regclass AND ds.objsubid = a.attnum
 WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition AND n.nspname = ANY($1)
   AND a.attnum > 0 AND NOT a.attisdropped
-ORDER BY 1, 2, a.attnum";
+ORDER BY a.attrelid, a.attnum";
 
 const CONSTRAINTS: &str = "
-SELECT n.nspname::text, c.relname::text, con.conname::text, con.contype::text,
-       ARRAY(SELECT att.attname::text FROM unnest(con.conkey) WITH ORDINALITY k(num, ord)
-             JOIN pg_attribute att ON att.attrelid = con.conrelid AND att.attnum = k.num
-             ORDER BY k.ord),
-       fn.nspname::text, fc.relname::text,
-       ARRAY(SELECT att.attname::text FROM unnest(con.confkey) WITH ORDINALITY k(num, ord)
-             JOIN pg_attribute att ON att.attrelid = con.confrelid AND att.attnum = k.num
-             ORDER BY k.ord),
-       con.confdeltype::text
+SELECT n.nspname::text, c.relname::text, con.conname::text, con.contype::text, con.conkey,
+       fn.nspname::text, fc.relname::text, con.confkey,
+       con.confdeltype::text,
+       CASE WHEN con.contype = 'f' AND (NOT (fn.nspname = ANY($1)) OR fc.relispartition
+                                         OR fc.relkind NOT IN ('r', 'p')) THEN
+           ARRAY(SELECT att.attname::text FROM unnest(con.confkey) WITH ORDINALITY k(num, ord)
+                 JOIN pg_attribute att ON att.attrelid = con.confrelid AND att.attnum = k.num
+                 ORDER BY k.ord)
+       END
 FROM pg_constraint con
 JOIN pg_class c ON c.oid = con.conrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -64,10 +72,7 @@ WHERE con.contype IN ('p', 'u', 'f') AND c.relkind IN ('r', 'p') AND NOT c.relis
 ORDER BY 1, 2, 3";
 
 const INDEXES: &str = "
-SELECT n.nspname::text, t.relname::text, i.relname::text, ix.indisunique,
-       ARRAY(SELECT att.attname::text FROM unnest(ix.indkey::int2[]) WITH ORDINALITY k(num, ord)
-             JOIN pg_attribute att ON att.attrelid = ix.indrelid AND att.attnum = k.num
-             ORDER BY k.ord),
+SELECT n.nspname::text, t.relname::text, i.relname::text, ix.indisunique, ix.indkey::int2[],
        p.plain,
        CASE WHEN p.plain THEN NULL ELSE pg_get_indexdef(ix.indexrelid) END
 FROM pg_index ix
@@ -125,6 +130,7 @@ pub async fn introspect<C: GenericClient>(
             namespace.tables.insert(t, table);
         }
     }
+    let mut attnames = AttNames::default();
     for row in query(client, "columns", COLUMNS, &[&names]).await? {
         let s: String = get(&row, 0, "columns")?;
         let t: String = get(&row, 1, "columns")?;
@@ -138,6 +144,7 @@ pub async fn introspect<C: GenericClient>(
             comment: get(&row, 6, "columns")?,
             managed: false,
         };
+        attnames.add(&s, &t, get(&row, 7, "columns")?, &column.name);
         if let Some(table) = table_mut(&mut schema, &s, &t) {
             table.columns.push(column);
         }
@@ -147,7 +154,8 @@ pub async fn introspect<C: GenericClient>(
         let t: String = get(&row, 1, "constraints")?;
         let name: String = get(&row, 2, "constraints")?;
         let kind: String = get(&row, 3, "constraints")?;
-        let columns: Vec<String> = get(&row, 4, "constraints")?;
+        let numbers: Option<Vec<i16>> = get(&row, 4, "constraints")?;
+        let columns = attnames.names(&s, &t, &numbers.unwrap_or_default());
         let Some(table) = table_mut(&mut schema, &s, &t) else {
             continue;
         };
@@ -166,14 +174,27 @@ pub async fn introspect<C: GenericClient>(
             }),
             _ => {
                 let on_delete: String = get(&row, 8, "constraints")?;
+                let references = TableRef {
+                    schema: get::<Option<String>>(&row, 5, "constraints")?.unwrap_or_default(),
+                    table: get::<Option<String>>(&row, 6, "constraints")?.unwrap_or_default(),
+                };
+                // Named in SQL when the target is outside the tables read, else from them.
+                let referenced_columns = match get::<Option<Vec<String>>>(&row, 9, "constraints")? {
+                    Some(named) => named,
+                    None => {
+                        let numbers: Option<Vec<i16>> = get(&row, 7, "constraints")?;
+                        attnames.names(
+                            &references.schema,
+                            &references.table,
+                            &numbers.unwrap_or_default(),
+                        )
+                    }
+                };
                 table.foreign_keys.push(ForeignKey {
                     name,
                     columns,
-                    references: TableRef {
-                        schema: get::<Option<String>>(&row, 5, "constraints")?.unwrap_or_default(),
-                        table: get::<Option<String>>(&row, 6, "constraints")?.unwrap_or_default(),
-                    },
-                    referenced_columns: get(&row, 7, "constraints")?,
+                    references,
+                    referenced_columns,
                     on_delete: fk_action(&on_delete),
                     managed: false,
                 });
@@ -184,10 +205,12 @@ pub async fn introspect<C: GenericClient>(
         let s: String = get(&row, 0, "indexes")?;
         let t: String = get(&row, 1, "indexes")?;
         let plain: bool = get(&row, 5, "indexes")?;
+        let numbers: Vec<i16> = get(&row, 4, "indexes")?;
         let index = Index {
             name: get(&row, 2, "indexes")?,
             unique: get(&row, 3, "indexes")?,
-            columns: get(&row, 4, "indexes")?,
+            // An expression's number is 0, which names no column.
+            columns: attnames.names(&s, &t, &numbers),
             definition: if plain {
                 None
             } else {
@@ -262,6 +285,38 @@ fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
         query: name,
         source,
     })
+}
+
+/// The column names of every table read, by attribute number, so that constraint and index
+/// columns are named here instead of by a subquery per row.
+#[derive(Default)]
+struct AttNames(HashMap<String, HashMap<String, Vec<(i16, String)>>>);
+
+impl AttNames {
+    /// Records a column; the columns of a table arrive in attribute-number order.
+    fn add(&mut self, s: &str, t: &str, number: i16, name: &str) {
+        self.0
+            .entry(s.to_owned())
+            .or_default()
+            .entry(t.to_owned())
+            .or_default()
+            .push((number, name.to_owned()));
+    }
+
+    /// The names of `numbers` in `s.t`, in order; a number without a column (0, for an index
+    /// expression) is left out.
+    fn names(&self, s: &str, t: &str, numbers: &[i16]) -> Vec<String> {
+        let Some(columns) = self.0.get(s).and_then(|tables| tables.get(t)) else {
+            return Vec::new();
+        };
+        numbers
+            .iter()
+            .filter_map(|number| {
+                let at = columns.binary_search_by_key(number, |(n, _)| *n).ok()?;
+                columns.get(at).map(|(_, name)| name.clone())
+            })
+            .collect()
+    }
 }
 
 fn table_mut<'a>(schema: &'a mut Schema, s: &str, t: &str) -> Option<&'a mut Table> {

@@ -6,6 +6,7 @@ mod db;
 mod failed_apply;
 mod fixtures;
 mod hand_changes;
+mod introspection;
 mod model_fixtures;
 mod random_edits;
 mod roundtrip;
