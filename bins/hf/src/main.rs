@@ -38,10 +38,10 @@ enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct DatabaseArgs {
     /// PostgreSQL URL; when unset, hf runs its own private cluster under the data directory.
-    #[arg(long, env = "HF_DATABASE_URL", hide_env_values = true)]
+    #[arg(long, env = "HF_DATABASE_URL", hide_env_values = true, global = true)]
     pub database_url: Option<String>,
     /// Directory for the service's own files (embedded cluster, metadata repository).
-    #[arg(long, env = "HF_DATA_DIR", default_value = "./.hf")]
+    #[arg(long, env = "HF_DATA_DIR", default_value = "./.hf", global = true)]
     pub data_dir: PathBuf,
 }
 
