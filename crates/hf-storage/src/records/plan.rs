@@ -709,7 +709,10 @@ impl Builder<'_> {
              SELECT EXISTS (SELECT FROM \"del\"), \
              (SELECT {etag_c} FROM {table} AS \"c\" WHERE \"c\".\"id\" = $1::uuid)"
         );
-        Ok(statement(sql, Params::new(), 2))
+        let mut params = Params::new();
+        params.push(None);
+        params.push(None);
+        Ok(statement(sql, params, 2))
     }
 
     /// The SQL relation of the object's records: its table, or the `UNION ALL` of its concrete
@@ -808,4 +811,73 @@ fn ident(name: &str) -> Result<String> {
 
 fn internal(object: &QualifiedName, reason: impl std::fmt::Display) -> Error {
     Error::Config(format!("records of {object}: {reason}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn demo() -> Model {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/demo");
+        hf_model::files::load_dir(&dir).unwrap()
+    }
+
+    /// Every statement of a plan, for review in the snapshot.
+    fn render(plan: &ObjectPlan) -> String {
+        let mut out = String::new();
+        let mut show = |name: &str, statement: &Statement| {
+            out.push_str(&format!(
+                "{name} (own {}, literals {:?}):\n{}\n\n",
+                statement.own,
+                &statement.params[statement.own..],
+                statement.sql
+            ));
+        };
+        show("read", &plan.read);
+        if let Some(writes) = &plan.writes {
+            show("read_own", &writes.read_own);
+            show("create", &writes.create.statement);
+            show("update", &writes.update.statement);
+            show("delete", &writes.delete);
+            for (key, upsert) in &writes.upserts {
+                show(&format!("upsert by {key}"), &upsert.write.statement);
+                show(&format!("read by {key}"), &upsert.read);
+            }
+            let checks = format!("checks of update: {:?}\n", writes.update.checks);
+            out.push_str(&checks);
+        }
+        out
+    }
+
+    #[test]
+    fn demo_statements() {
+        let model = demo();
+        for object in ["opportunity", "party", "account"] {
+            let plan = build(&model, &QualifiedName::new("crm", object)).unwrap();
+            insta::assert_snapshot!(object, render(&plan));
+        }
+    }
+
+    #[test]
+    fn upsert_statements() {
+        let mut model = demo();
+        let account = model
+            .modules
+            .get_mut("crm")
+            .and_then(|module| module.objects.get_mut("account"))
+            .unwrap();
+        let kind = FieldKind::Scalar {
+            field_type: ScalarType::Text,
+            required: false,
+            unique: true,
+            indexed: false,
+        };
+        account
+            .fields
+            .insert("code".into(), hf_model::Field::new("code", "Code", kind));
+        let plan = build(&model, &QualifiedName::new("crm", "account")).unwrap();
+        let writes = plan.writes.as_ref().unwrap();
+        assert_eq!(writes.upserts.keys().collect::<Vec<_>>(), ["code"]);
+        insta::assert_snapshot!("account_upsert_by_code", render(&plan));
+    }
 }
