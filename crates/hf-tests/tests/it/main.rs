@@ -9,6 +9,7 @@ mod iam;
 mod metadata;
 mod openapi;
 mod query;
+mod records;
 mod schema;
 mod support;
 mod system;
