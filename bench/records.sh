@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Records benchmark on loopback: `GET /data/crm/opportunity/{id}` and `POST /data/crm/opportunity`
+# at c=16 (wrk) next to pgbench running the statements the service sends for them, in one run.
+# `bench/records.sh soak [minutes]` instead loads the service with reads and creates for that long
+# (default 10) and reports its RSS after the first and the last minute.
+# Needs: wrk, curl, psql, pgbench, python3, PostgreSQL on 127.0.0.1:5432 (HF_BENCH_PG), a release
+# build of hf (built here).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+HF=${HF_BIN:-target/release/hf}
+[ -x "$HF" ] || cargo build --release -p hf
+PG=${HF_BENCH_PG:-postgres://postgres@127.0.0.1:5432}
+PORT=${BENCH_PORT:-18480}
+SECONDS_EACH=${BENCH_SECONDS:-10}
+DB=hf_bench_records_$$
+DATA=$(mktemp -d /tmp/hf-bench-records-XXXXXX); chmod 755 "$DATA"
+PASSWORD=bench-password-123
+BASE=http://127.0.0.1:$PORT
+ADMIN=bench_admin_$$
+
+psql -q "$PG/postgres" -c "CREATE DATABASE $DB"
+cleanup() {
+  [ -n "${pid:-}" ] && kill -TERM "$pid" 2>/dev/null && while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+  psql -q "$PG/$DB" -c "REASSIGN OWNED BY \"$ADMIN\" TO CURRENT_USER; DROP OWNED BY \"$ADMIN\"" 2>/dev/null || true
+  psql -q "$PG/postgres" -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "DROP ROLE IF EXISTS \"$ADMIN\"" || true
+  rm -rf "$DATA"
+}
+trap cleanup EXIT
+
+HF_LISTEN=127.0.0.1:$PORT HF_DATA_DIR=$DATA HF_DATABASE_URL=$PG/$DB HF_ADMIN_NAME=$ADMIN \
+  HF_ADMIN_PASSWORD=$PASSWORD "$HF" serve --demo >"$DATA/serve.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do curl -sf "$BASE/health" >/dev/null && break; sleep 0.05; done
+curl -sf "$BASE/health" >/dev/null || { cat "$DATA/serve.log"; exit 1; }
+rss() { awk '/VmRSS/ {print $2}' "/proc/$pid/status"; }
+json() { python3 -c "import json,sys; print(json.load(sys.stdin)[\"$1\"])"; }
+
+TOKEN=$(curl -sf -X POST "$BASE/auth/login" -H 'content-type: application/json' \
+  -d "{\"username\":\"$ADMIN\",\"password\":\"$PASSWORD\"}" | json token)
+post() { curl -sf -X POST "$BASE$1" -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' -d "$2"; }
+ACCOUNT=$(post /data/crm/account '{"name":"Acme","industry":"Tools"}' | json id)
+BODY="{\"name\":\"Deal\",\"account\":\"$ACCOUNT\",\"amount\":\"1200.50\",\"probability\":40,\"stage\":\"open\",\"close_date\":\"2024-12-31\"}"
+OPPORTUNITY=$(post /data/crm/opportunity "$BODY" | json id)
+
+cat > "$DATA/post.lua" <<LUA
+wrk.method = "POST"
+wrk.body = '$BODY'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer $TOKEN"
+LUA
+cat > "$DATA/mixed.lua" <<LUA
+local n = 0
+request = function()
+  n = n + 1
+  local headers = {["Authorization"] = "Bearer $TOKEN", ["Content-Type"] = "application/json"}
+  if n % 4 == 0 then
+    return wrk.format("POST", "/data/crm/opportunity", headers, '$BODY')
+  end
+  return wrk.format("GET", "/data/crm/opportunity/$OPPORTUNITY", headers)
+end
+LUA
+
+if [ "${1:-}" = "soak" ]; then
+  MINUTES=${2:-10}
+  echo "== soak: GET and POST (3:1) at c=16 for $MINUTES minutes; RSS idle $(rss) KiB"
+  wrk -t2 -c16 -d"$((MINUTES * 60))"s --latency -s "$DATA/mixed.lua" "$BASE" >"$DATA/soak.txt" &
+  load=$!
+  sleep 60; first=$(rss); echo "RSS after 1 minute: $first KiB"
+  sleep $(( (MINUTES - 1) * 60 - 5 )); last=$(rss); echo "RSS after $MINUTES minutes: $last KiB"
+  wait "$load"; grep -E "Requests/sec|99%|Non-2xx" "$DATA/soak.txt" || true
+  python3 -c "print(f'growth: {($last - $first) * 100 / $first:+.1f}%')"
+  exit 0
+fi
+
+# The statements the service sends, from the plan snapshots, with the request's values bound.
+python3 bench/records_pgbench.py "$ADMIN" "$OPPORTUNITY" "$ACCOUNT" "$DATA"
+
+run_wrk() {
+  wrk -t2 -c16 -d"${SECONDS_EACH}"s --latency "$@" | grep -E "Requests/sec|  99%|Non-2xx"
+}
+run_pgbench() {
+  pgbench -n -M prepared -c 16 -j 2 -T "$SECONDS_EACH" -f "$1" "$PG/$DB" 2>/dev/null \
+    | grep -E "^tps|latency average"
+}
+echo "== GET /data/crm/opportunity/{id}, c=16, ${SECONDS_EACH} s"
+run_wrk -H "Authorization: Bearer $TOKEN" "$BASE/data/crm/opportunity/$OPPORTUNITY"
+echo "-- pgbench, the same statements pipelined as the service sends them (BEGIN, role, read, COMMIT)"
+run_pgbench "$DATA/read_pipelined.sql"
+echo "-- pgbench, the same statements one round trip each"
+run_pgbench "$DATA/read.sql"
+echo "== POST /data/crm/opportunity, c=16, ${SECONDS_EACH} s"
+run_wrk -s "$DATA/post.lua" "$BASE/data/crm/opportunity"
+echo "-- pgbench, pipelined (BEGIN, role, checked insert, read back, COMMIT)"
+run_pgbench "$DATA/create_pipelined.sql"
+echo "-- pgbench, one round trip each"
+run_pgbench "$DATA/create.sql"
+echo "RSS after the runs: $(rss) KiB"
