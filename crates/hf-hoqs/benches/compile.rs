@@ -17,6 +17,9 @@ fn bench(c: &mut Criterion) {
     };
     let mut params = serde_json::Map::new();
     params.insert("stage".into(), "open".into());
+    c.bench_function("parse_only", |b| {
+        b.iter(|| hf_hoqs_syntax::parse_query(std::hint::black_box(QUERY)))
+    });
     c.bench_function("parse_check_compile_5_paths_3_conditions", |b| {
         b.iter(|| hf_hoqs::compile_query(&model, std::hint::black_box(QUERY), &params))
     });

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use hf_hoqs_syntax::ast::{Ident, Path, Span};
 use hf_hoqs_syntax::functions::{check_function_names, did_you_mean};
 use hf_hoqs_syntax::{parse_expression, Diagnostic};
-use hf_model::{FieldKind, FieldPath, Model, QualifiedName, RollupFunction, ScalarType};
+use hf_model::{Field, FieldKind, FieldPath, Model, QualifiedName, RollupFunction, ScalarType};
 use serde_json::{Map, Value};
 
 use crate::diagnostics as diag;
@@ -208,7 +208,9 @@ impl<'a> Compiler<'a> {
         if model.object(object).is_some_and(|o| !o.is_abstract) {
             tables.push(object.clone());
         }
-        tables.extend(model.concrete_subtypes(object));
+        if has_subtypes(model, object) {
+            tables.extend(model.concrete_subtypes(object));
+        }
         let sql = if let [only] = tables.as_slice() {
             self.table(only)
         } else {
@@ -298,22 +300,23 @@ impl<'a> Compiler<'a> {
     pub(crate) fn path(&mut self, level: &mut Level, row: &Row, path: &Path) -> Option<Frag> {
         let (last, lookups) = path.segments.split_last()?;
         // `account.id` is the lookup's own column: no join needed.
-        if last.name == "id" {
-            if let Some((lookup, before)) = lookups.split_last() {
-                let mut current = row.clone();
-                for segment in before {
-                    current = self.follow(level, &current, segment)?;
-                }
-                self.lookup_target(&current.object, lookup)?;
-                let column = self.ident(&lookup.name);
-                return Some(Frag::new(format!("{}.{column}", current.alias), Type::Uuid));
-            }
-        }
-        let mut current = row.clone();
+        let (last, lookups) = match lookups.split_last() {
+            Some((lookup, before)) if last.name == "id" => (lookup, before),
+            _ => (last, lookups),
+        };
+        let via_lookup = !std::ptr::eq(last, path.segments.last()?);
+        let mut joined: Option<Row> = None;
         for segment in lookups {
-            current = self.follow(level, &current, segment)?;
+            let next = self.follow(level, joined.as_ref().unwrap_or(row), segment)?;
+            joined = Some(next);
         }
-        self.field_value(level, &current, last, path.span)
+        let current = joined.as_ref().unwrap_or(row);
+        if via_lookup {
+            self.lookup_target(&current.object, last)?;
+            let column = self.ident(&last.name);
+            return Some(Frag::new(format!("{}.{column}", current.alias), Type::Uuid));
+        }
+        self.field_value(level, current, last, path.span)
     }
 
     /// The target of a lookup field of `object`, or a diagnostic if the field is not one.
@@ -331,12 +334,11 @@ impl<'a> Compiler<'a> {
             ));
             return None;
         }
-        let model = self.model;
-        let Some(effective) = model.effective_field(object, &field.name) else {
+        let Some(found) = find_field(self.model, object, &field.name) else {
             self.unknown_field(object, field);
             return None;
         };
-        match &effective.field.kind {
+        match &found.kind {
             FieldKind::Lookup { target, .. } => Some(target.clone()),
             FieldKind::Scalar { field_type, .. } => {
                 let what = format!("a {field_type} field");
@@ -395,12 +397,11 @@ impl<'a> Compiler<'a> {
             let column = self.ident(column);
             return Some(Frag::new(format!("{}.{column}", row.alias), *ty));
         }
-        let model = self.model;
-        let Some(effective) = model.effective_field(&row.object, &field.name) else {
+        let Some(found) = find_field(self.model, &row.object, &field.name) else {
             self.unknown_field(&row.object, field);
             return None;
         };
-        match &effective.field.kind {
+        match &found.kind {
             FieldKind::Scalar { field_type, .. } => {
                 let column = self.ident(&field.name);
                 Some(Frag::new(
@@ -625,6 +626,47 @@ impl<'a> Compiler<'a> {
             level.joins, row.alias
         ))
     }
+}
+
+/// The effective field `key` of `object` (declared on it or inherited), found by walking up
+/// the `extends` chain without building the whole field list: this runs for every name of
+/// every query. As in `Model::effective_fields`, a key declared twice in the chain resolves to
+/// the root-most declaration; the walk stops at a missing parent or after a cycle's length.
+pub(crate) fn find_field<'m>(
+    model: &'m Model,
+    object: &QualifiedName,
+    key: &str,
+) -> Option<&'m Field> {
+    let mut found = None;
+    let mut current = model.object(object);
+    let mut hops = 0;
+    while let Some(here) = current {
+        if let Some(field) = here.fields.get(key) {
+            found = Some(field);
+        }
+        hops += 1;
+        if hops > MAX_CHAIN {
+            break;
+        }
+        current = here
+            .extends
+            .as_ref()
+            .and_then(|parent| model.object(parent));
+    }
+    found
+}
+
+/// More `extends` hops than any valid model has (validation refuses cycles).
+const MAX_CHAIN: usize = 256;
+
+/// Whether any object extends `object`; most objects have no subtypes, and then their records
+/// are in their own table alone.
+fn has_subtypes(model: &Model, object: &QualifiedName) -> bool {
+    model
+        .modules
+        .values()
+        .flat_map(|module| module.objects.values())
+        .any(|candidate| candidate.extends.as_ref() == Some(object))
 }
 
 /// A rollup field's definition, borrowed from the model.

@@ -7,6 +7,7 @@
 //! Request parameters are checked here first, so a wrong JSON type is a located type error
 //! rather than a database failure.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
 use serde_json::Value;
@@ -51,12 +52,13 @@ impl Params {
 
     /// The number of a literal value of a type, shared with earlier equal literals.
     pub(crate) fn literal(&mut self, ty: Type, text: String) -> usize {
-        if let Some(number) = self.interned.get(&(ty, text.clone())) {
-            return *number;
+        match self.interned.entry((ty, text)) {
+            Entry::Occupied(entry) => *entry.get(),
+            Entry::Vacant(entry) => {
+                self.values.push(Some(entry.key().1.clone()));
+                *entry.insert(self.values.len())
+            }
         }
-        let number = self.push(Some(text.clone()));
-        self.interned.insert((ty, text), number);
-        number
     }
 
     /// The number and type of a request parameter already bound, by name.
