@@ -381,6 +381,25 @@ async fn a_branch_rename_plans_and_applies_as_a_rename() {
     // The hint stays in the file; once applied it no longer applies.
     let plan = admin.expect(Method::POST, "/plan", None, 200).await;
     assert_eq!(plan["changes"], json!([]), "{plan}");
+
+    // A module rename on the live branch renames the schema, rows and all.
+    let written = admin
+        .post(
+            "/metadata@main/sales",
+            json!({"label": "Sales", "renamedFrom": "crm"}),
+        )
+        .await;
+    assert_eq!(written["file"], "sales/module.json5");
+    let title: String = db
+        .query_one("SELECT title FROM sales.account", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(title, "Acme");
+    admin
+        .expect(Method::GET, "/metadata/sales/objects/account", None, 200)
+        .await;
+    admin.expect(Method::GET, "/metadata/crm", None, 404).await;
     server.stop().await;
 }
 
