@@ -168,7 +168,10 @@ pub async fn read(caller: Caller<'_>, object: ObjectRef<'_>, id: &str) -> Result
     let ran = run(caller, Access::Read, &steps).await?;
     let rows = match ran {
         Ran::Rows(rows) => rows,
-        Ran::Failed { error, .. } => return Err(error.into()),
+        Ran::Failed { step, error } => {
+            return statement_failure(&plan, Op::Read, step, error, Some(&id))
+                .map(Outcome::Rejected)
+        }
     };
     match rows.first().and_then(|rows| rows.first()) {
         Some(row) => Ok(Outcome::Done(record(row)?)),
@@ -201,7 +204,7 @@ pub async fn create(
     let rows = match ran {
         Ran::Rows(rows) => rows,
         Ran::Failed { step, error } => {
-            return write_failure(&plan, Op::Write, step, error, None).map(Outcome::Rejected)
+            return statement_failure(&plan, Op::Write, step, error, None).map(Outcome::Rejected)
         }
     };
     let Some(result) = rows.first().and_then(|rows| rows.first()) else {
@@ -246,7 +249,8 @@ pub async fn update(
     let rows = match ran {
         Ran::Rows(rows) => rows,
         Ran::Failed { step, error } => {
-            return write_failure(&plan, Op::Write, step, error, Some(&id)).map(Outcome::Rejected)
+            return statement_failure(&plan, Op::Write, step, error, Some(&id))
+                .map(Outcome::Rejected)
         }
     };
     let Some(result) = rows.first().and_then(|rows| rows.first()) else {
@@ -342,7 +346,8 @@ pub async fn upsert(
         let rows = match ran {
             Ran::Rows(rows) => rows,
             Ran::Failed { step, error } => {
-                return write_failure(&plan, Op::Write, step, error, None).map(Outcome::Rejected)
+                return statement_failure(&plan, Op::Write, step, error, None)
+                    .map(Outcome::Rejected)
             }
         };
         let Some(result) = rows.first().and_then(|rows| rows.first()) else {
@@ -408,7 +413,8 @@ pub async fn delete(
     let rows = match ran {
         Ran::Rows(rows) => rows,
         Ran::Failed { step, error } => {
-            return write_failure(&plan, Op::Delete, step, error, Some(&id)).map(Outcome::Rejected)
+            return statement_failure(&plan, Op::Delete, step, error, Some(&id))
+                .map(Outcome::Rejected)
         }
     };
     let Some(row) = rows.first().and_then(|rows| rows.first()) else {
@@ -602,18 +608,20 @@ fn precondition_only(problems: &[Problem]) -> Option<Vec<Problem>> {
         .map(|problem| vec![problem.clone()])
 }
 
-/// A failed write statement: constraint and value errors become problems; anything else
-/// (missing privileges, an unreachable database) stays an error.
-fn write_failure(
+/// A failed statement: constraint errors of the write and values that cannot be stored or
+/// computed (an overflow in a formula) become problems; anything else (missing privileges, an
+/// unreachable database, a timeout) stays an error.
+fn statement_failure(
     plan: &ObjectPlan,
     op: Op,
     step: Option<usize>,
     error: tokio_postgres::Error,
     record: Option<&str>,
 ) -> Result<Vec<Problem>> {
-    let (Some(db), Some(0)) = (error.as_db_error(), step) else {
+    let (Some(db), Some(step)) = (error.as_db_error(), step) else {
         return Err(error.into());
     };
+    let in_write = step == 0 && op != Op::Read;
     let constraint_column = || {
         let table = &plan.name.object;
         db.constraint().and_then(|name| {
@@ -624,7 +632,7 @@ fn write_failure(
         })
     };
     let problem = match *db.code() {
-        SqlState::UNIQUE_VIOLATION => {
+        SqlState::UNIQUE_VIOLATION if in_write => {
             let key = constraint_column().map(|column| column.key.clone());
             let message = match &key {
                 Some(key) => format!("Another record of {} already has this `{key}`.", plan.name),
@@ -640,14 +648,14 @@ fn write_failure(
                 rule: None,
             }
         }
-        SqlState::FOREIGN_KEY_VIOLATION if op == Op::Delete => Problem {
+        SqlState::FOREIGN_KEY_VIOLATION if in_write && op == Op::Delete => Problem {
             code: ProblemCode::InUse,
             message: "Other records still look this record up; change or delete them first."
                 .to_owned(),
             target: Target::Record(record.map(str::to_owned)),
             rule: None,
         },
-        SqlState::FOREIGN_KEY_VIOLATION => {
+        SqlState::FOREIGN_KEY_VIOLATION if in_write => {
             let key = constraint_column().map(|column| column.key.clone());
             Problem {
                 code: ProblemCode::InvalidReference,
@@ -656,14 +664,17 @@ fn write_failure(
                 rule: None,
             }
         }
-        SqlState::NOT_NULL_VIOLATION => {
+        SqlState::NOT_NULL_VIOLATION if in_write => {
             let key = db.column().unwrap_or_default().to_owned();
             field_problem(ProblemCode::Required, &key, format!("`{key}` is required."))
         }
         _ if db.code().code().starts_with("22") || *db.code() == SqlState::CHECK_VIOLATION => {
             Problem {
                 code: ProblemCode::InvalidValue,
-                message: format!("The record cannot be stored: {}.", db.message()),
+                message: format!(
+                    "A value of the record cannot be stored or computed: {}.",
+                    db.message()
+                ),
                 target: Target::Record(record.map(str::to_owned)),
                 rule: None,
             }
@@ -676,6 +687,8 @@ fn write_failure(
 /// Which operation failed, where that changes the meaning of an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
+    /// A read: only a value that cannot be computed is the record's problem.
+    Read,
     /// Create, update or upsert.
     Write,
     /// Delete.

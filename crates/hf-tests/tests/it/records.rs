@@ -1088,3 +1088,49 @@ async fn records_read_as_queries_see_them() {
     assert_eq!(answer["records"][0], read);
     ctx.server.stop().await;
 }
+
+#[tokio::test]
+async fn a_value_that_cannot_be_computed_is_the_records_problem() {
+    let ctx = Ctx::start().await;
+    ctx.add_field(
+        "opportunity",
+        "huge",
+        json!({"label": "Huge", "fieldKind": "formula", "fieldType": "integer",
+               "formula": "probability * 9223372036854775807"}),
+    )
+    .await;
+    let account = id_of(&ctx.create("account", json!({"name": "Acme"})).await);
+    // The record would be stored, but reading it back overflows: nothing is written.
+    let response = ctx
+        .send(
+            Method::POST,
+            "/data/crm/opportunity",
+            Some(json!({"name": "Deal", "account": account, "probability": 2})),
+        )
+        .await;
+    let body = assert_envelope(response, 422, "INVALID_VALUE").await;
+    assert_eq!(body["errors"][0]["scope"], "record");
+    assert_eq!(ctx.count("crm.opportunity").await, 0);
+    let fine = ctx
+        .create(
+            "opportunity",
+            json!({"name": "Deal", "account": account, "probability": 1}),
+        )
+        .await;
+    assert_eq!(fine["huge"], 9223372036854775807_i64);
+    ctx.sql(&format!(
+        "UPDATE crm.opportunity SET probability = 3 WHERE id = '{}'",
+        id_of(&fine)
+    ))
+    .await;
+    let response = ctx
+        .send(
+            Method::GET,
+            &format!("/data/crm/opportunity/{}", id_of(&fine)),
+            None,
+        )
+        .await;
+    let body = assert_envelope(response, 422, "INVALID_VALUE").await;
+    assert_eq!(body["errors"][0]["target"], id_of(&fine).as_str());
+    ctx.server.stop().await;
+}
