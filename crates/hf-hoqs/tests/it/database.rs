@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use tokio_postgres::types::Type as PgType;
 use tokio_postgres::{Client, NoTls};
 
-use crate::support::{demo, fixtures_dir, model, shop};
+use crate::support::{demo, doc_queries, fixtures_dir, model, shop};
 
 const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
@@ -205,6 +205,16 @@ async fn every_ok_fixture_runs_on_postgresql() {
                 results.insert(name, rows);
             }
             Err(error) => failures.push(format!("{}: {error}", path.display())),
+        }
+    }
+    let (queries, params) = doc_queries();
+    for query in &queries {
+        let compiled = compile_query(demo(), query, &params)
+            .unwrap()
+            .query
+            .unwrap();
+        if let Err(error) = run(&client, &compiled.sql, &compiled.params).await {
+            failures.push(format!("docs example {query}: {error}"));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));

@@ -6,6 +6,7 @@
 )]
 
 mod database;
+mod docs;
 mod fixtures;
 mod fuzz;
 mod support;

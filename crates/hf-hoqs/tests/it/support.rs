@@ -63,3 +63,42 @@ pub fn render_params(params: &[Option<String>]) -> String {
         })
         .collect()
 }
+
+/// The fenced code blocks of a file of `docs/`.
+pub fn doc_blocks(name: &str) -> Vec<String> {
+    let path = fixtures_dir().join("../docs").join(name);
+    let markdown = std::fs::read_to_string(&path).unwrap();
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in markdown.lines() {
+        if line.starts_with("```") {
+            match current.take() {
+                Some(block) => blocks.push(block),
+                None => current = Some(String::new()),
+            }
+        } else if let Some(block) = &mut current {
+            block.push_str(line);
+            block.push('\n');
+        }
+    }
+    blocks
+}
+
+/// The example queries of docs/hoqs.md (blocks that start with SELECT and are not the grammar
+/// sketch), with the parameters their `:names` need, and the examples of docs/formulas.md as
+/// select items of a query over crm.opportunity.
+pub fn doc_queries() -> (Vec<String>, serde_json::Map<String, serde_json::Value>) {
+    let mut queries: Vec<String> = doc_blocks("hoqs.md")
+        .into_iter()
+        .filter(|block| block.starts_with("SELECT") && !block.contains("<moduleKey>"))
+        .collect();
+    let formulas = doc_blocks("formulas.md");
+    for line in formulas.first().unwrap().lines() {
+        queries.push(format!("SELECT {line} AS example FROM crm.opportunity"));
+    }
+    let params = serde_json::json!({"min": 1000, "industry": "Energy", "n": 10, "i": "Energy"});
+    let serde_json::Value::Object(params) = params else {
+        unreachable!()
+    };
+    (queries, params)
+}
