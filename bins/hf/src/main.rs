@@ -6,6 +6,7 @@
 mod keys;
 mod plan;
 mod principal;
+mod query;
 mod serve;
 
 use std::path::PathBuf;
@@ -32,6 +33,8 @@ enum Command {
     Plan(plan::PlanArgs),
     /// Apply a metadata branch to the database in one transaction.
     Apply(plan::ApplyArgs),
+    /// Run a HOQS query as a principal and print the records.
+    Query(query::QueryArgs),
 }
 
 /// Where the database is: shared by `hf serve` and the tools, so they always find the same one.
@@ -92,6 +95,7 @@ fn main() -> std::process::ExitCode {
         Command::Keys(args) => keys::run(args),
         Command::Plan(args) => plan::run_plan(args),
         Command::Apply(args) => plan::run_apply(args),
+        Command::Query(args) => query::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

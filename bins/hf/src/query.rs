@@ -1,0 +1,192 @@
+//! `hf query '<HOQS>'`: runs a HOQS query against the live metadata and prints the records as a
+//! table (or as the JSON `POST /data/query` answers).
+//!
+//! Like the other tools it talks to the database and the metadata repository directly, with the
+//! same flags and environment as `hf serve`. The query runs exactly as over HTTP: compiled by
+//! `hf-hoqs` and run through `hf_storage::run_as` as a principal's role, so that principal's
+//! grants and row-level security policies apply.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use hf_metastore::Store;
+use serde_json::{Map, Value};
+
+use crate::DatabaseArgs;
+
+/// The widest a table cell is printed, in characters; longer values end in `…`.
+const MAX_CELL_CHARS: usize = 60;
+
+/// `hf query '<HOQS>' [--as PRINCIPAL] [--param name=value]... [--json]`.
+#[derive(Debug, Args)]
+pub struct QueryArgs {
+    /// The HOQS query, e.g. `SELECT name, amount FROM crm.opportunity ORDER BY amount DESC`.
+    query: String,
+    /// The principal whose database role runs the query (its grants and row-level security
+    /// apply); default: the administrator of `hf serve` (HF_ADMIN_NAME).
+    #[arg(long = "as", env = "HF_ADMIN_NAME", default_value = "admin")]
+    principal: String,
+    /// A value for a `:name` parameter, as `name=value`; the value is read as JSON when it is
+    /// JSON (`5`, `true`, `"text"`), else as text.
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    params: Vec<String>,
+    /// Print `{"records":[...]}` as `POST /data/query` answers instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// The metadata git repository; default `<data dir>/metadata`.
+    #[arg(long, env = "HF_METADATA_PATH")]
+    metadata_path: Option<PathBuf>,
+    /// The branch the database reflects.
+    #[arg(long, env = "HF_LIVE_BRANCH", default_value = "main")]
+    live_branch: String,
+    #[command(flatten)]
+    database: DatabaseArgs,
+}
+
+/// Runs `hf query`.
+pub fn run(args: QueryArgs) -> anyhow::Result<()> {
+    let params = parse_params(&args.params)?;
+    let path = args
+        .metadata_path
+        .clone()
+        .unwrap_or_else(|| args.database.data_dir.join("metadata"));
+    if !path.exists() {
+        anyhow::bail!(
+            "there is no metadata repository at {}; set HF_METADATA_PATH (or --metadata-path)",
+            path.display()
+        );
+    }
+    let store = Store::open_or_init(&path, &args.live_branch)
+        .with_context(|| format!("opening the metadata repository {}", path.display()))?;
+    let snapshot = store.live().context("reading the live metadata")?;
+    let output = hf_hoqs::compile_query(&snapshot.model, &args.query, &params)
+        .context("compiling the query")?;
+    let Some(compiled) = output.query else {
+        for diagnostic in &output.diagnostics {
+            eprintln!("{}", diagnostic.render(&args.query));
+        }
+        anyhow::bail!("the query has {} problem(s)", output.diagnostics.len());
+    };
+    crate::principal::with_database(&args.database, |pool| async move {
+        let principals = hf_storage::auth::list_principals(&pool).await?;
+        if !principals.iter().any(|p| p.name == args.principal) {
+            anyhow::bail!(
+                "there is no principal `{}`; name one with --as (see `hf principal list`)",
+                args.principal
+            );
+        }
+        let records = hf_storage::query::query_records(&pool, &args.principal, &compiled)
+            .await
+            .with_context(|| format!("running the query as `{}`", args.principal))?;
+        if args.json {
+            println!("{}", hf_storage::query::records_body(&records));
+        } else {
+            print!("{}", table(&compiled.keys, &records)?);
+        }
+        Ok(())
+    })
+}
+
+/// `name=value` pairs as the request's `params`.
+fn parse_params(pairs: &[String]) -> anyhow::Result<Map<String, Value>> {
+    let mut params = Map::new();
+    for pair in pairs {
+        let Some((name, value)) = pair.split_once('=') else {
+            anyhow::bail!("--param takes name=value, got `{pair}`");
+        };
+        let value = serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.into()));
+        params.insert(name.trim_start_matches(':').to_owned(), value);
+    }
+    Ok(params)
+}
+
+/// The records as an aligned text table with a header, then the number of records.
+fn table(keys: &[String], records: &[String]) -> anyhow::Result<String> {
+    let mut rows = Vec::with_capacity(records.len());
+    for record in records {
+        let object: Map<String, Value> =
+            serde_json::from_str(record).context("reading a record")?;
+        rows.push(
+            keys.iter()
+                .map(|key| cell(object.get(key).unwrap_or(&Value::Null)))
+                .collect::<Vec<_>>(),
+        );
+    }
+    let mut widths: Vec<usize> = keys.iter().map(|key| key.chars().count()).collect();
+    for row in &rows {
+        for (width, value) in widths.iter_mut().zip(row) {
+            *width = (*width).max(value.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell}{}", " ".repeat(width - cell.chars().count())))
+            .collect();
+        format!("{}\n", padded.join(" | ").trim_end())
+    };
+    let mut text = line(keys);
+    let rule: Vec<String> = widths.iter().map(|width| "-".repeat(*width)).collect();
+    text.push_str(&format!("{}\n", rule.join("-+-")));
+    for row in &rows {
+        text.push_str(&line(row));
+    }
+    let plural = if rows.len() == 1 { "" } else { "s" };
+    text.push_str(&format!("({} record{plural})\n", rows.len()));
+    Ok(text)
+}
+
+/// One value as a cell: text without quotes, NULL as `NULL`, anything else as JSON; control
+/// characters escaped and long values shortened so the table stays one line per record.
+fn cell(value: &Value) -> String {
+    let text = match value {
+        Value::Null => "NULL".to_owned(),
+        Value::String(text) => text.escape_debug().to_string(),
+        other => other.to_string(),
+    };
+    if text.chars().count() > MAX_CELL_CHARS {
+        let mut short: String = text.chars().take(MAX_CELL_CHARS - 1).collect();
+        short.push('…');
+        short
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prints_an_aligned_table() {
+        let keys = vec!["name".to_owned(), "amount".to_owned(), "deals".to_owned()];
+        let records = vec![
+            r#"{"name":"Acme","amount":"12.50","deals":[{"n":1}]}"#.to_owned(),
+            r#"{"name":"Initech Corporation","amount":null,"deals":[]}"#.to_owned(),
+        ];
+        assert_eq!(
+            table(&keys, &records).unwrap(),
+            "name                | amount | deals\n\
+             --------------------+--------+----------\n\
+             Acme                | 12.50  | [{\"n\":1}]\n\
+             Initech Corporation | NULL   | []\n\
+             (2 records)\n"
+        );
+    }
+
+    #[test]
+    fn reads_params_as_json_or_text() {
+        let pairs = vec![
+            "min=5".to_owned(),
+            ":stage=won".to_owned(),
+            "x=\"5\"".to_owned(),
+        ];
+        let params = parse_params(&pairs).unwrap();
+        assert_eq!(params["min"], Value::from(5));
+        assert_eq!(params["stage"], Value::from("won"));
+        assert_eq!(params["x"], Value::from("5"));
+        assert!(parse_params(&["nope".to_owned()]).is_err());
+    }
+}
