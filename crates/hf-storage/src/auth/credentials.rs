@@ -6,8 +6,7 @@ use hf_auth::ssh::SshPublicKey;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use super::principals::Principal;
-use super::secrets::qualified_principal_columns;
+use super::principals::{Principal, PRINCIPAL_COLUMNS_OF_P};
 use crate::{Pool, Result};
 
 /// The kinds of credential.
@@ -206,12 +205,12 @@ pub async fn password_login(pool: &Pool, username: &str) -> Result<Option<Passwo
         "SELECT {}, c.id, c.password_hash FROM hf.principals AS p \
            LEFT JOIN hf.credentials AS c ON c.principal_id = p.id AND c.kind = 'password' \
           WHERE p.name = $1",
-        qualified_principal_columns()
+        PRINCIPAL_COLUMNS_OF_P
     );
     let Some(row) = client.query_opt(&statement, &[&username]).await? else {
         return Ok(None);
     };
-    let principal = Principal::from_row(&row, 0)?;
+    let principal = Principal::from_row(&row)?;
     let credential: Option<Uuid> = row.try_get(5)?;
     let hash: Option<String> = row.try_get(6)?;
     Ok(Some(PasswordLogin {
@@ -237,12 +236,12 @@ pub async fn ssh_login_keys(
     let client = pool.get().await?;
     let statement = format!(
         "SELECT {} FROM hf.principals AS p WHERE p.name = $1",
-        qualified_principal_columns()
+        PRINCIPAL_COLUMNS_OF_P
     );
     let Some(row) = client.query_opt(&statement, &[&username]).await? else {
         return Ok(None);
     };
-    let principal = Principal::from_row(&row, 0)?;
+    let principal = Principal::from_row(&row)?;
     let rows = client
         .query(
             "SELECT id, public_key FROM hf.credentials \

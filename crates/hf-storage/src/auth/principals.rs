@@ -19,6 +19,9 @@ const PRINCIPALS_LOCK_KEY: i64 = 0x6866_2d70_7269_6e63;
 /// The columns [`Principal::from_row`] reads, in its order.
 pub(super) const PRINCIPAL_COLUMNS: &str = "id, name, sub, is_admin, created_at";
 
+/// [`PRINCIPAL_COLUMNS`] qualified with the table alias `p`, for joins.
+pub(super) const PRINCIPAL_COLUMNS_OF_P: &str = "p.id, p.name, p.sub, p.is_admin, p.created_at";
+
 /// A user of the service, as stored; its `name` is also its PostgreSQL role.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
@@ -36,14 +39,14 @@ pub struct Principal {
 }
 
 impl Principal {
-    /// Reads the [`PRINCIPAL_COLUMNS`] starting at column `first`.
-    pub(super) fn from_row(row: &Row, first: usize) -> Result<Self> {
+    /// Reads the [`PRINCIPAL_COLUMNS`], which a query selects first.
+    pub(super) fn from_row(row: &Row) -> Result<Self> {
         Ok(Self {
-            id: row.try_get(first)?,
-            name: row.try_get(first + 1)?,
-            sub: row.try_get(first + 2)?,
-            is_admin: row.try_get(first + 3)?,
-            created_at: row.try_get(first + 4)?,
+            id: row.try_get(0)?,
+            name: row.try_get(1)?,
+            sub: row.try_get(2)?,
+            is_admin: row.try_get(3)?,
+            created_at: row.try_get(4)?,
         })
     }
 }
@@ -95,7 +98,10 @@ pub async fn create_principal(
         })
     };
     let outcome = attempt.await;
-    name_taken_after_race(&client, name, outcome).await
+    if outcome.is_err() && lost_race_for_role(&client, name).await {
+        return Ok(CreatePrincipal::NameTaken);
+    }
+    outcome
 }
 
 /// What the first start of the service did about its administrator.
@@ -177,46 +183,17 @@ pub async fn bootstrap_admin(
         Ok(outcome)
     };
     let outcome = attempt.await;
-    match name_taken_after_race(&client, name, outcome.map(Some)).await? {
-        Some(outcome) => Ok(outcome),
-        None => Ok(Bootstrap::NameTaken),
+    if outcome.is_err() && lost_race_for_role(&client, name).await {
+        return Ok(Bootstrap::NameTaken);
     }
+    outcome
 }
 
-/// A failed creation whose role exists now lost a race with another database of the cluster
-/// creating the same role: that is a taken name, not a failure.
-async fn name_taken_after_race<T: NameTakenOutcome>(
-    client: &Client,
-    name: &str,
-    outcome: Result<T>,
-) -> Result<T> {
-    match outcome {
-        Ok(outcome) => Ok(outcome),
-        Err(error) => {
-            if roles::role_exists(client, name).await.unwrap_or(false) {
-                Ok(T::name_taken())
-            } else {
-                Err(error)
-            }
-        }
-    }
-}
-
-/// The outcome that means "the name is taken", for [`name_taken_after_race`].
-trait NameTakenOutcome {
-    fn name_taken() -> Self;
-}
-
-impl NameTakenOutcome for CreatePrincipal {
-    fn name_taken() -> Self {
-        CreatePrincipal::NameTaken
-    }
-}
-
-impl NameTakenOutcome for Option<Bootstrap> {
-    fn name_taken() -> Self {
-        None
-    }
+/// Whether a creation failed because another database of the cluster created a role of the same
+/// name at the same moment: the role exists now, although our transaction was rolled back. That
+/// is a taken name, not a failure.
+async fn lost_race_for_role(client: &Client, name: &str) -> bool {
+    roles::role_exists(client, name).await.unwrap_or(false)
 }
 
 /// Inserts the principal row and creates its role; `None` when the name is taken by a principal
@@ -240,7 +217,7 @@ async fn insert_principal(
         "INSERT INTO hf.principals (name, is_admin) VALUES ($1, $2) RETURNING {PRINCIPAL_COLUMNS}"
     );
     let row = client.query_one(&statement, &[&name, &is_admin]).await?;
-    let principal = Principal::from_row(&row, 0)?;
+    let principal = Principal::from_row(&row)?;
     roles::create_principal_role(client, name, is_admin).await?;
     Ok(Some(principal))
 }
@@ -250,7 +227,7 @@ pub async fn list_principals(pool: &Pool) -> Result<Vec<Principal>> {
     let client = pool.get().await?;
     let statement = format!("SELECT {PRINCIPAL_COLUMNS} FROM hf.principals ORDER BY name");
     let rows = client.query(&statement, &[]).await?;
-    rows.iter().map(|row| Principal::from_row(row, 0)).collect()
+    rows.iter().map(Principal::from_row).collect()
 }
 
 /// One principal by id.
@@ -258,9 +235,7 @@ pub async fn get_principal(pool: &Pool, id: Uuid) -> Result<Option<Principal>> {
     let client = pool.get().await?;
     let statement = format!("SELECT {PRINCIPAL_COLUMNS} FROM hf.principals WHERE id = $1");
     let row = client.query_opt(&statement, &[&id]).await?;
-    row.as_ref()
-        .map(|row| Principal::from_row(row, 0))
-        .transpose()
+    row.as_ref().map(Principal::from_row).transpose()
 }
 
 /// The principal a token's `sub` names, if it still exists: the check every authenticated request
@@ -274,9 +249,7 @@ pub async fn find_principal_by_sub(pool: &Pool, sub: &str) -> Result<Option<Prin
         )
         .await?;
     let row = client.query_opt(&statement, &[&sub]).await?;
-    row.as_ref()
-        .map(|row| Principal::from_row(row, 0))
-        .transpose()
+    row.as_ref().map(Principal::from_row).transpose()
 }
 
 /// What promoting or demoting did.
@@ -308,7 +281,7 @@ pub async fn set_admin(pool: &Pool, id: Uuid, is_admin: bool) -> Result<SetAdmin
         "UPDATE hf.principals SET is_admin = $2 WHERE id = $1 RETURNING {PRINCIPAL_COLUMNS}"
     );
     let row = transaction.query_one(&statement, &[&id, &is_admin]).await?;
-    let principal = Principal::from_row(&row, 0)?;
+    let principal = Principal::from_row(&row)?;
     roles::set_admin_membership(transaction.client(), &principal.name, is_admin).await?;
     transaction.commit().await?;
     Ok(SetAdmin::Updated(principal))
@@ -356,9 +329,7 @@ async fn locked_principal(client: &Client, id: Uuid) -> Result<Option<Principal>
     let statement =
         format!("SELECT {PRINCIPAL_COLUMNS} FROM hf.principals WHERE id = $1 FOR UPDATE");
     let row = client.query_opt(&statement, &[&id]).await?;
-    row.as_ref()
-        .map(|row| Principal::from_row(row, 0))
-        .transpose()
+    row.as_ref().map(Principal::from_row).transpose()
 }
 
 async fn admin_count(client: &Client) -> Result<i64> {

@@ -11,7 +11,7 @@ use hf_auth::secret::{SecretHash, SecretToken};
 use tokio_postgres::Client;
 use uuid::Uuid;
 
-use super::principals::{Principal, PRINCIPAL_COLUMNS};
+use super::principals::{Principal, PRINCIPAL_COLUMNS, PRINCIPAL_COLUMNS_OF_P};
 use super::seconds;
 use crate::{Pool, Result};
 
@@ -113,7 +113,7 @@ pub async fn set_password_with_token(
         .await?;
     let statement = format!("SELECT {PRINCIPAL_COLUMNS} FROM hf.principals WHERE id = $1");
     let row = transaction.query_one(&statement, &[&principal_id]).await?;
-    let principal = Principal::from_row(&row, 0)?;
+    let principal = Principal::from_row(&row)?;
     transaction.commit().await?;
     Ok(Some(principal))
 }
@@ -152,12 +152,10 @@ pub async fn consume_session_code(pool: &Pool, hash: &SecretHash) -> Result<Opti
              RETURNING principal_id, expires_at) \
          SELECT {} FROM used JOIN hf.principals AS p ON p.id = used.principal_id \
           WHERE used.expires_at > now()",
-        qualified_principal_columns()
+        PRINCIPAL_COLUMNS_OF_P
     );
     let row = client.query_opt(&statement, &[&hash_bytes(hash)]).await?;
-    row.as_ref()
-        .map(|row| Principal::from_row(row, 0))
-        .transpose()
+    row.as_ref().map(Principal::from_row).transpose()
 }
 
 /// Issues an SSH login nonce bound to `username`. The caller decides whether a username is worth
@@ -197,13 +195,4 @@ pub async fn consume_ssh_nonce(pool: &Pool, hash: &SecretHash, username: &str) -
 
 fn hash_bytes(hash: &SecretHash) -> &[u8] {
     hash.as_bytes()
-}
-
-/// [`PRINCIPAL_COLUMNS`] qualified with the alias `p`.
-pub(super) fn qualified_principal_columns() -> String {
-    PRINCIPAL_COLUMNS
-        .split(", ")
-        .map(|column| format!("p.{column}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
