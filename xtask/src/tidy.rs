@@ -163,7 +163,9 @@ fn check_manifest(
         if !members.contains_key(dep) || dep == name {
             continue;
         }
-        if line != format!("{dep}.workspace = true") {
+        let via_workspace = line == format!("{dep}.workspace = true")
+            || line.starts_with(&format!("{dep} = {{ workspace = true"));
+        if !via_workspace {
             problems.push(format!(
                 "{name}: write the internal dependency as `{dep}.workspace = true`"
             ));
