@@ -32,6 +32,11 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a write may run (SECURITY.md: 15 s for writes).
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// The most statements one connection keeps prepared. HOQS lets callers send any number of
+/// distinct statements, and each prepared statement holds memory in the server's backend, so
+/// past this many the connection's cache is emptied and refilled by use.
+pub const MAX_CACHED_STATEMENTS: usize = 256;
+
 /// The transaction-local role switch, statement timeout and time zone of every request.
 const SETUP: &str =
     "SELECT set_config('role', $1, true), set_config('statement_timeout', $2, true), \
@@ -145,6 +150,10 @@ pub async fn run_as(pool: &Pool, caller: &Caller<'_>, steps: &[Step<'_>]) -> Res
     // `join_all` polls the calls in order, so every one of them, COMMIT included, is queued on
     // the connection in its first poll.
     let results = join_all(calls).await;
+    if client.statement_cache.size() > MAX_CACHED_STATEMENTS {
+        // Dropping the cached statements closes them on the server once no call uses them.
+        client.statement_cache.clear();
+    }
 
     let mut rows = Vec::with_capacity(steps.len());
     for (index, result) in results.into_iter().enumerate() {
@@ -295,6 +304,23 @@ mod tests {
             .unwrap()
             .get(0);
         assert_eq!(in_transaction, "off", "no transaction is left open");
+        drop(client);
+
+        // The statement cache stays bounded however many distinct statements arrive.
+        for n in 0..MAX_CACHED_STATEMENTS + 10 {
+            let sql = format!("SELECT {n}");
+            let steps = [Step {
+                sql: &sql,
+                params: &[],
+            }];
+            run_as(&pool, &Caller::reader(&reader), &steps)
+                .await
+                .unwrap()
+                .into_rows()
+                .unwrap();
+        }
+        let client = pool.get().await.unwrap();
+        assert!(client.statement_cache.size() <= MAX_CACHED_STATEMENTS);
         drop(client);
 
         drop(pool);
