@@ -61,16 +61,17 @@ where
         .service(system::health)
         .service(system::status)
         .service(system::openapi);
-    let app = register_auth(app);
-    let app = crate::routes::hfx::register(app);
-    // Before the metadata routes, whose `/{branchRoot}/{moduleKey}` would match its path.
-    let app = app.service(crate::routes::query::query);
+    // The record routes first: the hottest paths, matched before any other pattern is tried.
     let app = app
         .service(crate::routes::data::create_record)
         .service(crate::routes::data::read_record)
         .service(crate::routes::data::update_record)
         .service(crate::routes::data::upsert_record)
         .service(crate::routes::data::delete_record);
+    let app = register_auth(app);
+    let app = crate::routes::hfx::register(app);
+    // Before the metadata routes, whose `/{branchRoot}/{moduleKey}` would match its path.
+    let app = app.service(crate::routes::query::query);
     register_metadata(app)
 }
 

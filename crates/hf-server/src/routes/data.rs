@@ -181,7 +181,7 @@ pub async fn upsert_record(
             } else {
                 StatusCode::OK
             };
-            Ok(record_response(&upserted.record, status))
+            Ok(record_response(upserted.record, status))
         }
         Outcome::Rejected(problems) => Err(record_errors(problems)),
     }
@@ -228,17 +228,11 @@ pub async fn delete_record(
     }
 }
 
-/// The live branch's snapshot: the store resolves the branch head and hands out the model
-/// parsed once for its tree (an `Arc`, never copied).
+/// The live branch's snapshot: the store resolves the branch head (a ref and a commit read,
+/// a few microseconds) and hands out the model parsed once for its tree (an `Arc`, never
+/// copied). Done inline: a hop to the blocking pool would cost more than the read.
 async fn live(state: &AppState) -> Result<Arc<Snapshot>, ApiError> {
-    let store = Arc::clone(&state.store);
-    tokio::task::spawn_blocking(move || store.live())
-        .await
-        .map_err(|error| {
-            tracing::error!(%error, "reading the live metadata failed");
-            ApiError::internal()
-        })?
-        .map_err(ApiError::from)
+    state.store.live().map_err(ApiError::from)
 }
 
 fn caller<'a>(state: &'a AppState, role: &'a str, snapshot: &'a Snapshot) -> Caller<'a> {
@@ -255,17 +249,17 @@ fn object_ref<'a>(module: &'a str, object: &'a str) -> ObjectRef<'a> {
 
 fn respond(outcome: Outcome<Record>, status: StatusCode) -> Result<HttpResponse, ApiError> {
     match outcome {
-        Outcome::Done(record) => Ok(record_response(&record, status)),
+        Outcome::Done(record) => Ok(record_response(record, status)),
         Outcome::Rejected(problems) => Err(record_errors(problems)),
     }
 }
 
 /// The record's JSON, as PostgreSQL built it, with its `ETag`.
-fn record_response(record: &Record, status: StatusCode) -> HttpResponse {
+fn record_response(record: Record, status: StatusCode) -> HttpResponse {
     HttpResponse::build(status)
         .content_type("application/json")
-        .insert_header((header::ETAG, etag(record)))
-        .body(record.json.clone())
+        .insert_header((header::ETAG, etag(&record)))
+        .body(record.json)
 }
 
 /// The strong `ETag` of a record: its version in quotes.
