@@ -41,7 +41,7 @@ const COLUMNS: &str = "
 SELECT n.nspname::text, c.relname::text, a.attname::text, format_type(a.atttypid, a.atttypmod),
        a.attnotnull,
        pg_get_expr(d.adbin, CASE WHEN a.attgenerated = '' THEN 0 ELSE d.adrelid END),
-       ds.description, a.attnum
+       ds.description, a.attnum, a.attrelid
 FROM pg_attribute a
 JOIN pg_class c ON c.oid = a.attrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -49,8 +49,7 @@ LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 LEFT JOIN pg_description ds
        ON ds.objoid = c.oid AND ds.classoid = 'pg_class'::regclass AND ds.objsubid = a.attnum
 WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition AND n.nspname = ANY($1)
-  AND a.attnum > 0 AND NOT a.attisdropped
-ORDER BY a.attrelid, a.attnum";
+  AND a.attnum > 0 AND NOT a.attisdropped";
 
 const CONSTRAINTS: &str = "
 SELECT n.nspname::text, c.relname::text, con.conname::text, con.contype::text, con.conkey,
@@ -130,10 +129,9 @@ pub async fn introspect<C: GenericClient>(
             namespace.tables.insert(t, table);
         }
     }
-    let mut attnames = AttNames::default();
+    // Sorted here by (table oid, attribute number) rather than by the server, which is cheaper.
+    let mut columns = Vec::new();
     for row in query(client, "columns", COLUMNS, &[&names]).await? {
-        let s: String = get(&row, 0, "columns")?;
-        let t: String = get(&row, 1, "columns")?;
         let data_type: String = get(&row, 3, "columns")?;
         let default: Option<String> = get(&row, 5, "columns")?;
         let column = Column {
@@ -144,7 +142,16 @@ pub async fn introspect<C: GenericClient>(
             comment: get(&row, 6, "columns")?,
             managed: false,
         };
-        attnames.add(&s, &t, get(&row, 7, "columns")?, &column.name);
+        let relation: u32 = get(&row, 8, "columns")?;
+        let number: i16 = get(&row, 7, "columns")?;
+        let s: String = get(&row, 0, "columns")?;
+        let t: String = get(&row, 1, "columns")?;
+        columns.push(((relation, number), s, t, column));
+    }
+    columns.sort_unstable_by_key(|(order, ..)| *order);
+    let mut attnames = AttNames::default();
+    for ((_, number), s, t, column) in columns {
+        attnames.add(&s, &t, number, &column.name);
         if let Some(table) = table_mut(&mut schema, &s, &t) {
             table.columns.push(column);
         }
