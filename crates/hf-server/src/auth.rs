@@ -13,9 +13,10 @@
 //! would all be the proxy's; such a deployment needs a trusted forwarded-for header, which is
 //! deliberately not read here because any client can send one.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use actix_web::dev::Payload;
@@ -40,6 +41,9 @@ const KEY_RELOAD_INTERVAL: Duration = Duration::from_secs(60);
 /// A token with an unknown `kid` makes the instance re-read its keys at most this often, so
 /// random key ids cannot turn into a flood of queries.
 const UNKNOWN_KID_RELOAD_INTERVAL: Duration = Duration::from_secs(5);
+/// Verified tokens remembered at most; the memory is emptied when full (each entry is a token's
+/// text, about 500 bytes).
+const VERIFIED_CACHE_CAPACITY: usize = 4096;
 
 /// Authentication settings; filled from flags and `HF_*` variables by the CLI.
 #[derive(Clone)]
@@ -108,7 +112,20 @@ struct LoadedKeys {
 pub struct AuthState {
     config: AuthConfig,
     keys: RwLock<LoadedKeys>,
+    verified: Mutex<HashMap<String, VerifiedToken>>,
     hashing: Semaphore,
+}
+
+/// What a token that verified once is remembered by: its `sub` and `exp`.
+///
+/// Only the exact text of a verified token hits; anything else (a tampered copy, the other valid
+/// ECDSA signature of the same claims) is verified in full. A hit re-checks `exp`, the only check
+/// whose outcome changes with time. The principal's existence is checked on every request
+/// regardless.
+#[derive(Debug, Clone)]
+struct VerifiedToken {
+    sub: String,
+    exp: i64,
 }
 
 impl std::fmt::Debug for AuthState {
@@ -183,6 +200,7 @@ pub async fn prepare(
             keys: Arc::new(keys),
             loaded_at: Instant::now(),
         }),
+        verified: Mutex::new(HashMap::new()),
         hashing: Semaphore::new(config.hashing_concurrency.max(1)),
     };
     Ok((state, bootstrap))
@@ -280,6 +298,45 @@ impl AuthState {
 
     /// Verifies a token and returns the principal it speaks for, if that principal still exists.
     async fn authenticate(&self, pool: &Pool, token: &str) -> Result<Principal, ApiError> {
+        let sub = match self.remembered(token)? {
+            Some(sub) => sub,
+            None => self.verify_in_full(pool, token).await?,
+        };
+        hf_storage::auth::find_principal_by_sub(pool, &sub)
+            .await?
+            .ok_or_else(|| {
+                ApiError::new(
+                    Code::Unauthenticated,
+                    "The token's principal no longer exists.",
+                )
+            })
+    }
+
+    /// The `sub` of a token that verified before and has not expired since.
+    fn remembered(&self, token: &str) -> Result<Option<String>, ApiError> {
+        let verified = self
+            .verified
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let Some(entry) = verified.get(token) else {
+            return Ok(None);
+        };
+        let now = SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_err(|_| ApiError::internal())?
+            .as_secs();
+        let now = i64::try_from(now).unwrap_or(i64::MAX);
+        let leeway = i64::try_from(self.config.leeway.as_secs()).unwrap_or(i64::MAX);
+        if now.saturating_sub(leeway) >= entry.exp {
+            // Expired now: verify in full, which reports the expiry.
+            return Ok(None);
+        }
+        Ok(Some(entry.sub.clone()))
+    }
+
+    /// Verifies a token strictly (hf-auth), re-reading the keys once if its `kid` is new, and
+    /// remembers it; returns its `sub`.
+    async fn verify_in_full(&self, pool: &Pool, token: &str) -> Result<String, ApiError> {
         let verify = |keys: &KeySet| {
             token::verify(
                 token,
@@ -298,14 +355,21 @@ impl AuthState {
             }
             other => other?,
         };
-        hf_storage::auth::find_principal_by_sub(pool, &claims.sub)
-            .await?
-            .ok_or_else(|| {
-                ApiError::new(
-                    Code::Unauthenticated,
-                    "The token's principal no longer exists.",
-                )
-            })
+        let mut verified = self
+            .verified
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if verified.len() >= VERIFIED_CACHE_CAPACITY {
+            verified.clear();
+        }
+        verified.insert(
+            token.to_owned(),
+            VerifiedToken {
+                sub: claims.sub.clone(),
+                exp: claims.exp,
+            },
+        );
+        Ok(claims.sub)
     }
 
     /// Hashes a new password with argon2id on a blocking thread, at most `hashing_concurrency`

@@ -1339,3 +1339,26 @@ async fn instances_starting_at_once_make_one_admin_and_one_signing_key() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_token_that_worked_stops_when_it_expires() {
+    let server = TestServer::start_with(|config| {
+        config.auth.token_ttl = Duration::from_secs(2);
+        config.auth.leeway = Duration::ZERO;
+    })
+    .await;
+    let token = server.admin_token().await;
+    // Used twice, so the second use is answered from the instance's memory of verified tokens.
+    assert_eq!(me(&server, &token).await.status(), 200);
+    assert_eq!(me(&server, &token).await.status(), 200);
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let body = assert_envelope(me(&server, &token).await, 401, "UNAUTHENTICATED").await;
+    assert!(
+        body["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("expired"),
+        "{body}"
+    );
+    server.stop().await;
+}
