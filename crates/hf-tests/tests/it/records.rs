@@ -994,7 +994,7 @@ async fn the_callers_role_never_leaks_into_the_next_request() {
     }
     let rows = ctx.sql("SELECT DISTINCT who FROM crm.account").await;
     let roles: Vec<String> = rows.iter().map(|row| row.get(0)).collect();
-    assert_eq!(roles, [writer.name.clone()]);
+    assert_eq!(roles, std::slice::from_ref(&writer.name));
     ctx.server.stop().await;
 }
 
