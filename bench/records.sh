@@ -73,7 +73,8 @@ if [ "${1:-}" = "soak" ]; then
 fi
 
 # The statements the service sends, from the plan snapshots, with the request's values bound.
-python3 bench/records_pgbench.py "$ADMIN" "$OPPORTUNITY" "$ACCOUNT" "$DATA"
+SUB=$(psql -qtA "$PG/$DB" -c "SELECT sub FROM hf.principals WHERE name = '$ADMIN'")
+python3 bench/records_pgbench.py "$ADMIN" "$SUB" "$OPPORTUNITY" "$ACCOUNT" "$DATA"
 
 run_wrk() {
   wrk -t2 -c16 -d"${SECONDS_EACH}"s --latency "$@" | grep -E "Requests/sec|  99%|Non-2xx"
@@ -88,10 +89,14 @@ echo "-- pgbench, the same statements pipelined as the service sends them (BEGIN
 run_pgbench "$DATA/read_pipelined.sql"
 echo "-- pgbench, the same statements one round trip each"
 run_pgbench "$DATA/read.sql"
+echo "-- pgbench, all a request sends (the principal look-up, then the pipelined transaction)"
+run_pgbench "$DATA/read_request.sql"
 echo "== POST /data/crm/opportunity, c=16, ${SECONDS_EACH} s"
 run_wrk -s "$DATA/post.lua" "$BASE/data/crm/opportunity"
 echo "-- pgbench, pipelined (BEGIN, role, checked insert, read back, COMMIT)"
 run_pgbench "$DATA/create_pipelined.sql"
 echo "-- pgbench, one round trip each"
 run_pgbench "$DATA/create.sql"
+echo "-- pgbench, all a request sends (the principal look-up, then the pipelined transaction)"
+run_pgbench "$DATA/create_request.sql"
 echo "RSS after the runs: $(rss) KiB"

@@ -2,7 +2,12 @@
 `GET /data/crm/opportunity/{id}` and `POST /data/crm/opportunity`, taken from the records plan
 snapshot, with the request's values in place of the parameters.
 
-Usage: records_pgbench.py ROLE OPPORTUNITY_ID ACCOUNT_ID OUT_DIR
+Usage: records_pgbench.py ROLE SUB OPPORTUNITY_ID ACCOUNT_ID OUT_DIR
+
+Each script comes in three forms: `<name>.sql` sends one statement per round trip,
+`<name>_pipelined.sql` sends the transaction in one round trip as the service does, and
+`<name>_request.sql` adds what every authenticated request also sends: the look-up of the token's
+principal, then the pipelined transaction.
 """
 
 import re
@@ -38,7 +43,7 @@ def bind(sql, values):
 
 
 def main():
-    role, opportunity, account, out = sys.argv[1:5]
+    role, sub, opportunity, account, out = sys.argv[1:6]
     out = Path(out)
     found = statements()
     setup = (
@@ -84,8 +89,13 @@ def main():
     for name, script in [("read", read), ("create", create)]:
         head = ["\\set n random(1, 1000000000000)"] if name == "create" else []
         (out / f"{name}.sql").write_text("\n".join(head + script) + "\n")
-        piped = head + ["\\startpipeline"] + script + ["\\endpipeline"]
-        (out / f"{name}_pipelined.sql").write_text("\n".join(piped) + "\n")
+        piped = ["\\startpipeline"] + script + ["\\endpipeline"]
+        (out / f"{name}_pipelined.sql").write_text("\n".join(head + piped) + "\n")
+        lookup = (
+            "SELECT id, name, sub, is_admin, created_at FROM hf.principals "
+            f"WHERE sub = {quote(sub)};"
+        )
+        (out / f"{name}_request.sql").write_text("\n".join(head + [lookup] + piped) + "\n")
 
 
 main()
