@@ -40,11 +40,15 @@ class Context {
     }
     return value;
   }
-  /** Declares a prop: remembers how to set it and returns its initial value. */
+  /** Declares a prop: returns the caller's value, or `current` (the default) without one. */
   prop(name, current, slot, set) {
-    this.setters[name] = [slot, set];
+    if (set) this.setter(name, slot, set);
     const given = this.props[name];
     return given === undefined ? current : given;
+  }
+  /** Remembers how to change a prop (`set(value)`) and which state slot it is. */
+  setter(name, slot, set) {
+    this.setters[name] = [slot, set];
   }
   flush() {
     this.scheduled = false;

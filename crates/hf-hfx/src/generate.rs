@@ -51,6 +51,9 @@ pub(crate) struct Generator<'s, 'k, 'a> {
     frames: Vec<Vec<Local>>,
     /// The enclosing `{#form}`: its name and slot.
     form: Option<(String, usize)>,
+    /// The screen's code analysed in one pass (`program::Unit`); without it each piece of code
+    /// is parsed and analysed on its own here.
+    pub(crate) fast: Option<&'k mut crate::program::Unit<'a>>,
 }
 
 fn js_string(s: &str) -> String {
@@ -120,6 +123,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             next_slot: script.state.len(),
             frames: Vec::new(),
             form: None,
+            fast: None,
         }
     }
 
@@ -158,6 +162,11 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
 
     /// The code of an `{expression}` (parenthesised, assignments instrumented) and its slots.
     fn expr(&mut self, span: Span) -> (String, BTreeSet<usize>) {
+        if let Some(unit) = self.fast.take() {
+            let result = self.fast_expr(unit, span);
+            self.fast = Some(unit);
+            return result;
+        }
         let Some(info) = js::analyze_expression(self.alloc, self.sink, span) else {
             return ("undefined".into(), BTreeSet::new());
         };
@@ -181,6 +190,51 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         }
         let code = js::apply_edits(self.src(), span, &edits);
         (format!("({code}\n)"), deps)
+    }
+
+    /// [`Generator::expr`] with the one-pass analysis: the same checks, the code printed by oxc.
+    fn fast_expr(
+        &mut self,
+        unit: &mut crate::program::Unit<'a>,
+        span: Span,
+    ) -> (String, BTreeSet<usize>) {
+        let Some(info) = unit.info(span) else {
+            self.sink.error(
+                Code::Internal,
+                span.start,
+                "internal compiler error: unknown expression",
+            );
+            return ("undefined".into(), BTreeSet::new());
+        };
+        let mut deps = BTreeSet::new();
+        let mut wraps = Vec::new();
+        for name in &info.reads {
+            if name.starts_with("$$") {
+                self.sink.error(
+                    Code::ReservedName,
+                    span.start,
+                    format!("`{name}`: names starting with `$$` are reserved"),
+                );
+            }
+            deps.extend(self.resolve(name).0);
+        }
+        for (name, target) in &info.writes {
+            let writes = self.resolve(name).1;
+            if !writes.is_empty() {
+                wraps.push((*target, writes));
+            }
+        }
+        match unit.print(span, &wraps) {
+            Some(code) => (format!("({code})"), deps),
+            None => {
+                self.sink.error(
+                    Code::Internal,
+                    span.start,
+                    "internal compiler error: expression printed twice",
+                );
+                ("undefined".into(), deps)
+            }
+        }
     }
 
     fn nodes(&mut self, nodes: &[Node], parent: &str, ctx: Ctx) {
@@ -486,7 +540,18 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             );
             return;
         };
-        if !js::is_assignable(self.alloc, self.sink, *span) {
+        let assignable = match self.fast.as_deref() {
+            Some(unit) => unit.is_assignable(*span),
+            None => js::is_assignable(self.alloc, self.sink, *span),
+        };
+        if !assignable {
+            if self.fast.is_some() {
+                self.sink.error(
+                    Code::InvalidDirective,
+                    span.start,
+                    "a binding needs a variable or a property (`name`, `obj.field`)",
+                );
+            }
             return;
         }
         let text = &self.src()[span.start..span.end];
@@ -602,8 +667,23 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
 
     fn each_block(&mut self, block: &markup::EachBlock, parent: &str, ctx: Ctx) {
         let (list, list_deps) = self.expr(block.list);
-        let names = js::pattern_names(self.alloc, self.sink, block.pattern).unwrap_or_default();
-        let pattern = &self.src()[block.pattern.start..block.pattern.end];
+        let (names, pattern) = match self.fast.as_deref_mut() {
+            Some(unit) => match unit.pattern(block.pattern) {
+                Some(found) => found,
+                None => {
+                    self.sink.error(
+                        Code::Internal,
+                        block.pattern.start,
+                        "internal compiler error: pattern not analysed",
+                    );
+                    (Vec::new(), String::from("$$missing"))
+                }
+            },
+            None => (
+                js::pattern_names(self.alloc, self.sink, block.pattern).unwrap_or_default(),
+                self.src()[block.pattern.start..block.pattern.end].to_string(),
+            ),
+        };
         let index = block.index.map(|s| self.src()[s.start..s.end].to_string());
         let mut frame: Vec<Local> = names
             .iter()

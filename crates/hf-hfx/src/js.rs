@@ -119,6 +119,9 @@ pub(crate) struct ScriptInfo {
     pub(crate) others: BTreeSet<String>,
     /// Instrumentation and `export` removals, in source offsets.
     pub(crate) edits: Vec<Edit>,
+    /// The same instrumentation as AST positions of the analysed program: each assignment to
+    /// state and the slot it changes (the one-pass compiler wraps these nodes directly).
+    pub(crate) wraps: Vec<(OxcSpan, usize)>,
 }
 
 impl ScriptInfo {
@@ -163,32 +166,54 @@ pub(crate) fn nesting_ok(sink: &mut Sink<'_>, text: &str, at: usize) -> bool {
     true
 }
 
-fn ts_module() -> SourceType {
+pub(crate) fn ts_module() -> SourceType {
     SourceType::ts().with_module(true)
 }
 
 /// Parses and analyses the screen's `<script>` (`span` of the HFX source).
 pub(crate) fn analyze_script(alloc: &Allocator, sink: &mut Sink<'_>, span: Span) -> ScriptInfo {
-    let mut info = ScriptInfo::default();
     let text = &sink.source[span.start..span.end];
     if !nesting_ok(sink, text, span.start) {
-        return info;
+        return ScriptInfo::default();
     }
     let parsed = Parser::new(alloc, text, ts_module()).parse();
     let shift = isize::try_from(span.start).unwrap_or(0);
     if !parsed.diagnostics.is_empty() || parsed.panicked {
         report(sink, &parsed.diagnostics, shift, span);
-        return info;
+        return ScriptInfo::default();
     }
     let program = parsed.program;
-    let base = span.start;
+    let built = SemanticBuilder::new()
+        .with_build_nodes(true)
+        .with_check_syntax_error(true)
+        .build(&program);
+    if !built.diagnostics.is_empty() {
+        report(sink, &built.diagnostics, shift, span);
+        return ScriptInfo::default();
+    }
+    analyze_program(sink, &program, &built.semantic, span.start, text.len())
+}
+
+/// Analyses the script part of an analysed program: the statements and references in its first
+/// `script_len` bytes, which are the script's text moved back by `base` bytes of the HFX source.
+/// (The one-pass compiler's program continues with the markup's expressions; their references
+/// to the script's names are not the script's business.)
+pub(crate) fn analyze_program(
+    sink: &mut Sink<'_>,
+    program: &Program<'_>,
+    semantic: &Semantic<'_>,
+    base: usize,
+    script_len: usize,
+) -> ScriptInfo {
+    let mut info = ScriptInfo::default();
+    let in_script = |s: OxcSpan| (s.start as usize) < script_len;
     let abs = |s: OxcSpan| Span {
         start: base + s.start as usize,
         end: base + s.end as usize,
     };
 
     // Imports and exports.
-    for stmt in &program.body {
+    for stmt in program.body.iter().filter(|s| in_script(s.span())) {
         match stmt {
             Statement::ImportDeclaration(decl) => {
                 let spec_text = decl.source.value.as_str();
@@ -291,19 +316,10 @@ pub(crate) fn analyze_script(alloc: &Allocator, sink: &mut Sink<'_>, span: Span)
         }
     }
 
-    let built = SemanticBuilder::new()
-        .with_build_nodes(true)
-        .with_check_syntax_error(true)
-        .build(&program);
-    if !built.diagnostics.is_empty() {
-        report(sink, &built.diagnostics, shift, span);
-        return info;
-    }
-    let semantic = built.semantic;
     let scoping = semantic.scoping();
     let nodes = semantic.nodes();
 
-    for node in nodes.iter() {
+    for node in nodes.iter().filter(|n| in_script(n.kind().span())) {
         let is_await = match node.kind() {
             AstKind::AwaitExpression(_) => true,
             AstKind::ForOfStatement(f) => f.r#await,
@@ -380,13 +396,17 @@ pub(crate) fn analyze_script(alloc: &Allocator, sink: &mut Sink<'_>, span: Span)
     let mut reads_in: HashMap<String, BTreeSet<usize>> = HashMap::new();
     for (slot, symbol) in state_symbols.iter().enumerate() {
         for reference in scoping.get_resolved_references(*symbol) {
-            let ref_span = abs(nodes.kind(reference.node_id()).span());
-            if let Some(f) = enclosing_function(ref_span.start) {
+            let node_span = nodes.kind(reference.node_id()).span();
+            if !in_script(node_span) {
+                continue;
+            }
+            if let Some(f) = enclosing_function(abs(node_span).start) {
                 reads_in.entry(f.clone()).or_default().insert(slot);
             }
-            if let Some(target) = assignment_around(&semantic, reference) {
+            if let Some(target) = assignment_around(semantic, reference) {
                 let slots = BTreeSet::from([slot]);
                 info.edits.extend(Edit::wrap(abs(target), &slots));
+                info.wraps.push((target, slot));
             }
         }
     }
@@ -394,8 +414,11 @@ pub(crate) fn analyze_script(alloc: &Allocator, sink: &mut Sink<'_>, span: Span)
     let mut calls: HashMap<String, BTreeSet<String>> = HashMap::new();
     for (symbol, callee) in &function_symbols {
         for reference in scoping.get_resolved_references(*symbol) {
-            let at = base + nodes.kind(reference.node_id()).span().start as usize;
-            if let Some(caller) = enclosing_function(at) {
+            let node_span = nodes.kind(reference.node_id()).span();
+            if !in_script(node_span) {
+                continue;
+            }
+            if let Some(caller) = enclosing_function(abs(node_span).start) {
                 calls
                     .entry(caller.clone())
                     .or_default()
@@ -423,7 +446,7 @@ pub(crate) fn analyze_script(alloc: &Allocator, sink: &mut Sink<'_>, span: Span)
 
 /// If `reference` is assigned (`x = 1`, `x += 1`, `x++`, `[x, y] = ...`) or is the root object of
 /// an assigned member (`x.done = true`, `x[i]++`), returns the span of that assignment.
-fn assignment_around(semantic: &Semantic<'_>, reference: &Reference) -> Option<OxcSpan> {
+pub(crate) fn assignment_around(semantic: &Semantic<'_>, reference: &Reference) -> Option<OxcSpan> {
     let nodes = semantic.nodes();
     let ref_span = nodes.kind(reference.node_id()).span();
     for kind in nodes.ancestor_kinds(reference.node_id()).take(64) {
@@ -564,7 +587,7 @@ pub(crate) fn pattern_names(
 }
 
 /// Rewrites every import and re-export specifier of `program` to its browser URL.
-fn rewrite_specifiers<'a>(
+pub(crate) fn rewrite_specifiers<'a>(
     alloc: &'a Allocator,
     program: &mut Program<'a>,
     sidecar_url: Option<&str>,

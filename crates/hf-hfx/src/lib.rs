@@ -22,6 +22,7 @@ mod generate;
 mod imports;
 mod js;
 mod markup;
+mod program;
 mod scan;
 
 use oxc::allocator::Allocator;
@@ -115,20 +116,28 @@ pub fn compile_with(
     sidecar: Option<&str>,
     options: &CompileOptions,
 ) -> CompileOutput {
+    with_allocator(|alloc| compile_in(alloc, source, sidecar, options))
+}
+
+fn compile_in(
+    alloc: &Allocator,
+    source: &str,
+    sidecar: Option<&str>,
+    options: &CompileOptions,
+) -> CompileOutput {
     let content_hash = content_hash(source);
-    let alloc = Allocator::default();
     let mut diagnostics = Vec::new();
 
     let sidecar_js = sidecar.and_then(|text| {
         let mut sink = Sink::new(text, SourceFile::Sidecar);
-        let js = js::compile_sidecar(&alloc, &mut sink);
+        let js = js::compile_sidecar(alloc, &mut sink);
         diagnostics.append(&mut sink.list);
         js
     });
 
     let mut sink = Sink::new(source, SourceFile::Screen);
     let js = compile_screen(
-        &alloc,
+        alloc,
         &mut sink,
         &content_hash,
         options.sidecar_url.as_deref(),
@@ -155,12 +164,37 @@ pub fn compile_with(
 /// Compiles a TypeScript sidecar on its own (what `compile` does with its `sidecar` argument):
 /// the JavaScript, or the diagnostics (located in [`SourceFile::Sidecar`]).
 pub fn compile_sidecar(sidecar: &str) -> Result<String, Vec<Diagnostic>> {
-    let alloc = Allocator::default();
-    let mut sink = Sink::new(sidecar, SourceFile::Sidecar);
-    match js::compile_sidecar(&alloc, &mut sink) {
-        Some(js) if sink.list.is_empty() => Ok(js),
-        _ => Err(sink.list),
+    with_allocator(|alloc| {
+        let mut sink = Sink::new(sidecar, SourceFile::Sidecar);
+        match js::compile_sidecar(alloc, &mut sink) {
+            Some(js) if sink.list.is_empty() => Ok(js),
+            _ => Err(sink.list),
+        }
+    })
+}
+
+/// Arenas kept for the next compile: a fresh arena grows chunk by chunk, a reused one is already
+/// large enough, which saves a good part of a compile's time.
+static ALLOCATORS: std::sync::Mutex<Vec<Allocator>> = std::sync::Mutex::new(Vec::new());
+/// How many arenas are kept (about the number of compiles running at once).
+const POOLED_ALLOCATORS: usize = 8;
+/// Arenas a huge input grew beyond this are dropped rather than kept.
+const POOLED_CAPACITY: usize = 16 << 20;
+
+/// Runs `work` with an arena from the pool (or a new one), then resets it and gives it back.
+fn with_allocator<T>(work: impl FnOnce(&Allocator) -> T) -> T {
+    let pooled = ALLOCATORS.lock().ok().and_then(|mut pool| pool.pop());
+    let mut alloc = pooled.unwrap_or_default();
+    let out = work(&alloc);
+    alloc.reset();
+    if alloc.capacity() <= POOLED_CAPACITY {
+        if let Ok(mut pool) = ALLOCATORS.lock() {
+            if pool.len() < POOLED_ALLOCATORS {
+                pool.push(alloc);
+            }
+        }
     }
+    out
 }
 
 /// Runs [`compile`] on a fresh thread with a generous stack and turns a panic (a compiler bug)
@@ -204,14 +238,20 @@ fn compile_screen(
         return None;
     }
     let source = sink.source;
-    let script = match doc.script {
-        Some(span) => js::analyze_script(alloc, sink, span),
-        None => js::ScriptInfo::default(),
-    };
     let scope = doc.style.map(|_| format!("hfx-{}", &hash[..8]));
     let css = match (doc.style, &scope) {
         (Some(span), Some(scope)) => css::scope_css(&source[span.start..span.end], scope),
         _ => String::new(),
+    };
+    if let Some(js) = compile_in_one_pass(alloc, source, &doc, scope.as_deref(), &css, sidecar_url)
+    {
+        return Some(js);
+    }
+
+    // Piece by piece: slower, and it locates every problem.
+    let script = match doc.script {
+        Some(span) => js::analyze_script(alloc, sink, span),
+        None => js::ScriptInfo::default(),
     };
 
     let mut generator = generate::Generator::new(sink, alloc, &script, scope.clone());
@@ -269,6 +309,68 @@ fn compile_screen(
     js::finish_module(alloc, sink, &module, sidecar_url)
 }
 
+/// Compiles a screen whose code is analysed in one oxc pass (see `program.rs`); `None` when the
+/// screen has any problem, which the piece-by-piece compiler then reports.
+fn compile_in_one_pass(
+    alloc: &Allocator,
+    source: &str,
+    doc: &markup::Document,
+    scope: Option<&str>,
+    css: &str,
+    sidecar_url: Option<&str>,
+) -> Option<String> {
+    let mut unit = program::Unit::build(alloc, source, doc, sidecar_url)?;
+    let script = std::mem::take(&mut unit.script);
+    let mut scratch = Sink::new(source, SourceFile::Screen);
+    let mut generator =
+        generate::Generator::new(&mut scratch, alloc, &script, scope.map(str::to_string));
+    generator.fast = Some(&mut unit);
+    generator.root(&doc.nodes);
+    let render = std::mem::take(&mut generator.out);
+    drop(generator);
+    if scratch.has_errors() {
+        return None;
+    }
+
+    let script_code = unit.print_script();
+    let mut module = String::with_capacity(render.len() + script_code.len() + css.len() + 512);
+    module.push_str("import * as $$rt from \"/hfx/vendor/hfx-runtime.js\";\n");
+    module.push_str(&unit.print_imports());
+    for import in &script.imports {
+        if let (
+            imports::Specifier::Screen {
+                module: m,
+                screen: s,
+            },
+            Some(name),
+            false,
+        ) = (&import.specifier, &import.default_name, import.type_only)
+        {
+            module.push_str(&format!(
+                "const {name} = await $$rt.screen(import.meta.url, {}, {});\n",
+                generate::quote(m),
+                generate::quote(s)
+            ));
+        }
+    }
+    module.push_str("export default $$rt.component(function($$, $$props) {\n");
+    module.push_str(&script_code);
+    for (name, slot, _) in &script.props {
+        module.push_str(&format!(
+            "\t$$.setter({}, {slot}, ($$v) => {{ {name} = $$v; }});\n",
+            generate::quote(name)
+        ));
+    }
+    module.push_str("\treturn ($$b, $$t) => {\n");
+    module.push_str(&render);
+    module.push_str("\t};\n}, ");
+    module.push_str(&generate::quote(scope.unwrap_or("")));
+    module.push_str(", ");
+    module.push_str(&generate::quote(css));
+    module.push_str(");\n");
+    Some(module)
+}
+
 /// The files served at `/hfx/vendor/{path}`; anything else is `None` (the server answers 404).
 pub fn vendor_file(path: &str) -> Option<&'static str> {
     match path {
@@ -276,3 +378,6 @@ pub fn vendor_file(path: &str) -> Option<&'static str> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -188,75 +188,168 @@ pub(crate) fn first_top_level(text: &str, want: impl Fn(u8) -> bool) -> Option<u
 /// the operators and keywords that build nested syntax trees (operator chains, unary chains,
 /// `else if` chains) since the last `;` or `,` of each bracket level. Real code stays far below
 /// [`MAX_JS_NESTING`]; hostile input is rejected before oxc sees it.
+///
+/// It skips strings, template text and comments the way [`JsScan`] does, in one tight loop over
+/// the bytes (it runs over every script, sidecar and expression, so it must cost little next to
+/// parsing): identifiers and whitespace are skipped a run at a time.
 pub(crate) fn js_nesting_estimate(text: &str) -> usize {
-    let bytes = text.as_bytes();
-    let mut scan = JsScan::new(text, 0);
-    // Operators counted at each open bracket level.
-    let mut levels: Vec<usize> = vec![0];
+    let s = text.as_bytes();
+    // Operators counted at each open bracket level; the bracket itself (`$` for `${`).
+    let mut levels: Vec<(usize, u8)> = vec![(0, b' ')];
     let mut total = 0usize;
     let mut worst = 0usize;
-    while let Some((pos, c, _)) = scan.next_code() {
-        let mut is_op = false;
-        match c {
-            b'(' | b'[' | b'{' => {
-                levels.push(0);
-                total += 1;
+    let mut i = 0;
+    while i < s.len() {
+        let c = s[i];
+        if IDENT[c as usize] {
+            // A whole identifier (or number) at once; only a word can be a keyword.
+            let start = i;
+            i += 1;
+            while i < s.len() && IDENT[s[i] as usize] {
+                i += 1;
             }
-            b')' | b']' | b'}' if levels.len() > 1 => {
-                let ops = levels.pop().unwrap_or(0);
-                total = total.saturating_sub(ops + 1);
+            let word = &s[start..i];
+            if c.is_ascii_lowercase() && word.len() <= 10 && is_nesting_keyword(word) {
+                if let Some(level) = levels.last_mut() {
+                    level.0 += 1;
+                    total += 1;
+                    worst = worst.max(total);
+                }
+            }
+            continue;
+        }
+        match c {
+            b' ' | b'\t' | b'\n' | b'\r' => i += 1,
+            b'\'' | b'"' => {
+                // To the closing quote; a raw newline ends the string as in JavaScript.
+                i += 1;
+                loop {
+                    match s.get(i) {
+                        None => return worst,
+                        Some(b'\\') => i += 2,
+                        Some(&b) if b == c || b == b'\n' => {
+                            i += 1;
+                            break;
+                        }
+                        Some(_) => i += 1,
+                    }
+                }
+            }
+            b'`' => {
+                i += 1;
+                match template_text(s, i, &mut levels) {
+                    Some(next) => i = next,
+                    None => return worst,
+                }
+            }
+            b'/' if s.get(i + 1) == Some(&b'/') => {
+                i += 2;
+                while i < s.len() && s[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if s.get(i + 1) == Some(&b'*') => match find(s, i + 2, b"*/") {
+                Some(end) => i = end + 2,
+                None => return worst,
+            },
+            b'(' | b'[' | b'{' => {
+                levels.push((0, c));
+                total += 1;
+                worst = worst.max(total);
+                i += 1;
+            }
+            b')' | b']' | b'}' => {
+                i += 1;
+                if levels.len() > 1 {
+                    let (ops, open) = levels.pop().unwrap_or((0, b' '));
+                    if open == b'$' {
+                        // The end of a `${...}` substitution (not counted as a bracket): back
+                        // inside the template text.
+                        total = total.saturating_sub(ops);
+                        match template_text(s, i, &mut levels) {
+                            Some(next) => i = next,
+                            None => return worst,
+                        }
+                    } else {
+                        total = total.saturating_sub(ops + 1);
+                    }
+                }
             }
             b';' | b',' => {
-                if let Some(ops) = levels.last_mut() {
-                    total -= *ops;
-                    *ops = 0;
+                if let Some(level) = levels.last_mut() {
+                    total -= level.0;
+                    level.0 = 0;
                 }
+                i += 1;
             }
             b'+' | b'-' | b'*' | b'/' | b'%' | b'<' | b'>' | b'=' | b'&' | b'|' | b'^' | b'!'
-            | b'~' | b'?' | b':' | b'.' => is_op = true,
-            b'a'..=b'z' => {
-                let starts_word = pos == 0 || !is_ident_byte(bytes[pos - 1]);
-                if starts_word {
-                    let end = bytes[pos..]
-                        .iter()
-                        .position(|b| !is_ident_byte(*b))
-                        .map_or(bytes.len(), |n| pos + n);
-                    is_op = matches!(
-                        &text[pos..end],
-                        "typeof"
-                            | "void"
-                            | "await"
-                            | "new"
-                            | "delete"
-                            | "yield"
-                            | "if"
-                            | "else"
-                            | "for"
-                            | "while"
-                            | "do"
-                            | "with"
-                            | "in"
-                            | "instanceof"
-                            | "extends"
-                    );
+            | b'~' | b'?' | b':' | b'.' => {
+                // Every operator character counts (`===` three times): generous to real code,
+                // and a chain like `!!!!x` or `+-+-x` cannot slip through as one "run".
+                if let Some(level) = levels.last_mut() {
+                    level.0 += 1;
+                    total += 1;
+                    worst = worst.max(total);
                 }
+                i += 1;
             }
-            _ => {}
+            _ => i += 1,
         }
-        // Every operator character counts (`===` three times): generous to real code, and a
-        // chain like `!!!!x` or `+-+-x` cannot slip through as one "run".
-        if is_op {
-            if let Some(ops) = levels.last_mut() {
-                *ops += 1;
-                total += 1;
-            }
-        }
-        worst = worst.max(total);
     }
     worst
 }
 
-fn is_ident_byte(b: u8) -> bool {
+/// Bytes of identifiers and numbers (`is_ident_byte` as a table, for the hot loop above).
+const IDENT: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = is_ident_byte(b as u8);
+        b += 1;
+    }
+    table
+};
+
+/// Skips template text from `i` to the closing backtick (returns the offset after it) or to a
+/// `${` (pushes a `$` level, which the next `}` closes, and returns the offset after it); `None`
+/// at the end of the text.
+fn template_text(s: &[u8], mut i: usize, levels: &mut Vec<(usize, u8)>) -> Option<usize> {
+    loop {
+        match s.get(i)? {
+            b'\\' => i += 2,
+            b'`' => return Some(i + 1),
+            b'$' if s.get(i + 1) == Some(&b'{') => {
+                levels.push((0, b'$'));
+                return Some(i + 2);
+            }
+            _ => i += 1,
+        }
+    }
+}
+
+/// Keywords that nest syntax trees like operators do.
+fn is_nesting_keyword(word: &[u8]) -> bool {
+    matches!(
+        word,
+        b"typeof"
+            | b"void"
+            | b"await"
+            | b"new"
+            | b"delete"
+            | b"yield"
+            | b"if"
+            | b"else"
+            | b"for"
+            | b"while"
+            | b"do"
+            | b"with"
+            | b"in"
+            | b"instanceof"
+            | b"extends"
+    )
+}
+
+const fn is_ident_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
 }
 

@@ -10,6 +10,17 @@ fn check(path: &Path) -> CompileOutput {
     let source = std::fs::read_to_string(path).unwrap();
     let sidecar = std::fs::read_to_string(path.with_extension("ts")).ok();
     let out = compile(&source, sidecar.as_deref());
+    // Whatever is printed is a valid ES module.
+    for js in out.js.iter().chain(&out.sidecar_js) {
+        let alloc = oxc::allocator::Allocator::default();
+        let parsed = oxc::parser::Parser::new(&alloc, js, oxc::span::SourceType::mjs()).parse();
+        assert!(
+            parsed.diagnostics.is_empty() && !parsed.panicked,
+            "{}: the output does not parse: {:?}\n{js}",
+            path.display(),
+            parsed.diagnostics.first()
+        );
+    }
     // Same input, same bytes.
     assert_eq!(
         out,

@@ -1,0 +1,696 @@
+//! The one-pass compiler: the screen's `<script>` and every piece of code in its markup
+//! (`{expressions}`, attribute values, block headers, `{#each}` patterns) parsed, analysed,
+//! stripped of TypeScript and printed in a single oxc program.
+//!
+//! The pieces are laid out one after another in one source text: the script first, then each
+//! piece as its own parenthesised expression statement (`(<expression>);`, `((<pattern>) => 0);`,
+//! and `(<Component>);` for every component tag, so that an import used only as a component
+//! counts as used). One parse, one semantic analysis and one TypeScript strip cover them all.
+//! The script's assignments to state are wrapped in the AST (`$$.u(<assignment>, <slots>)`), and
+//! so are the markup's when the code generator asks for a piece (it knows which slots a markup
+//! local stands for); then the pieces are printed with oxc codegen and the generated glue is
+//! written around them without being parsed again.
+//!
+//! This is an optimisation only. Whenever anything is wrong with the screen (a syntax error, a
+//! piece that is not exactly one expression, any diagnostic), [`Unit::build`] or the code
+//! generator gives up and the caller compiles the screen piece by piece instead (the original
+//! pipeline), which locates every problem precisely. So valid screens take this path and
+//! diagnostics are always those of the piece-by-piece compiler.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+
+use oxc::allocator::{Allocator, GetAllocator, TakeIn};
+use oxc::ast::ast::{
+    Argument, Declaration, Expression, IdentifierName, NumberBase, Program, Statement,
+};
+use oxc::ast::builder::AstBuilder;
+use oxc::ast_visit::{walk_mut, VisitMut};
+use oxc::codegen::{Codegen, CodegenOptions, Context, Gen};
+use oxc::parser::Parser;
+use oxc::semantic::SemanticBuilder;
+use oxc::span::{GetSpan, Span as OxcSpan, SPAN};
+use oxc::transformer::{TransformOptions, Transformer};
+
+use crate::diagnostics::{Sink, SourceFile};
+use crate::imports::Specifier;
+use crate::js::{self, ExprInfo, ScriptInfo};
+use crate::markup::{AttrValue, Document, Element, Node, Part, Span};
+use crate::scan;
+
+/// Between the script and the pieces (see [`Unit::build`]).
+const SEPARATOR: &str = "\n0;\n";
+
+/// What a piece of markup code is, which decides how it is wrapped in the program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// An expression: `(<text>\n);`.
+    Expr,
+    /// An `{#each}` pattern, as the only parameter of an arrow: `((<text>\n) => 0);`.
+    Pattern,
+    /// A name the glue uses (a component): `(<name>);`.
+    Name,
+}
+
+/// One piece of code from the markup.
+struct Piece {
+    kind: Kind,
+    /// Where its text is in the HFX source (for a name, its element's start).
+    source: Span,
+    /// The text of a [`Kind::Name`].
+    name: Option<String>,
+    /// Where its wrapper statement starts in the program text.
+    start: usize,
+}
+
+impl Piece {
+    fn new(kind: Kind, source: Span) -> Piece {
+        Piece {
+            kind,
+            source,
+            name: None,
+            start: 0,
+        }
+    }
+
+    fn text<'s>(&'s self, source: &'s str) -> &'s str {
+        match &self.name {
+            Some(name) => name,
+            None => &source[self.source.start..self.source.end],
+        }
+    }
+}
+
+/// What the compiler knows about one piece after the analysis.
+#[derive(Debug, Default)]
+pub(crate) struct PieceInfo {
+    /// Free names read and assignments made (assignment spans in program positions).
+    pub(crate) expr: ExprInfo,
+    /// An `{#each}` pattern's bound names.
+    names: Vec<String>,
+    /// Whether the expression can be assigned to (a `bind:` target).
+    assignable: bool,
+}
+
+/// The screen's code after the one pass: analysed, stripped of TypeScript, ready to print.
+pub(crate) struct Unit<'a> {
+    alloc: &'a Allocator,
+    text: &'a str,
+    /// Piece index by source span.
+    by_span: HashMap<(usize, usize), usize>,
+    infos: Vec<PieceInfo>,
+    /// Each piece's code (the expression inside its parentheses, or a pattern's arrow).
+    exprs: Vec<Option<Expression<'a>>>,
+    /// The script's statements after the strip, imports excepted; printed as one program.
+    body: Program<'a>,
+    /// The script's import statements (specifiers already rewritten), screen imports excepted.
+    imports: Vec<Statement<'a>>,
+    /// The script analysis (state, props, functions, imports) the generator needs.
+    pub(crate) script: ScriptInfo,
+}
+
+impl<'a> Unit<'a> {
+    /// Parses and analyses the script and every piece of the markup's code as one program. `None`
+    /// when anything is not right: the caller then compiles piece by piece.
+    pub(crate) fn build(
+        alloc: &'a Allocator,
+        source: &str,
+        doc: &Document,
+        sidecar_url: Option<&str>,
+    ) -> Option<Unit<'a>> {
+        let mut pieces = Vec::new();
+        collect(&doc.nodes, &mut pieces);
+
+        // The program text: the script, a separating `0;` (a token no statement can continue, so
+        // a script's last statement ends where the script ends), then one statement per piece.
+        let script_text = doc.script.map_or("", |s| &source[s.start..s.end]);
+        let mut text = String::with_capacity(script_text.len() + source.len() / 2 + 64);
+        text.push_str(script_text);
+        text.push_str(SEPARATOR);
+        let pieces_start = text.len();
+        for piece in &mut pieces {
+            piece.start = text.len();
+            let code = piece.text(source);
+            match piece.kind {
+                Kind::Expr => {
+                    text.push('(');
+                    text.push_str(code);
+                    text.push_str("\n);\n");
+                }
+                Kind::Pattern => {
+                    text.push_str("((");
+                    text.push_str(code);
+                    text.push_str("\n) => 0);\n");
+                }
+                Kind::Name => {
+                    text.push('(');
+                    text.push_str(code);
+                    text.push_str(");\n");
+                }
+            }
+        }
+        if scan::js_nesting_estimate(&text) > scan::MAX_JS_NESTING {
+            return None;
+        }
+        let text: &'a str = alloc.alloc_str(&text);
+        let parsed = Parser::new(alloc, text, js::ts_module()).parse();
+        if !parsed.diagnostics.is_empty() || parsed.panicked {
+            return None;
+        }
+        let mut program = parsed.program;
+        let script_len = script_text.len();
+        if !well_formed(&program, &pieces, script_len, pieces_start) {
+            return None;
+        }
+        let built = SemanticBuilder::new()
+            .with_build_nodes(true)
+            .with_check_syntax_error(true)
+            .with_enum_eval(true)
+            .build(&program);
+        if !built.diagnostics.is_empty() {
+            return None;
+        }
+        let semantic = built.semantic;
+        let mut scratch = Sink::new(source, SourceFile::Screen);
+        let base = doc.script.map_or(0, |s| s.start);
+        let script = js::analyze_program(&mut scratch, &program, &semantic, base, script_len);
+        if scratch.has_errors() {
+            return None;
+        }
+        let infos = analyze_pieces(&program, &semantic, &pieces, pieces_start)?;
+        let scoping = semantic.into_scoping();
+        let options = TransformOptions::default();
+        let transformed = Transformer::new(alloc, Path::new("screen.ts"), &options)
+            .build_with_scoping(scoping, &mut program);
+        if !transformed.diagnostics.is_empty() {
+            return None;
+        }
+
+        // Split the program: script statements, imports, and the pieces' code.
+        let ast = AstBuilder::new(alloc);
+        let mut exprs: Vec<Option<Expression<'a>>> = pieces.iter().map(|_| None).collect();
+        let mut body = oxc::allocator::Vec::new_in(&ast);
+        let mut imports = Vec::new();
+        let screen_imports: BTreeSet<u32> = script
+            .imports
+            .iter()
+            .filter(|i| matches!(i.specifier, Specifier::Screen { .. }))
+            .map(|i| (i.span.start - base) as u32)
+            .collect();
+        for stmt in program.body.take_in(&ast) {
+            let at = stmt.span().start as usize;
+            if at >= pieces_start {
+                let index = pieces.partition_point(|p| p.start <= at).checked_sub(1)?;
+                let Statement::ExpressionStatement(statement) = stmt else {
+                    return None;
+                };
+                exprs[index] = Some(unparenthesize(statement.unbox().expression));
+            } else if at == script_len + 1 {
+                // The separator.
+            } else if let Statement::ImportDeclaration(_) = stmt {
+                if !screen_imports.contains(&stmt.span().start) {
+                    imports.push(stmt);
+                }
+            } else {
+                body.push(stmt);
+            }
+        }
+        program.body = body;
+        let mut imports_program = Program::new(
+            SPAN,
+            program.source_type,
+            text,
+            oxc::allocator::Vec::new_in(&ast),
+            None,
+            oxc::allocator::Vec::new_in(&ast),
+            oxc::allocator::Vec::from_iter_in(imports, &ast),
+            &ast,
+        );
+        js::rewrite_specifiers(alloc, &mut imports_program, sidecar_url);
+        let imports = imports_program.body.take_in(&ast).into_iter().collect();
+
+        // The script's own changes: `export let` props read their value from the caller, and
+        // assignments to state are wrapped.
+        unwrap_props(&mut program, &ast)?;
+        let mut targets: HashMap<(u32, u32), BTreeSet<usize>> = HashMap::new();
+        for (span, slot) in &script.wraps {
+            targets
+                .entry((span.start, span.end))
+                .or_default()
+                .insert(*slot);
+        }
+        if !targets.is_empty() {
+            Wrapper {
+                ast: &ast,
+                targets: &targets,
+            }
+            .visit_program(&mut program);
+        }
+
+        let by_span = pieces
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.kind != Kind::Name)
+            .map(|(i, p)| ((p.source.start, p.source.end), i))
+            .collect();
+        Some(Unit {
+            alloc,
+            text,
+            by_span,
+            infos,
+            exprs,
+            body: program,
+            imports,
+            script,
+        })
+    }
+
+    /// What the analysis found about the expression at `span`.
+    pub(crate) fn info(&self, span: Span) -> Option<&ExprInfo> {
+        let index = *self.by_span.get(&(span.start, span.end))?;
+        Some(&self.infos[index].expr)
+    }
+
+    /// The code of the expression at `span` with the given assignments (program positions, as
+    /// in [`ExprInfo::writes`]) wrapped to invalidate their slots. Each piece is printed once.
+    pub(crate) fn print(
+        &mut self,
+        span: Span,
+        wraps: &[(Span, BTreeSet<usize>)],
+    ) -> Option<String> {
+        let index = *self.by_span.get(&(span.start, span.end))?;
+        let mut expr = self.exprs.get_mut(index)?.take()?;
+        if !wraps.is_empty() {
+            let targets: HashMap<(u32, u32), BTreeSet<usize>> = wraps
+                .iter()
+                .map(|(s, slots)| ((s.start as u32, s.end as u32), slots.clone()))
+                .collect();
+            let ast = AstBuilder::new(self.alloc);
+            Wrapper {
+                ast: &ast,
+                targets: &targets,
+            }
+            .visit_expression(&mut expr);
+        }
+        let mut codegen = Codegen::new().with_source_text(self.text);
+        codegen.print_expression(&expr);
+        Some(codegen.into_source_text())
+    }
+
+    /// An `{#each}` pattern's bound names and its code (types stripped), for `let <pattern> = …`.
+    pub(crate) fn pattern(&mut self, span: Span) -> Option<(Vec<String>, String)> {
+        let index = *self.by_span.get(&(span.start, span.end))?;
+        let mut expr = self.exprs.get_mut(index)?.take()?;
+        if let Expression::ArrowFunctionExpression(arrow) = &mut expr {
+            // The parser marks an arrow in parentheses as "possibly invoked"; printing it with
+            // its parentheses would not fit the shape stripped below.
+            arrow.pife = false;
+        }
+        let mut codegen = Codegen::new().with_source_text(self.text);
+        codegen.print_expression(&expr);
+        let printed = codegen.into_source_text();
+        let code = printed.strip_prefix('(')?.strip_suffix(") => 0")?;
+        Some((self.infos[index].names.clone(), code.to_string()))
+    }
+
+    /// Whether the expression at `span` can be assigned to (a variable or a property).
+    pub(crate) fn is_assignable(&self, span: Span) -> bool {
+        self.by_span
+            .get(&(span.start, span.end))
+            .is_some_and(|i| self.infos[*i].assignable)
+    }
+
+    /// The import statements to put at the top of the module, printed.
+    pub(crate) fn print_imports(&self) -> String {
+        let mut codegen = Codegen::new().with_source_text(self.text);
+        for import in &self.imports {
+            import.print(&mut codegen, Context::default());
+        }
+        codegen.into_source_text()
+    }
+
+    /// The script's statements, printed for the component's setup function (comments kept).
+    pub(crate) fn print_script(&self) -> String {
+        let options = CodegenOptions {
+            initial_indent: 1,
+            ..CodegenOptions::default()
+        };
+        Codegen::new().with_options(options).build(&self.body).code
+    }
+}
+
+/// Collects the markup's pieces of code in document order.
+fn collect(nodes: &[Node], out: &mut Vec<Piece>) {
+    let push = |kind: Kind, source: Span, out: &mut Vec<Piece>| out.push(Piece::new(kind, source));
+    for node in nodes {
+        match node {
+            Node::Text(_) => {}
+            Node::Expr(span) => push(Kind::Expr, *span, out),
+            Node::Element(el) => {
+                collect_element(el, out);
+                collect(&el.children, out);
+            }
+            Node::If(block) => {
+                for (cond, body) in &block.branches {
+                    if let Some(span) = cond {
+                        push(Kind::Expr, *span, out);
+                    }
+                    collect(body, out);
+                }
+            }
+            Node::Each(block) => {
+                push(Kind::Expr, block.list, out);
+                push(Kind::Pattern, block.pattern, out);
+                if let Some(key) = block.key {
+                    push(Kind::Expr, key, out);
+                }
+                collect(&block.body, out);
+                if let Some(body) = &block.else_body {
+                    collect(body, out);
+                }
+            }
+            Node::Const { value, .. } => push(Kind::Expr, *value, out),
+            Node::Query(block) => {
+                push(Kind::Expr, block.query, out);
+                if let Some(params) = block.params {
+                    push(Kind::Expr, params, out);
+                }
+                collect(&block.body, out);
+            }
+            Node::Form(block) => {
+                if let Some(id) = block.id {
+                    push(Kind::Expr, id, out);
+                }
+                collect(&block.body, out);
+            }
+        }
+    }
+}
+
+fn collect_element(el: &Element, out: &mut Vec<Piece>) {
+    if el.name.starts_with(|c: char| c.is_ascii_uppercase())
+        && crate::markup::is_identifier(&el.name)
+    {
+        let mut piece = Piece::new(
+            Kind::Name,
+            Span {
+                start: el.start,
+                end: el.start,
+            },
+        );
+        piece.name = Some(el.name.clone());
+        out.push(piece);
+    }
+    for attr in &el.attrs {
+        match &attr.value {
+            AttrValue::Expr(span) => out.push(Piece::new(Kind::Expr, *span)),
+            AttrValue::Mixed(parts) => {
+                for part in parts {
+                    if let Part::Expr(span) = part {
+                        out.push(Piece::new(Kind::Expr, *span));
+                    }
+                }
+            }
+            AttrValue::Bare | AttrValue::Text(_) => {}
+        }
+    }
+}
+
+/// Whether the parsed program has exactly the shape it was built with: the script's statements
+/// inside the script, the separator, and one parenthesised statement per piece, each ending
+/// where its wrapper ends. A piece that is not exactly one expression (`a); (b`) breaks it.
+fn well_formed(
+    program: &Program<'_>,
+    pieces: &[Piece],
+    script_len: usize,
+    pieces_start: usize,
+) -> bool {
+    let mut rest = program.body.iter().peekable();
+    while let Some(stmt) = rest.next_if(|s| (s.span().start as usize) < script_len) {
+        if stmt.span().end as usize > script_len {
+            return false;
+        }
+    }
+    let separator = rest.next().is_some_and(|s| match s {
+        Statement::ExpressionStatement(e) => {
+            e.span.start as usize == script_len + 1
+                && matches!(e.expression, Expression::NumericLiteral(_))
+        }
+        _ => false,
+    });
+    if !separator {
+        return false;
+    }
+    let mut count = 0;
+    for (stmt, piece) in rest.zip(pieces) {
+        count += 1;
+        let len = match &piece.name {
+            Some(name) => name.len(),
+            None => piece.source.end - piece.source.start,
+        };
+        let (wrapper_end, inner_ok): (usize, fn(&Expression<'_>) -> bool) = match piece.kind {
+            Kind::Expr => (piece.start + len + 3, |_| true),
+            Kind::Pattern => (piece.start + len + 10, |e| {
+                matches!(e, Expression::ArrowFunctionExpression(a)
+                    if a.body.as_expression().is_some() && !a.r#async && a.type_parameters.is_none()
+                        && a.return_type.is_none() && a.params.rest.is_none()
+                        && a.params.items.len() == 1
+                        && a.params.items[0].type_annotation.is_none()
+                        && a.params.items[0].initializer.is_none()
+                        && !a.params.items[0].optional
+                        && !a.params.items[0].has_modifier()
+                        && a.params.items[0].decorators.is_empty())
+            }),
+            Kind::Name => (piece.start + len + 2, |e| {
+                matches!(e, Expression::Identifier(_))
+            }),
+        };
+        let ok = match stmt {
+            Statement::ExpressionStatement(s) => match &s.expression {
+                Expression::ParenthesizedExpression(p) => {
+                    p.span.start as usize == piece.start
+                        && p.span.end as usize == wrapper_end
+                        && inner_ok(&p.expression)
+                }
+                _ => false,
+            },
+            _ => false,
+        };
+        if !ok {
+            return false;
+        }
+    }
+    count == pieces.len() && program.body.len() >= count && pieces_start >= script_len
+}
+
+/// Analyses every piece: the free names each expression reads and the assignments it makes
+/// (free names are those not declared inside the piece), each pattern's names, and which
+/// expressions can be assigned to. `None` when a piece uses `await` outside a function.
+fn analyze_pieces(
+    program: &Program<'_>,
+    semantic: &oxc::semantic::Semantic<'_>,
+    pieces: &[Piece],
+    pieces_start: usize,
+) -> Option<Vec<PieceInfo>> {
+    let mut infos: Vec<PieceInfo> = pieces.iter().map(|_| PieceInfo::default()).collect();
+    let piece_at = |at: u32| -> Option<usize> {
+        let at = at as usize;
+        if at < pieces_start {
+            return None;
+        }
+        pieces.partition_point(|p| p.start <= at).checked_sub(1)
+    };
+    let scoping = semantic.scoping();
+    let nodes = semantic.nodes();
+    let record = |name: &str, reference: &oxc::semantic::Reference, infos: &mut Vec<PieceInfo>| {
+        let at = nodes.kind(reference.node_id()).span().start;
+        if let Some(index) = piece_at(at) {
+            let info = &mut infos[index].expr;
+            if let Some(target) = js::assignment_around(semantic, reference) {
+                info.writes.push((
+                    name.to_string(),
+                    Span {
+                        start: target.start as usize,
+                        end: target.end as usize,
+                    },
+                ));
+            }
+            info.reads.insert(name.to_string());
+        }
+    };
+    for (name, ids) in scoping.root_unresolved_references() {
+        for id in ids {
+            record(name.as_str(), scoping.get_reference(*id), &mut infos);
+        }
+    }
+    for symbol in scoping.iter_bindings_in(scoping.root_scope_id()) {
+        let name = scoping.symbol_name(symbol);
+        for reference in scoping.get_resolved_references(symbol) {
+            record(name, reference, &mut infos);
+        }
+    }
+    for info in &mut infos {
+        info.expr.writes.sort_by_key(|(_, s)| (s.start, s.end));
+    }
+    // `await` in markup code outside a function has nowhere to run.
+    for node in nodes.iter() {
+        let awaits = match node.kind() {
+            oxc::ast::AstKind::AwaitExpression(a) => Some(a.span.start),
+            _ => None,
+        };
+        if let Some(at) = awaits {
+            if piece_at(at).is_some()
+                && !nodes.ancestor_kinds(node.id()).any(|k| {
+                    matches!(
+                        k,
+                        oxc::ast::AstKind::Function(_)
+                            | oxc::ast::AstKind::ArrowFunctionExpression(_)
+                    ) && k.span().start as usize >= pieces_start
+                        && !is_pattern_wrapper(k, pieces)
+                })
+            {
+                return None;
+            }
+        }
+    }
+    // Patterns and binding targets.
+    let body = &program.body;
+    let first_piece = body.len() - pieces.len();
+    for (index, piece) in pieces.iter().enumerate() {
+        let Some(Statement::ExpressionStatement(stmt)) = body.get(first_piece + index) else {
+            return None;
+        };
+        let Expression::ParenthesizedExpression(paren) = &stmt.expression else {
+            return None;
+        };
+        match (&paren.expression, piece.kind) {
+            (Expression::ArrowFunctionExpression(arrow), Kind::Pattern) => {
+                let names: Vec<String> = arrow.params.items[0]
+                    .pattern
+                    .get_binding_identifiers()
+                    .iter()
+                    .map(|id| id.name.as_str().to_string())
+                    .collect();
+                if names.iter().any(|n| n.starts_with("$$")) {
+                    return None;
+                }
+                infos[index].names = names;
+            }
+            (expr, Kind::Expr) => {
+                infos[index].assignable = matches!(
+                    expr,
+                    Expression::Identifier(_)
+                        | Expression::StaticMemberExpression(_)
+                        | Expression::ComputedMemberExpression(_)
+                );
+            }
+            _ => {}
+        }
+    }
+    Some(infos)
+}
+
+/// Whether `kind` is the arrow a pattern piece is wrapped in (`((<pattern>) => 0)`), which is
+/// no function of the user's.
+fn is_pattern_wrapper(kind: oxc::ast::AstKind<'_>, pieces: &[Piece]) -> bool {
+    let start = kind.span().start as usize;
+    pieces
+        .iter()
+        .any(|p| p.kind == Kind::Pattern && p.start + 1 == start)
+}
+
+/// The expression inside a piece's wrapping parentheses.
+fn unparenthesize<'a>(expr: Expression<'a>) -> Expression<'a> {
+    match expr {
+        Expression::ParenthesizedExpression(paren) => paren.unbox().expression,
+        other => other,
+    }
+}
+
+/// `export let name = value;` becomes `let name = $$.prop("name", value);`: the caller's value
+/// wins over the default. `None` when an export other than a `let` remains after the strip.
+fn unwrap_props<'a>(program: &mut Program<'a>, ast: &AstBuilder<'a>) -> Option<()> {
+    for stmt in program.body.iter_mut() {
+        if matches!(
+            stmt,
+            Statement::ExportNamedDeclaration(_)
+                | Statement::ExportDefaultDeclaration(_)
+                | Statement::ExportAllDeclaration(_)
+                | Statement::ExportFromDeclaration(_)
+        ) {
+            return None;
+        }
+        if !matches!(stmt, Statement::ExportDeclaration(_)) {
+            continue;
+        }
+        let Statement::ExportDeclaration(export) = stmt.take_in(ast) else {
+            return None;
+        };
+        let Declaration::VariableDeclaration(mut var) = export.unbox().declaration else {
+            return None;
+        };
+        for declarator in var.declarations.iter_mut() {
+            let name = declarator.id.get_binding_identifier()?.name.as_str();
+            let name =
+                Expression::new_string_literal(SPAN, ast.allocator().alloc_str(name), None, ast);
+            let value = declarator
+                .init
+                .take()
+                .unwrap_or_else(|| Expression::new_void_0(SPAN, ast));
+            declarator.init = Some(call(ast, "prop", [name, value]));
+        }
+        *stmt = Statement::VariableDeclaration(var);
+    }
+    Some(())
+}
+
+/// `$$.<method>(<arguments>)`.
+fn call<'a>(
+    ast: &AstBuilder<'a>,
+    method: &'static str,
+    args: impl IntoIterator<Item = Expression<'a>>,
+) -> Expression<'a> {
+    let callee = Expression::new_static_member_expression(
+        SPAN,
+        Expression::new_identifier(SPAN, "$$", ast),
+        IdentifierName::new(SPAN, method, ast),
+        false,
+        ast,
+    );
+    let arguments = oxc::allocator::Vec::from_iter_in(args.into_iter().map(Argument::from), ast);
+    Expression::new_call_expression(SPAN, callee, None, arguments, false, ast)
+}
+
+/// Wraps the assignments at the target positions as `$$.u(<assignment>, <slots>)`.
+struct Wrapper<'a, 'w> {
+    ast: &'w AstBuilder<'a>,
+    targets: &'w HashMap<(u32, u32), BTreeSet<usize>>,
+}
+
+impl<'a> VisitMut<'a> for Wrapper<'a, '_> {
+    fn visit_expression(&mut self, expr: &mut Expression<'a>) {
+        walk_mut::walk_expression(self, expr);
+        if !matches!(
+            expr,
+            Expression::AssignmentExpression(_) | Expression::UpdateExpression(_)
+        ) {
+            return;
+        }
+        let span: OxcSpan = expr.span();
+        let Some(slots) = self.targets.get(&(span.start, span.end)) else {
+            return;
+        };
+        let inner = expr.take_in(self.ast);
+        let mut args = vec![inner];
+        for slot in slots {
+            args.push(Expression::new_numeric_literal(
+                SPAN,
+                *slot as f64,
+                None,
+                NumberBase::Decimal,
+                self.ast,
+            ));
+        }
+        *expr = call(self.ast, "u", args);
+    }
+}
