@@ -3,6 +3,7 @@
 //!
 //! `anyhow` lives here and in xtask only: this is where errors become messages for people.
 
+mod compile;
 mod keys;
 mod plan;
 mod principal;
@@ -35,6 +36,8 @@ enum Command {
     Apply(plan::ApplyArgs),
     /// Run a HOQS query as a principal and print the records.
     Query(query::QueryArgs),
+    /// Compile an HFX screen (and its sidecar) and print the module, or the errors.
+    Compile(compile::CompileArgs),
 }
 
 /// Where the database is: shared by `hf serve` and the tools, so they always find the same one.
@@ -88,6 +91,9 @@ pub struct ServeArgs {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Command::Compile(args) = &cli.command {
+        return compile::run(args);
+    }
     init_tracing(matches!(cli.command, Command::Serve(_)));
     let result = match cli.command {
         Command::Serve(args) => serve::run(args),
@@ -96,6 +102,7 @@ fn main() -> std::process::ExitCode {
         Command::Plan(args) => plan::run_plan(args),
         Command::Apply(args) => plan::run_apply(args),
         Command::Query(args) => query::run(args),
+        Command::Compile(_) => Ok(()),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -289,7 +289,7 @@ pub fn frame_page(token: &str, expires_in: u64, screen: Option<&str>) -> FramePa
     let html = format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>hf</title>\n</head>\n<body>\n<div id=\"hf-root\"></div>\n\
+         <title>hf</title>\n<link rel=\"icon\" href=\"data:,\">\n</head>\n<body>\n<div id=\"hf-root\"></div>\n\
          <script type=\"module\" nonce=\"{nonce}\">\n\
          import {{ boot }} from \"{runtime}\";\n\
          window.__HF_SESSION__ = {session};\n\

@@ -439,3 +439,101 @@ async fn the_frame_has_a_strict_policy_that_names_its_script() {
     assert!(!csp.contains("unsafe-"), "{csp}");
     server.stop().await;
 }
+
+// ---- in Chromium -------------------------------------------------------------------------------
+
+/// `{expression}`s, attributes and bindings holding markup.
+const ESCAPING: &str = r#"<script>
+  let payload = '<img src=x onerror="window.__pwned = true">';
+</script>
+<p id="text">{payload}</p>
+<p id="attr" title={payload}>attribute</p>
+<input id="input" bind:value={payload} />
+<button id="more" on:click={() => (payload = payload + '<b>bold</b>')}>more</button>
+"#;
+
+/// Scoped style and a style attribute (both under the frame's CSP), a sidecar, and another screen
+/// imported as a component.
+const STYLED: &str = r#"<script lang="ts">
+  import Badge from 'screen:crm/badge';
+  import { double } from './sidecar';
+  let n: number = 2;
+</script>
+<div class="card" style="margin-left: 7px">
+  <span id="doubled">{double(n)}</span>
+  <button id="inc" on:click={() => n++}>+</button>
+  <Badge label={`n=${n}`} />
+</div>
+<style>
+  .card { color: rgb(1, 2, 3); }
+</style>
+"#;
+
+const STYLED_SIDECAR: &str = "enum Factor { Two = 2 }\nexport function double(x: number): number { return x * Factor.Two; }\n";
+
+const BADGE: &str = r#"<script>
+  export let label = '';
+</script>
+<span class="badge">{label}</span>
+<style>
+  .badge { font-weight: 700; }
+</style>
+"#;
+
+/// Runs `crates/hf-tests/browser/run.mjs` against a server; `None` when node or Chromium is
+/// missing (the caller skips with a message).
+fn run_browser(base_url: &str, token: &str, scenarios: &[&str]) -> Option<String> {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    let node = Command::new("node").arg("--version").output();
+    if !node.is_ok_and(|o| o.status.success()) || !std::path::Path::new(&chromium).exists() {
+        println!("SKIPPED browser test: needs `node` on PATH and Chromium at {chromium} (see crates/hf-tests/browser/README.md)");
+        return None;
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("browser");
+    if !dir.join("node_modules/playwright-core").exists() {
+        let status = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&dir)
+            .status()
+            .unwrap();
+        assert!(status.success(), "npm ci failed in {}", dir.display());
+    }
+    let out = Command::new("node")
+        .arg("run.mjs")
+        .arg(base_url)
+        .args(scenarios)
+        .env("HF_TOKEN", token)
+        .env("CHROMIUM", &chromium)
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    assert!(out.status.success(), "browser checks failed:\n{stdout}\n{stderr}");
+    Some(stdout)
+}
+
+#[tokio::test]
+async fn screens_run_in_chromium_through_the_real_server() {
+    let server = TestServer::start_demo().await;
+    let admin = server.admin_token().await;
+    put_screen(&server, &admin, "escaping", ESCAPING, None).await;
+    put_screen(&server, &admin, "badge", BADGE, None).await;
+    put_screen(&server, &admin, "styled", STYLED, Some(STYLED_SIDECAR)).await;
+    // An ordinary principal: the frame works for anyone authenticated.
+    let user = server
+        .create_principal(&format!("u{}_web", &server.db.name()[8..20]), false)
+        .await;
+    let scenarios = ["counter", "escaping", "styled", "missing"];
+    let Some(stdout) = tokio::task::spawn_blocking({
+        let base = server.base_url.clone();
+        move || run_browser(&base, &user.token, &scenarios)
+    })
+    .await
+    .unwrap() else {
+        return;
+    };
+    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+    server.stop().await;
+}

@@ -5,6 +5,7 @@
 mod auth;
 mod body;
 mod errors;
+mod hfx;
 mod iam;
 mod metadata;
 mod openapi;

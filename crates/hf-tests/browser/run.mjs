@@ -1,0 +1,186 @@
+// End-to-end checks of HFX screens in headless Chromium, through the real hf server and the real
+// cookie flow: for every page, POST /auth/session with the principal's token, open
+// /auth/session/exchange?code=…&screen=crm/<screen> (the rendering frame, which sets the
+// hf_runtime cookie and mounts the screen), then act on the page like a user.
+//
+// Usage: HF_TOKEN=<bearer token> node run.mjs <base-url> [scenario ...]
+// Run by the Rust test `hfx::screens_run_in_chromium_through_the_real_server`, which starts the
+// server with the demo CRM and writes the screens these scenarios open. Prints one line per check
+// and exits non-zero when one fails.
+import { chromium } from "playwright-core";
+
+const [base, ...wanted] = process.argv.slice(2);
+const token = process.env.HF_TOKEN;
+if (!base || !token) {
+  console.error("usage: HF_TOKEN=<token> node run.mjs <base-url> [scenario ...]");
+  process.exit(2);
+}
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+});
+
+let failures = 0;
+let passed = 0;
+
+function check(name, ok, detail = "") {
+  if (ok) {
+    passed++;
+    console.log(`ok   ${name}`);
+  } else {
+    failures++;
+    console.log(`FAIL ${name} ${detail}`);
+  }
+}
+
+/** A one-time code from POST /auth/session, as a host application would get it. */
+async function sessionCode() {
+  const res = await fetch(`${base}/auth/session`, { method: "POST", headers: { authorization: `Bearer ${token}` } });
+  if (res.status !== 200) throw new Error(`POST /auth/session: ${res.status} ${await res.text()}`);
+  return (await res.json()).code;
+}
+
+/** Opens the rendering frame on `screen`, waits until it has mounted (or failed), runs `body`. */
+async function frame(name, screen, body, { expectFailure = false } = {}) {
+  const page = await browser.newPage();
+  const problems = [];
+  page.on("console", (m) => {
+    if (m.type() === "error" || m.type() === "warning") problems.push(`console ${m.type()}: ${m.text()}`);
+  });
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  page.on("dialog", (d) => {
+    problems.push(`dialog opened: ${d.message()}`);
+    d.dismiss();
+  });
+  try {
+    const response = await page.goto(`${base}/auth/session/exchange?code=${await sessionCode()}&screen=${screen}`);
+    check(`${name}: the frame answers 200`, response.status() === 200, String(response.status()));
+    await page.waitForSelector("#hf-root[data-hfx-state]", { timeout: 10000 });
+    const state = await page.getAttribute("#hf-root", "data-hfx-state");
+    const why = await page.locator("#hf-root").textContent();
+    check(`${name}: the screen ${expectFailure ? "fails to load" : "mounts"}`, state === (expectFailure ? "failed" : "mounted"), `${state}: ${why}`);
+    await body(page);
+  } catch (e) {
+    check(`${name}: ran without exceptions`, false, String(e));
+  }
+  if (!expectFailure) check(`${name}: no console errors`, problems.length === 0, problems.join("; "));
+  await page.close();
+}
+
+async function eventually(page, selector, want) {
+  try {
+    await page.waitForFunction(([s, w]) => document.querySelector(s)?.textContent === w, [selector, want], { timeout: 5000 });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const text = (page, selector) => page.locator(selector).first().textContent();
+
+const scenarios = {
+  async counter() {
+    await frame("counter", "crm/counter", async (page) => {
+      const button = page.locator("button").first();
+      check("counter: starts at 0", (await button.textContent()) === "0", await button.textContent());
+      await button.click();
+      await button.click();
+      await button.click();
+      check("counter: increments on click", await eventually(page, "button", "3"));
+      // The cookie the exchange set is HttpOnly: the page's scripts cannot read it.
+      check("counter: the session cookie is HttpOnly", !(await page.evaluate(() => document.cookie)).includes("hf_runtime"));
+    });
+  },
+
+  async escaping() {
+    await frame("escaping", "crm/escaping", async (page) => {
+      const payload = '<img src=x onerror="window.__pwned = true">';
+      check("escaping: {expression} renders markup as text", (await text(page, "#text")) === payload, await text(page, "#text"));
+      check("escaping: attribute values stay values", (await page.getAttribute("#attr", "title")) === payload);
+      check("escaping: bound input shows the text", (await page.inputValue("#input")) === payload);
+      await page.click("#more");
+      check("escaping: updated text stays text", await eventually(page, "#text", payload + "<b>bold</b>"));
+      check("escaping: no element was created", (await page.locator("#hf-root img, #hf-root b").count()) === 0);
+      await page.waitForTimeout(200);
+      check("escaping: no handler ran", (await page.evaluate(() => window.__pwned)) === undefined);
+    });
+  },
+
+  async styled() {
+    await frame("styled", "crm/styled", async (page) => {
+      const card = page.locator(".card").first();
+      const style = await card.evaluate((e) => {
+        const s = getComputedStyle(e);
+        return `${s.color} ${s.marginLeft}`;
+      });
+      check("styled: scoped <style> applies under the frame's CSP", style.startsWith("rgb(1, 2, 3)"), style);
+      check("styled: style attribute applies under the frame's CSP", style.endsWith(" 7px"), style);
+      check("styled: the sidecar is imported", (await text(page, "#doubled")) === "4", await text(page, "#doubled"));
+      await page.click("#inc");
+      check("styled: sidecar function re-renders on change", await eventually(page, "#doubled", "6"));
+      check("styled: imported screen component renders its props", await eventually(page, ".badge", "n=3"));
+      const weight = await page.locator(".badge").evaluate((e) => getComputedStyle(e).fontWeight);
+      check("styled: the component's own style applies", weight === "700", weight);
+    });
+  },
+
+  async missing() {
+    await frame(
+      "missing",
+      "crm/missing",
+      async (page) => {
+        check("missing: says why", (await text(page, "#hf-root")).includes("There is no screen `missing`"), await text(page, "#hf-root"));
+      },
+      { expectFailure: true },
+    );
+  },
+
+  async query() {
+    await frame("query", "crm/account_search", async (page) => {
+      check("query: lists every account", await eventually(page, "#count", "3"), await text(page, "#count"));
+      const names = await page.locator("li").allTextContents();
+      check("query: ordered by name", names.join(",") === "Acme,Globex,Initech", names.join(","));
+      await page.fill("#filter", "o");
+      check("query: re-runs when the filter changes", await eventually(page, "#count", "1"), await text(page, "#count"));
+      check("query: shows the matching record", (await page.locator("li").allTextContents()).join(",") === "Globex");
+      await page.fill("#filter", "zzz");
+      check("query: an empty result shows the else branch", await eventually(page, "#empty", "No accounts"));
+      await page.fill("#filter", "");
+      check("query: back to every account", await eventually(page, "#count", "3"));
+    });
+  },
+
+  async form() {
+    await frame("form", "crm/account_form", async (page) => {
+      await page.fill("#name", "x");
+      await page.fill("#name", "");
+      await page.fill("#email", "nobody@example.com");
+      await page.click("button[type=submit]");
+      const nameError = page.locator('.hfx-field-error[data-field="name"]');
+      await nameError.waitFor({ state: "visible", timeout: 5000 }).catch(() => {});
+      check("form: the rule failure shows next to the name input", (await nameError.textContent()) === "A name is required.", await nameError.textContent());
+      check(
+        "form: the error follows its input",
+        await page.evaluate(() => document.querySelector("#name").nextElementSibling?.getAttribute("data-field") === "name"),
+      );
+      check("form: the input is marked invalid", (await page.getAttribute("#name", "aria-invalid")) === "true");
+      check("form: no error next to the email input", (await page.locator('.hfx-field-error[data-field="email"]').isHidden()));
+      await page.fill("#name", "Umbrella");
+      await page.click("button[type=submit]");
+      check("form: a valid record is created", await eventually(page, "#saved", "Umbrella"), await text(page, "#saved"));
+      check("form: the error is gone", await nameError.isHidden());
+    });
+  },
+};
+
+for (const name of wanted.length ? wanted : Object.keys(scenarios)) {
+  if (!scenarios[name]) {
+    check(`scenario ${name} exists`, false);
+    continue;
+  }
+  await scenarios[name]();
+}
+await browser.close();
+console.log(`${passed} passed, ${failures} failed`);
+process.exit(failures === 0 ? 0 : 1);
