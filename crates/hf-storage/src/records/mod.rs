@@ -211,7 +211,14 @@ pub async fn create(
         return Err(unexpected(&plan, "the create statement returned no row"));
     };
     let mut problems = input.problems.clone();
-    problems.extend(failed_checks(&plan, &write.checks, result, &input, None)?);
+    problems.extend(failed_checks(
+        &plan,
+        &write.checks,
+        result,
+        &input,
+        None,
+        false,
+    )?);
     if !problems.is_empty() {
         return Ok(Outcome::Rejected(problems));
     }
@@ -256,6 +263,7 @@ pub async fn update(
     let Some(result) = rows.first().and_then(|rows| rows.first()) else {
         return Ok(rejected(not_found(&id)));
     };
+    let unchanged = !result.try_get::<_, bool>("changed")?;
     let mut problems = input.problems.clone();
     problems.extend(failed_checks(
         &plan,
@@ -263,6 +271,7 @@ pub async fn update(
         result,
         &input,
         Some(&id),
+        unchanged,
     )?);
     if let Some(problems) = precondition_only(&problems) {
         return Ok(Outcome::Rejected(problems));
@@ -354,6 +363,8 @@ pub async fn upsert(
             return Err(unexpected(&plan, "the upsert statement returned no row"));
         };
         let existing_id: Option<String> = result.try_get("old_id")?;
+        let existed = existing_id.is_some();
+        let unchanged = existed && !result.try_get::<_, bool>("changed")?;
         let mut problems = input.problems.clone();
         problems.extend(failed_checks(
             &plan,
@@ -361,8 +372,8 @@ pub async fn upsert(
             result,
             &input,
             existing_id.as_deref(),
+            unchanged,
         )?);
-        let existed = existing_id.is_some();
         if let Some(problems) = precondition_only(&problems) {
             return Ok(Outcome::Rejected(problems));
         }
@@ -527,18 +538,24 @@ fn record(row: &Row) -> Result<Record> {
 
 /// The problems of the checks that failed, skipping those about fields that already have a
 /// problem of their own (a required field whose value was invalid is not also "missing").
+///
+/// An update that would change no stored value (`unchanged`) is harmless: it writes nothing,
+/// so only its version check and the read-only values it repeats can fail; the record's other
+/// checks are about data already stored.
 fn failed_checks(
     plan: &ObjectPlan,
     checks: &[Check],
     row: &Row,
     input: &Input,
     record: Option<&str>,
+    unchanged: bool,
 ) -> Result<Vec<Problem>> {
     let flawed = |key: &str| input.flawed.iter().any(|flawed| flawed == key);
     let mut problems = Vec::new();
     for (index, check) in checks.iter().enumerate() {
         let holds: bool = row.try_get(index)?;
-        if holds {
+        let about_the_body = matches!(check, Check::Precondition | Check::ReadOnly(_));
+        if holds || (unchanged && !about_the_body) {
             continue;
         }
         let column = |i: usize| plan.columns[i].key.clone();

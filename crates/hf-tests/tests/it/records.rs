@@ -714,6 +714,23 @@ async fn updates_are_partial_versioned_and_harmless_when_unchanged() {
     assert_envelope(stale_delete, 412, "PRECONDITION_FAILED").await;
     let current = ctx.expect(Method::GET, &path, None, 200).await;
     assert_eq!(current["probability"], 70);
+
+    // A record stored behind the API's back that breaks a rule: an update that changes nothing
+    // is still harmless, one that changes something must satisfy the rules.
+    ctx.sql(&format!(
+        "UPDATE crm.opportunity SET amount = -5 WHERE id = '{}'",
+        id_of(&created)
+    ))
+    .await;
+    let stored = ctx.expect(Method::GET, &path, None, 200).await;
+    let same = ctx
+        .expect(Method::PATCH, &path, Some(stored.clone()), 200)
+        .await;
+    assert_eq!(same, stored);
+    let body = ctx
+        .expect(Method::PATCH, &path, Some(json!({"name": "Renamed"})), 422)
+        .await;
+    assert_eq!(problems(&body), [problem("RULE_FAILED", "amount")]);
     ctx.server.stop().await;
 }
 
