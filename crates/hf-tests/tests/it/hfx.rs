@@ -480,6 +480,41 @@ const BADGE: &str = r#"<script>
 </style>
 "#;
 
+/// A list from a HOQS query over demo accounts that re-runs when the filter input changes.
+const ACCOUNT_SEARCH: &str = r#"<script>
+  let filter = '';
+</script>
+<input id="filter" bind:value={filter} />
+{#query "SELECT id, name FROM crm.account WHERE name ILIKE :pattern ORDER BY name", { pattern: `%${filter}%` } as accounts}
+  {#if accounts.error}
+    <p id="error">{accounts.error.code}: {accounts.error.message}</p>
+  {:else}
+    <ul>
+      {#each accounts.records as account (account.id)}
+        <li>{account.name}</li>
+      {:else}
+        <li id="empty">No accounts</li>
+      {/each}
+    </ul>
+    <p id="count">{accounts.loading ? 'loading' : accounts.records.length}</p>
+  {/if}
+{/query}
+"#;
+
+/// A form that creates an account; the demo's `name_not_blank` rule anchors to `name`.
+const ACCOUNT_FORM: &str = r#"<script>
+  let saved = '';
+</script>
+<div on:saved={(event) => (saved = event.detail.name)}>
+  {#form crm.account as f}
+    <label>Name <input id="name" bind:value={f.values.name} /></label>
+    <label>Email <input id="email" bind:value={f.values.email} /></label>
+    <button type="submit" disabled={f.saving}>Create</button>
+  {/form}
+</div>
+<p id="saved">{saved}</p>
+"#;
+
 /// Runs `crates/hf-tests/browser/run.mjs` against a server; `None` when node or Chromium is
 /// missing (the caller skips with a message).
 fn run_browser(base_url: &str, token: &str, scenarios: &[&str]) -> Option<String> {
@@ -521,11 +556,17 @@ async fn screens_run_in_chromium_through_the_real_server() {
     put_screen(&server, &admin, "escaping", ESCAPING, None).await;
     put_screen(&server, &admin, "badge", BADGE, None).await;
     put_screen(&server, &admin, "styled", STYLED, Some(STYLED_SIDECAR)).await;
+    put_screen(&server, &admin, "account_search", ACCOUNT_SEARCH, None).await;
+    put_screen(&server, &admin, "account_form", ACCOUNT_FORM, None).await;
+    for name in ["Initech", "Acme", "Globex"] {
+        let response = post_as(&server, &admin, "/data/crm/account", json!({"name": name})).await;
+        assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+    }
     // An ordinary principal: the frame works for anyone authenticated.
     let user = server
         .create_principal(&format!("u{}_web", &server.db.name()[8..20]), false)
         .await;
-    let scenarios = ["counter", "escaping", "styled", "missing"];
+    let scenarios = ["counter", "escaping", "styled", "missing", "query", "form"];
     let Some(stdout) = tokio::task::spawn_blocking({
         let base = server.base_url.clone();
         move || run_browser(&base, &user.token, &scenarios)
