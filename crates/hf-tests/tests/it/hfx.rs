@@ -150,7 +150,9 @@ async fn compile_answers_the_contract_result() {
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["compiledSidecar"], Value::Null);
     // Any authenticated principal; nobody else.
-    let user = server.create_principal(&format!("u{}_hfx", &server.db.name()[8..20]), false).await;
+    let user = server
+        .create_principal(&format!("u{}_hfx", &server.db.name()[8..20]), false)
+        .await;
     let response = post_as(
         &server,
         &user.token,
@@ -314,25 +316,30 @@ async fn modules_are_served_by_tree_with_the_cookie_or_a_bearer_token() {
     assert_envelope(response, 401, "UNAUTHENTICATED").await;
 
     // A later apply changes the URL; the old one keeps serving the old screen.
-    put_screen(
-        &server,
-        &admin,
-        "counter",
-        "<p>changed</p>",
-        None,
-    )
-    .await;
+    put_screen(&server, &admin, "counter", "<p>changed</p>", None).await;
     let new_url = module_url(&server, &admin, "counter").await;
     assert_ne!(new_url, old_url);
-    let new_js = get_as(&server, Some(&admin), &new_url).await.text().await.unwrap();
+    let new_js = get_as(&server, Some(&admin), &new_url)
+        .await
+        .text()
+        .await
+        .unwrap();
     assert!(new_js.contains("changed"), "{new_js}");
-    let again = get_as(&server, Some(&admin), &old_url).await.text().await.unwrap();
+    let again = get_as(&server, Some(&admin), &old_url)
+        .await
+        .text()
+        .await
+        .unwrap();
     assert_eq!(again, old_js);
 
     // A screen with a sidecar imports its own sidecar file, served next to it.
     put_screen(&server, &admin, "doubler", WITH_SIDECAR, Some(SIDECAR)).await;
     let url = module_url(&server, &admin, "doubler").await;
-    let js = get_as(&server, Some(&admin), &url).await.text().await.unwrap();
+    let js = get_as(&server, Some(&admin), &url)
+        .await
+        .text()
+        .await
+        .unwrap();
     let sidecar_url = url.replace(".js", ".sidecar.js");
     let file = sidecar_url.rsplit('/').next().unwrap();
     assert!(js.contains(&format!("\"./{file}\"")), "{js}");
@@ -344,16 +351,28 @@ async fn modules_are_served_by_tree_with_the_cookie_or_a_bearer_token() {
     // Names that are not files of a screen at a tree: 404.
     let tree = live_tree(&server);
     for (path, code) in [
-        (format!("/hfx/modules/{tree}-crm-counter.sidecar.js"), "FILE_NOT_FOUND"),
-        (format!("/hfx/modules/{tree}-crm-counter.mjs"), "FILE_NOT_FOUND"),
+        (
+            format!("/hfx/modules/{tree}-crm-counter.sidecar.js"),
+            "FILE_NOT_FOUND",
+        ),
+        (
+            format!("/hfx/modules/{tree}-crm-counter.mjs"),
+            "FILE_NOT_FOUND",
+        ),
         (format!("/hfx/modules/{tree}-crm.js"), "FILE_NOT_FOUND"),
         ("/hfx/modules/x.js".to_owned(), "FILE_NOT_FOUND"),
         (
             "/hfx/modules/0123456789abcdef0123456789abcdef01234567-crm-counter.js".to_owned(),
             "FILE_NOT_FOUND",
         ),
-        (format!("/hfx/modules/{tree}-crm-nope.js"), "SCREEN_NOT_FOUND"),
-        (format!("/hfx/modules/{tree}-nope-counter.js"), "MODULE_NOT_FOUND"),
+        (
+            format!("/hfx/modules/{tree}-crm-nope.js"),
+            "SCREEN_NOT_FOUND",
+        ),
+        (
+            format!("/hfx/modules/{tree}-nope-counter.js"),
+            "MODULE_NOT_FOUND",
+        ),
     ] {
         let response = get_as(&server, Some(&admin), &path).await;
         assert_envelope(response, 404, code).await;
@@ -545,7 +564,10 @@ fn run_browser(base_url: &str, token: &str, scenarios: &[&str]) -> Option<String
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     println!("{stdout}");
-    assert!(out.status.success(), "browser checks failed:\n{stdout}\n{stderr}");
+    assert!(
+        out.status.success(),
+        "browser checks failed:\n{stdout}\n{stderr}"
+    );
     Some(stdout)
 }
 
