@@ -113,6 +113,7 @@ pub struct AuthState {
     config: AuthConfig,
     keys: RwLock<LoadedKeys>,
     verified: Mutex<HashMap<String, VerifiedToken>>,
+    lookup: hf_storage::auth::PrincipalLookup,
     hashing: Semaphore,
 }
 
@@ -201,6 +202,7 @@ pub async fn prepare(
             loaded_at: Instant::now(),
         }),
         verified: Mutex::new(HashMap::new()),
+        lookup: hf_storage::auth::PrincipalLookup::new(pool.clone()),
         hashing: Semaphore::new(config.hashing_concurrency.max(1)),
     };
     Ok((state, bootstrap))
@@ -302,14 +304,12 @@ impl AuthState {
             Some(sub) => sub,
             None => self.verify_in_full(pool, token).await?,
         };
-        hf_storage::auth::find_principal_by_sub(pool, &sub)
-            .await?
-            .ok_or_else(|| {
-                ApiError::new(
-                    Code::Unauthenticated,
-                    "The token's principal no longer exists.",
-                )
-            })
+        self.lookup.find_by_sub(&sub).await?.ok_or_else(|| {
+            ApiError::new(
+                Code::Unauthenticated,
+                "The token's principal no longer exists.",
+            )
+        })
     }
 
     /// The `sub` of a token that verified before and has not expired since.

@@ -26,8 +26,8 @@ pub use credentials::{
 };
 pub use keys::{ensure_signing_key, load_signing_keys, prune_signing_keys, rotate_signing_key};
 pub use principals::{
-    bootstrap_admin, create_principal, delete_principal, find_principal_by_sub, get_principal,
-    list_principals, set_admin, Bootstrap, CreatePrincipal, DeletePrincipal, Principal, SetAdmin,
+    bootstrap_admin, create_principal, delete_principal, get_principal, list_principals, set_admin,
+    Bootstrap, CreatePrincipal, DeletePrincipal, Principal, PrincipalLookup, SetAdmin,
 };
 pub use roles::{ADMIN_ROLE, AUTHENTICATED_ROLE};
 pub use secrets::{

@@ -1362,3 +1362,32 @@ async fn a_token_that_worked_stops_when_it_expires() {
     );
     server.stop().await;
 }
+
+#[tokio::test]
+async fn authentication_recovers_when_database_connections_die() {
+    let server = TestServer::start().await;
+    let token = server.admin_token().await;
+    assert_eq!(me(&server, &token).await.status(), 200);
+    let client = server.db.client().await;
+    client
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+              WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap();
+    // At most the requests already on a dead connection fail, as 503; then it works again.
+    let mut statuses = Vec::new();
+    for _ in 0..5 {
+        let response = me(&server, &token).await;
+        let status = response.status().as_u16();
+        statuses.push(status);
+        if status == 200 {
+            break;
+        }
+        assert_envelope(response, 503, "DATABASE_UNAVAILABLE").await;
+    }
+    assert_eq!(statuses.last(), Some(&200), "{statuses:?}");
+    server.stop().await;
+}
