@@ -133,7 +133,12 @@ pub async fn not_found(req: HttpRequest) -> HttpResponse {
 /// behind the `metadata_root` guard, so only metadata roots fit it.
 fn segment_matches(template: &str, segment: &str) -> bool {
     match template {
-        "{branchRoot}" => segment == "metadata" || segment.starts_with("metadata@"),
+        "{branchRoot}" => {
+            segment == "metadata"
+                || segment
+                    .strip_prefix("metadata@")
+                    .is_some_and(hf_model::key::is_valid_branch_id)
+        }
         t if t.starts_with('{') => !segment.is_empty(),
         t => t == segment,
     }

@@ -35,7 +35,12 @@ pub fn metadata_root(ctx: &GuardContext<'_>) -> bool {
         .split('/')
         .next()
         .unwrap_or("");
-    first == "metadata" || first.starts_with("metadata@")
+    // An invalid branch root falls through to the router's fallback, which answers 400
+    // `INVALID_BRANCH` before any authentication.
+    first == "metadata"
+        || first
+            .strip_prefix("metadata@")
+            .is_some_and(hf_model::key::is_valid_branch_id)
 }
 
 /// The branch a first path segment names: `metadata` is the live branch (for reads).
