@@ -1117,10 +1117,21 @@ fn is_key(s: &str) -> bool {
 fn find_ascii_ci(haystack: &str, needle: &str) -> Option<usize> {
     let h = haystack.as_bytes();
     let n = needle.as_bytes();
-    if n.is_empty() || h.len() < n.len() {
-        return None;
+    let first = n.first()?.to_ascii_lowercase();
+    let mut from = 0;
+    // Candidates start with the needle's first byte; only those are compared in full.
+    while let Some(found) = h[from..]
+        .iter()
+        .position(|b| b.to_ascii_lowercase() == first)
+    {
+        let at = from + found;
+        let candidate = h.get(at..at + n.len())?;
+        if candidate.eq_ignore_ascii_case(n) {
+            return Some(at);
+        }
+        from = at + 1;
     }
-    (0..=h.len() - n.len()).find(|&i| h[i..i + n.len()].eq_ignore_ascii_case(n))
+    None
 }
 
 /// Decodes the common named entities and numeric references; unknown ones stay as written.

@@ -209,7 +209,7 @@ pub(crate) fn js_nesting_estimate(text: &str) -> usize {
                 i += 1;
             }
             let word = &s[start..i];
-            if c.is_ascii_lowercase() && word.len() <= 10 && is_nesting_keyword(word) {
+            if c.is_ascii_lowercase() && is_nesting_keyword(word) {
                 if let Some(level) = levels.last_mut() {
                     level.0 += 1;
                     total += 1;
@@ -327,26 +327,19 @@ fn template_text(s: &[u8], mut i: usize, levels: &mut Vec<(usize, u8)>) -> Optio
     }
 }
 
-/// Keywords that nest syntax trees like operators do.
+/// Keywords that nest syntax trees like operators do. Dispatches on the length first, so the
+/// common case (an ordinary identifier) costs one or two comparisons.
 fn is_nesting_keyword(word: &[u8]) -> bool {
-    matches!(
-        word,
-        b"typeof"
-            | b"void"
-            | b"await"
-            | b"new"
-            | b"delete"
-            | b"yield"
-            | b"if"
-            | b"else"
-            | b"for"
-            | b"while"
-            | b"do"
-            | b"with"
-            | b"in"
-            | b"instanceof"
-            | b"extends"
-    )
+    match word.len() {
+        2 => matches!(word, b"if" | b"do" | b"in"),
+        3 => matches!(word, b"new" | b"for"),
+        4 => matches!(word, b"void" | b"else" | b"with"),
+        5 => matches!(word, b"await" | b"yield" | b"while"),
+        6 => matches!(word, b"typeof" | b"delete"),
+        7 => word == b"extends",
+        10 => word == b"instanceof",
+        _ => false,
+    }
 }
 
 const fn is_ident_byte(b: u8) -> bool {

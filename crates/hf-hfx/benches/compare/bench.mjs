@@ -1,0 +1,28 @@
+// The reference side of the compile benchmark: Svelte 5's `compile` on `AccountList.svelte` (the
+// Svelte original of fixtures/hfx/ok/account_list.hfx) and @swc/core's `transformSync` on its
+// sidecar (fixtures/hfx/ok/account_list.ts), warm and in-process: 50 warm-up runs, then the median
+// of 500. Run it right after `cargo bench -p hf-hfx --bench compile` (see README.md).
+import { readFileSync } from "node:fs";
+import { transformSync } from "@swc/core";
+import { compile } from "svelte/compiler";
+
+const here = new URL(".", import.meta.url);
+const screen = readFileSync(new URL("AccountList.svelte", here), "utf8");
+const sidecar = readFileSync(new URL("../../../../fixtures/hfx/ok/account_list.ts", here), "utf8");
+
+function median(run, warm = 50, runs = 500) {
+  for (let i = 0; i < warm; i++) run();
+  const times = [];
+  for (let i = 0; i < runs; i++) {
+    const start = process.hrtime.bigint();
+    run();
+    times.push(Number(process.hrtime.bigint() - start) / 1000);
+  }
+  times.sort((a, b) => a - b);
+  return times[times.length >> 1];
+}
+
+const svelte = median(() => compile(screen, { generate: "client" }));
+const swc = median(() => transformSync(sidecar, { jsc: { parser: { syntax: "typescript" }, target: "esnext" } }));
+console.log(`svelte 5 compile (AccountList.svelte): ${svelte.toFixed(1)} µs`);
+console.log(`@swc/core transformSync (sidecar):     ${swc.toFixed(1)} µs`);
