@@ -1,6 +1,7 @@
 //! Compile-time benchmarks: the HFX equivalent of the shared bench's `AccountList.svelte`
-//! (~150 lines) with its ~200-line TypeScript sidecar, the sidecar alone, and a ~1 500-line
-//! screen (the same markup ten times) to show that compile time grows linearly.
+//! (~150 lines) with its ~200-line TypeScript sidecar, the sidecar alone, and the screen with its
+//! markup repeated 5, 10 and 20 times (~520, ~800 and ~1 500 lines) to show how compile time
+//! grows with the screen. `benches/compare/` times Svelte 5 and swc on the same inputs.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 
@@ -21,17 +22,13 @@ fn scaled(times: usize) -> String {
 }
 
 fn bench(c: &mut Criterion) {
-    let large = scaled(10);
-    for (name, source) in [
-        ("screen_150_lines", SCREEN),
-        ("screen_1500_lines", large.as_str()),
-    ] {
+    let sizes: Vec<(usize, String)> = [5, 10, 20]
+        .into_iter()
+        .map(|times| (times, scaled(times)))
+        .collect();
+    for source in std::iter::once(SCREEN).chain(sizes.iter().map(|(_, s)| s.as_str())) {
         let out = hf_hfx::compile(source, Some(SIDECAR));
-        assert!(
-            out.diagnostics.is_empty(),
-            "{name}: {:?}",
-            out.diagnostics.first()
-        );
+        assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics.first());
     }
     c.bench_function("account_list_with_sidecar", |b| {
         b.iter(|| hf_hfx::compile(black_box(SCREEN), Some(black_box(SIDECAR))))
@@ -42,9 +39,15 @@ fn bench(c: &mut Criterion) {
     c.bench_function("sidecar_only", |b| {
         b.iter(|| hf_hfx::compile_sidecar(black_box(SIDECAR)))
     });
-    c.bench_function("account_list_x10_screen_only", |b| {
-        b.iter(|| hf_hfx::compile(black_box(&large), None))
-    });
+    for (times, source) in &sizes {
+        let name = format!(
+            "account_list_x{times}_screen_only_{}_lines",
+            source.lines().count()
+        );
+        c.bench_function(&name, |b| {
+            b.iter(|| hf_hfx::compile(black_box(source), None))
+        });
+    }
 }
 
 criterion_group!(benches, bench);

@@ -159,7 +159,7 @@ impl<'a> Unit<'a> {
         }
         let mut program = parsed.program;
         let script_len = script_text.len();
-        if !well_formed(&program, &pieces, script_len, pieces_start) {
+        if !well_formed(&program, &pieces, script_len) {
             return None;
         }
         let built = SemanticBuilder::new()
@@ -419,17 +419,17 @@ fn collect_element(el: &Element, out: &mut Vec<Piece>) {
 /// Whether the parsed program has exactly the shape it was built with: the script's statements
 /// inside the script, the separator, and one parenthesised statement per piece, each ending
 /// where its wrapper ends. A piece that is not exactly one expression (`a); (b`) breaks it.
-fn well_formed(
-    program: &Program<'_>,
-    pieces: &[Piece],
-    script_len: usize,
-    pieces_start: usize,
-) -> bool {
+fn well_formed(program: &Program<'_>, pieces: &[Piece], script_len: usize) -> bool {
     let mut rest = program.body.iter().peekable();
+    let mut script_statements = 0;
     while let Some(stmt) = rest.next_if(|s| (s.span().start as usize) < script_len) {
         if stmt.span().end as usize > script_len {
             return false;
         }
+        script_statements += 1;
+    }
+    if program.body.len() != script_statements + 1 + pieces.len() {
+        return false;
     }
     let separator = rest.next().is_some_and(|s| match s {
         Statement::ExpressionStatement(e) => {
@@ -480,7 +480,7 @@ fn well_formed(
             return false;
         }
     }
-    count == pieces.len() && program.body.len() >= count && pieces_start >= script_len
+    count == pieces.len()
 }
 
 /// Analyses every piece: the free names each expression reads and the assignments it makes
