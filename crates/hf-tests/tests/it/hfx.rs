@@ -235,6 +235,17 @@ async fn compile_refuses_bad_bodies_and_survives_hostile_sources() {
         .await
         .unwrap();
     assert_envelope(response, 400, "MALFORMED_JSON").await;
+    // Bytes that are not UTF-8 are not JSON text.
+    let response = server
+        .http
+        .post(server.url("/hfx/compile"))
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .body(b"{\"source\": \"<p>\xff\xfe</p>\"}".to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_envelope(response, 400, "MALFORMED_JSON").await;
     // Hostile sources just under the limit: a clean 422, never a 500.
     let deep = "<div>".repeat(10_000);
     let brackets = format!("<p>{{{}}}</p>", "[".repeat(100_000));
