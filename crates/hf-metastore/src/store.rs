@@ -411,7 +411,21 @@ impl Store {
                 })?;
                 repo.reference_matching(&name, new_commit, true, old, &message)
             }
-            None => repo.reference(&name, new_commit, false, &message),
+            None => {
+                // Creating a ref that must not exist yet is not atomic in libgit2 across
+                // processes (its existence check precedes the ref lock), so branch creation is
+                // serialised by a lock file of the repository, then checked again.
+                let _guard = BranchCreationLock::take(repo.path())?;
+                if head_of(repo, branch)?.is_some() {
+                    Err(git2::Error::new(
+                        ErrorCode::Exists,
+                        git2::ErrorClass::Reference,
+                        "the branch was created meanwhile",
+                    ))
+                } else {
+                    repo.reference(&name, new_commit, false, &message)
+                }
+            }
         };
         match moved {
             Ok(_) => Ok(()),
@@ -596,5 +610,32 @@ impl Store {
             .map_err(Error::from);
         self.give_back(repo);
         result
+    }
+}
+
+/// An exclusive `flock` on `<repository>/hf-branch-create.lock`, held while a branch is created.
+struct BranchCreationLock {
+    /// Closing it releases the lock.
+    _file: std::fs::File,
+}
+
+impl BranchCreationLock {
+    fn take(repository: &Path) -> Result<Self, Error> {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(repository.join("hf-branch-create.lock"))
+            .map_err(|e| {
+                Error::Git(git2::Error::from_str(&format!("branch creation lock: {e}")))
+            })?;
+        // SAFETY: flock on a descriptor we own; the lock is released when the file is closed.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(Error::Git(git2::Error::from_str(
+                "branch creation lock: flock failed",
+            )));
+        }
+        Ok(Self { _file: file })
     }
 }
