@@ -66,7 +66,7 @@ async fn serve(
         .await
         .context("preparing the database")?;
     let auth_config = crate::principal::auth_config(&args);
-    let (auth, bootstrap) = hf_server::auth::prepare(&pool, &auth_config)
+    let (auth, bootstrap) = hf_server::auth::prepare(&pool, &database_url, &auth_config)
         .await
         .context("preparing authentication")?;
 

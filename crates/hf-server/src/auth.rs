@@ -5,9 +5,11 @@
 //! A request authenticates with `Authorization: Bearer <JWT>`. The `hf_runtime` cookie is
 //! accepted only on `/hfx/modules/*`, where the browser loads compiled screens and cannot send a
 //! header; everywhere else the cookie is ignored, so a page cannot ride it into the API. After the
-//! token verifies (hf-auth, strictly), one indexed query checks that its principal still exists:
-//! a deleted principal's tokens stop working at once, and a demoted admin loses admin routes at
-//! once, because the database's `is_admin` decides, not the token's claim.
+//! token verifies (hf-auth, strictly), its principal is looked up: a deleted principal's tokens
+//! stop working at once, and a demoted admin loses admin routes at once, because the stored
+//! `is_admin` decides, not the token's claim. The look-up is answered from an in-process cache
+//! that database notifications keep current ([`hf_storage::auth::PrincipalCache`]); the IAM
+//! routes also clear its entry themselves before they answer.
 //!
 //! Client addresses for login throttling are the TCP peer addresses. Behind a reverse proxy they
 //! would all be the proxy's; such a deployment needs a trusted forwarded-for header, which is
@@ -25,7 +27,7 @@ use actix_web::{web, FromRequest, HttpRequest};
 use hf_auth::keys::{KeyRetention, KeySet, SigningKey};
 use hf_auth::password::{self, PasswordParams};
 use hf_auth::token::{self, Subject, DEFAULT_LEEWAY};
-use hf_storage::auth::{Bootstrap, LoginThrottle, Principal};
+use hf_storage::auth::{Bootstrap, LoginThrottle, Principal, PrincipalCache};
 use hf_storage::Pool;
 use tokio::sync::Semaphore;
 
@@ -113,7 +115,7 @@ pub struct AuthState {
     config: AuthConfig,
     keys: RwLock<LoadedKeys>,
     verified: Mutex<HashMap<String, VerifiedToken>>,
-    lookup: hf_storage::auth::PrincipalLookup,
+    principals: PrincipalCache,
     hashing: Semaphore,
 }
 
@@ -121,8 +123,7 @@ pub struct AuthState {
 ///
 /// Only the exact text of a verified token hits; anything else (a tampered copy, the other valid
 /// ECDSA signature of the same claims) is verified in full. A hit re-checks `exp`, the only check
-/// whose outcome changes with time. The principal's existence is checked on every request
-/// regardless.
+/// whose outcome changes with time. The principal is looked up on every request regardless.
 #[derive(Debug, Clone)]
 struct VerifiedToken {
     sub: String,
@@ -143,9 +144,11 @@ impl std::fmt::Debug for AuthState {
 
 /// Prepares authentication at start-up: makes the first signing key if there is none (safe when
 /// several instances start at once), drops keys whose tokens have all expired, loads the key set,
-/// and creates the administrator when no principal exists yet.
+/// and creates the administrator when no principal exists yet. `database_url` is where the
+/// principal cache opens its listening connection (the pool's database).
 pub async fn prepare(
     pool: &Pool,
+    database_url: &str,
     config: &AuthConfig,
 ) -> Result<(AuthState, Bootstrap), crate::Error> {
     let candidate = SigningKey::generate()?;
@@ -202,7 +205,7 @@ pub async fn prepare(
             loaded_at: Instant::now(),
         }),
         verified: Mutex::new(HashMap::new()),
-        lookup: hf_storage::auth::PrincipalLookup::new(pool.clone()),
+        principals: PrincipalCache::new(pool.clone(), database_url)?,
         hashing: Semaphore::new(config.hashing_concurrency.max(1)),
     };
     Ok((state, bootstrap))
@@ -293,6 +296,17 @@ impl AuthState {
         )?)
     }
 
+    /// Forgets what this instance remembers of a principal; IAM routes call it after changing
+    /// or deleting one, before they answer.
+    pub fn forget_principal(&self, principal: &Principal) {
+        self.principals.forget(&principal.sub);
+    }
+
+    /// Whether principal look-ups are answered from memory now (for tests and diagnostics).
+    pub fn principal_cache_is_listening(&self) -> bool {
+        self.principals.is_listening()
+    }
+
     /// The token lifetime in whole seconds, as `expiresIn` and `Max-Age` state it.
     pub fn token_ttl_secs(&self) -> u64 {
         self.config.token_ttl.as_secs()
@@ -304,7 +318,7 @@ impl AuthState {
             Some(sub) => sub,
             None => self.verify_in_full(pool, token).await?,
         };
-        self.lookup.find_by_sub(&sub).await?.ok_or_else(|| {
+        self.principals.find_by_sub(&sub).await?.ok_or_else(|| {
             ApiError::new(
                 Code::Unauthenticated,
                 "The token's principal no longer exists.",

@@ -214,7 +214,7 @@ where
         if failpoints::take_crash_after_ref_move(store.path()) {
             // As if the process died here: the ref has moved, the transaction is dropped (rolled
             // back), and nothing puts the ref back.
-            return Err(Error::Config(
+            return Err(Error::Internal(
                 "failpoint crash_after_ref_move: stopped between the ref move and the commit"
                     .to_owned(),
             ));
@@ -245,7 +245,7 @@ where
             stats,
         });
     }
-    Err(Error::Config(format!(
+    Err(Error::Internal(format!(
         "the live branch kept moving; gave up after {MAX_LIVE_ATTEMPTS} attempts"
     )))
 }
@@ -349,7 +349,7 @@ where
 {
     tokio::task::spawn_blocking(work)
         .await
-        .map_err(|error| Error::Config(format!("a metadata task failed: {error}")))?
+        .map_err(|error| Error::Internal(format!("a metadata task failed: {error}")))?
         .map_err(Error::Metadata)
 }
 

@@ -16,6 +16,13 @@ pub enum Error {
     /// The pool could not be built from the configuration.
     #[error("invalid database configuration: {0}")]
     Config(String),
+    /// A step that cannot fail on valid input did: a bug, or a state the service did not make
+    /// (a record plan that disagrees with its table, a crashed blocking task).
+    #[error("internal error: {0}")]
+    Internal(String),
+    /// A connection held outside the pool (the notification listener) closed.
+    #[error("connection closed: {0}")]
+    ConnectionLost(String),
     /// The embedded PostgreSQL cluster could not be created, started or stopped.
     #[error("embedded PostgreSQL: {0}")]
     Embedded(String),
@@ -69,8 +76,10 @@ impl Error {
         match self {
             Error::Db(error) => db_error_kind(error),
             Error::Pool(deadpool_postgres::PoolError::Backend(error)) => db_error_kind(error),
-            Error::Pool(_) => ErrorKind::Unavailable,
-            Error::Config(_) | Error::Embedded(_) | Error::Io { .. } => ErrorKind::Internal,
+            Error::Pool(_) | Error::ConnectionLost(_) => ErrorKind::Unavailable,
+            Error::Config(_) | Error::Internal(_) | Error::Embedded(_) | Error::Io { .. } => {
+                ErrorKind::Internal
+            }
             // Callers look inside these two; as a kind they are not database failures.
             Error::Metadata(_) | Error::Ddl(_) | Error::BranchDiverged { .. } => {
                 ErrorKind::Internal

@@ -32,6 +32,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "auth",
         sql: include_str!("../migrations/0002_auth.sql"),
     },
+    Migration {
+        version: 3,
+        name: "principal_notify",
+        sql: include_str!("../migrations/0003_principal_notify.sql"),
+    },
 ];
 
 /// The advisory lock key that serialises migration runs ("hf-migr" in ASCII).

@@ -44,13 +44,7 @@ impl Default for PoolSettings {
 /// Builds a pool for a PostgreSQL URL (or a key=value connection string). Opens no connection
 /// yet: the first one is made when a request asks for it.
 pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
-    let mut config = tokio_postgres::Config::from_str(database_url)
-        .map_err(|error| Error::Config(error.to_string()))?;
-    config
-        .connect_timeout(settings.create_timeout)
-        .keepalives(true)
-        .keepalives_idle(Duration::from_secs(30))
-        .application_name(&settings.application_name);
+    let config = connection_config(database_url, settings)?;
     let manager = Manager::from_config(
         config,
         NoTls,
@@ -71,6 +65,23 @@ pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
         })
         .build()
         .map_err(|error| Error::Config(error.to_string()))
+}
+
+/// The connection settings of a PostgreSQL URL (or key=value string) with the pool's connect
+/// timeout, TCP keepalives and application name applied; for connections made outside the pool,
+/// such as the one that listens for notifications.
+pub fn connection_config(
+    database_url: &str,
+    settings: &PoolSettings,
+) -> Result<tokio_postgres::Config> {
+    let mut config = tokio_postgres::Config::from_str(database_url)
+        .map_err(|error| Error::Config(error.to_string()))?;
+    config
+        .connect_timeout(settings.create_timeout)
+        .keepalives(true)
+        .keepalives_idle(Duration::from_secs(30))
+        .application_name(&settings.application_name);
+    Ok(config)
 }
 
 /// Creates a database unless it exists, connecting through `maintenance_url` (a database that

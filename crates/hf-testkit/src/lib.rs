@@ -228,7 +228,7 @@ impl TestServer {
             format!("admin_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
         config.auth.admin_password = Some(TEST_ADMIN_PASSWORD.to_owned());
         adjust(&mut config);
-        let (auth, _bootstrap) = hf_server::auth::prepare(&pool, &config.auth)
+        let (auth, _bootstrap) = hf_server::auth::prepare(&pool, db.url(), &config.auth)
             .await
             .expect("prepare authentication");
         let admin_name = config.auth.admin_name.clone();
@@ -254,24 +254,45 @@ impl TestServer {
             live_branch: "main".to_owned(),
             auth: std::sync::Arc::new(auth),
         };
-        let (sender, receiver) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            let system = actix_web::rt::System::new();
-            system.block_on(async move {
-                let server = hf_server::bind(&config, state).expect("bind the test server");
-                sender
-                    .send((server.addr, server.handle()))
-                    .expect("report the address");
-                server.run().await.expect("serve");
-            });
-        });
-        let (addr, handle) = receiver.recv().expect("the server thread starts");
+        let (addr, handle, thread) = spawn_server(config, state);
         Self {
             base_url: format!("http://{addr}"),
             db,
             http: reqwest::Client::builder().build().expect("client"),
             admin_name,
             admin_password,
+            handle,
+            thread: Some(thread),
+        }
+    }
+
+    /// Starts a second instance of the service on this server's database and metadata
+    /// repository, with its own pool, caches and signing-key state, as a second instance behind
+    /// a load balancer would run. It is stopped when dropped.
+    pub async fn another_instance(&self) -> TestInstance {
+        let pool = self.db.pool();
+        let mut config = hf_server::ServerConfig::new("127.0.0.1:0", self.metadata_path());
+        config.workers = Some(2);
+        config.shutdown_timeout = std::time::Duration::from_secs(5);
+        config.auth.admin_name = self.admin_name.clone();
+        config.auth.admin_password = self.admin_password.clone();
+        let (auth, _bootstrap) = hf_server::auth::prepare(&pool, self.db.url(), &config.auth)
+            .await
+            .expect("prepare authentication");
+        let store = std::sync::Arc::new(
+            hf_metastore::Store::open_or_init(self.metadata_path(), "main")
+                .expect("open the metadata repository"),
+        );
+        let state = hf_server::AppState {
+            pool,
+            metadata_path: self.metadata_path().display().to_string(),
+            store,
+            live_branch: "main".to_owned(),
+            auth: std::sync::Arc::new(auth),
+        };
+        let (addr, handle, thread) = spawn_server(config, state);
+        TestInstance {
+            base_url: format!("http://{addr}"),
             handle,
             thread: Some(thread),
         }
@@ -363,6 +384,60 @@ impl Drop for TestServer {
         drop(self.handle.stop(false));
         // Roles belong to the whole cluster and outlive the test database: drop the principals'.
         drop_principal_roles(self.db.url().to_owned());
+    }
+}
+
+/// Runs a server on its own thread and actix system; returns its address, its handle and the
+/// thread.
+fn spawn_server(
+    config: hf_server::ServerConfig,
+    state: hf_server::AppState,
+) -> (
+    std::net::SocketAddr,
+    actix_web::dev::ServerHandle,
+    std::thread::JoinHandle<()>,
+) {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        let system = actix_web::rt::System::new();
+        system.block_on(async move {
+            let server = hf_server::bind(&config, state).expect("bind the test server");
+            sender
+                .send((server.addr, server.handle()))
+                .expect("report the address");
+            server.run().await.expect("serve");
+        });
+    });
+    let (addr, handle) = receiver.recv().expect("the server thread starts");
+    (addr, handle, thread)
+}
+
+/// A further instance of a [`TestServer`]'s service (see [`TestServer::another_instance`]).
+pub struct TestInstance {
+    /// Base URL, e.g. `http://127.0.0.1:41235`.
+    pub base_url: String,
+    handle: actix_web::dev::ServerHandle,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TestInstance {
+    /// The full URL of a path.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base_url)
+    }
+
+    /// Stops the instance gracefully and waits for it.
+    pub async fn stop(mut self) {
+        self.handle.stop(true).await;
+        if let Some(thread) = self.thread.take() {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+    }
+}
+
+impl Drop for TestInstance {
+    fn drop(&mut self) {
+        drop(self.handle.stop(false));
     }
 }
 

@@ -282,7 +282,10 @@ pub async fn patch_principal(
             .await?
             .ok_or_else(|| principal_not_found(&path))?,
         Some(is_admin) => match hf_storage::auth::set_admin(&state.pool, id, is_admin).await? {
-            SetAdmin::Updated(principal) => principal,
+            SetAdmin::Updated(principal) => {
+                state.auth.forget_principal(&principal);
+                principal
+            }
             SetAdmin::NotFound => return Err(principal_not_found(&path)),
             SetAdmin::LastAdmin => return Err(last_admin(&path)),
         },
@@ -320,7 +323,10 @@ pub async fn delete_principal(
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&path, principal_not_found)?;
     match hf_storage::auth::delete_principal(&state.pool, id).await? {
-        DeletePrincipal::Deleted(_) => Ok(HttpResponse::NoContent().finish()),
+        DeletePrincipal::Deleted(principal) => {
+            state.auth.forget_principal(&principal);
+            Ok(HttpResponse::NoContent().finish())
+        }
         DeletePrincipal::NotFound => Err(principal_not_found(&path)),
         DeletePrincipal::LastAdmin => Err(last_admin(&path)),
     }

@@ -12,6 +12,7 @@
 
 mod credentials;
 mod keys;
+mod principal_cache;
 mod principals;
 mod roles;
 mod secrets;
@@ -25,9 +26,10 @@ pub use credentials::{
     SshLoginKey,
 };
 pub use keys::{ensure_signing_key, load_signing_keys, prune_signing_keys, rotate_signing_key};
+pub use principal_cache::{PrincipalCache, LISTENER_APPLICATION_NAME, MAX_AGE, PRINCIPALS_CHANNEL};
 pub use principals::{
     bootstrap_admin, create_principal, delete_principal, get_principal, list_principals, set_admin,
-    Bootstrap, CreatePrincipal, DeletePrincipal, Principal, PrincipalLookup, SetAdmin,
+    Bootstrap, CreatePrincipal, DeletePrincipal, Principal, SetAdmin,
 };
 pub use roles::{ADMIN_ROLE, AUTHENTICATED_ROLE};
 pub use secrets::{

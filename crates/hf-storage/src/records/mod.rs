@@ -785,5 +785,5 @@ fn abstract_object(plan: &ObjectPlan) -> Problem {
 }
 
 fn unexpected(plan: &ObjectPlan, what: &str) -> crate::Error {
-    crate::Error::Config(format!("records of {}: {what}", plan.name))
+    crate::Error::Internal(format!("records of {}: {what}", plan.name))
 }

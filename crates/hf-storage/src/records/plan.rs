@@ -806,11 +806,11 @@ fn json_ready(sql: &str, ty: Type) -> String {
 }
 
 fn ident(name: &str) -> Result<String> {
-    hf_sql::quote_ident(name).map_err(|error| Error::Config(format!("identifier: {error}")))
+    hf_sql::quote_ident(name).map_err(|error| Error::Internal(format!("identifier: {error}")))
 }
 
 fn internal(object: &QualifiedName, reason: impl std::fmt::Display) -> Error {
-    Error::Config(format!("records of {object}: {reason}"))
+    Error::Internal(format!("records of {object}: {reason}"))
 }
 
 #[cfg(test)]

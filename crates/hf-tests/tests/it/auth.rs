@@ -456,6 +456,73 @@ async fn a_deleted_principals_token_stops_working_at_once() {
     server.stop().await;
 }
 
+/// Two instances of the service on one database, as behind a load balancer: a principal
+/// deleted, or an administrator demoted, through one instance stops at the other as soon as the
+/// database's notification reaches it, although the other instance had both principals in its
+/// cache.
+#[tokio::test]
+async fn changes_made_through_one_instance_reach_another_at_once() {
+    let server = TestServer::start().await;
+    let other = server.another_instance().await;
+    let gone = server
+        .create_principal(&unique_name(&server, "gone"), false)
+        .await;
+    let boss = server
+        .create_principal(&unique_name(&server, "boss"), true)
+        .await;
+    let get = |path: &str, token: &str| {
+        let request = server.http.get(other.url(path)).bearer_auth(token);
+        async move { request.send().await.unwrap() }
+    };
+    // Use both at the other instance, a few times, so that its cache holds them.
+    for _ in 0..3 {
+        assert_eq!(get("/auth/me", &gone.token).await.status(), 200);
+        assert_eq!(get("/iam/principals", &boss.token).await.status(), 200);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let admin = server.admin_token().await;
+    let deleted = server
+        .http
+        .delete(server.url(&format!("/iam/principals/{}", gone.id)))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+    let demoted = server
+        .http
+        .patch(server.url(&format!("/iam/principals/{}", boss.id)))
+        .bearer_auth(&admin)
+        .json(&json!({"isAdmin": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(demoted.status(), 200);
+    let changed = Instant::now();
+    loop {
+        let me = get("/auth/me", &gone.token).await;
+        let list = get("/iam/principals", &boss.token).await;
+        if me.status() == 401 && list.status() == 403 {
+            assert_envelope(me, 401, "UNAUTHENTICATED").await;
+            assert_envelope(list, 403, "FORBIDDEN").await;
+            break;
+        }
+        assert!(
+            changed.elapsed() < Duration::from_secs(5),
+            "the other instance still accepts them: {} {}",
+            me.status(),
+            list.status()
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    eprintln!(
+        "the other instance refused them after {:?}",
+        changed.elapsed()
+    );
+    other.stop().await;
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn a_demoted_admin_loses_admin_routes_at_once() {
     let server = TestServer::start().await;
@@ -1297,8 +1364,8 @@ async fn instances_starting_at_once_make_one_admin_and_one_signing_key() {
     config.admin_password = None;
     let mut starts = tokio::task::JoinSet::new();
     for _ in 0..4 {
-        let (pool, config) = (pool.clone(), config.clone());
-        starts.spawn(async move { hf_server::auth::prepare(&pool, &config).await });
+        let (pool, url, config) = (pool.clone(), db.url().to_owned(), config.clone());
+        starts.spawn(async move { hf_server::auth::prepare(&pool, &url, &config).await });
     }
     let mut created = 0;
     while let Some(outcome) = starts.join_next().await {
@@ -1328,7 +1395,9 @@ async fn instances_starting_at_once_make_one_admin_and_one_signing_key() {
         .get(0);
     assert_eq!(admins, 1);
     // A later start finds the admin and creates nothing.
-    let (_, bootstrap) = hf_server::auth::prepare(&pool, &config).await.unwrap();
+    let (_, bootstrap) = hf_server::auth::prepare(&pool, db.url(), &config)
+        .await
+        .unwrap();
     assert!(matches!(bootstrap, hf_storage::auth::Bootstrap::NotNeeded));
     // The admin's role is cluster-wide: drop it the way deleting a principal would.
     let role = format!("\"{}\"", config.admin_name);

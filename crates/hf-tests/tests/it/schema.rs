@@ -561,7 +561,9 @@ impl Service {
         config.shutdown_timeout = Duration::from_secs(5);
         config.auth.admin_name = admin_name.to_owned();
         config.auth.admin_password = Some(TEST_ADMIN_PASSWORD.to_owned());
-        let (auth, _) = hf_server::auth::prepare(&pool, &config.auth).await.unwrap();
+        let (auth, _) = hf_server::auth::prepare(&pool, db.url(), &config.auth)
+            .await
+            .unwrap();
         let store = Arc::new(hf_metastore::Store::open_or_init(metadata, "main").unwrap());
         let state = hf_server::AppState {
             pool,

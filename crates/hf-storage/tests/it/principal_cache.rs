@@ -1,0 +1,179 @@
+//! The principal cache answers from memory, yet sees every committed change to `hf.principals`
+//! made by anyone (another instance, psql), including changes made while its listening
+//! connection was down.
+//!
+//! The principals here are rows only: the cache reads `hf.principals` and never the roles, so no
+//! cluster-wide role is created.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use hf_storage::auth::{Principal, PrincipalCache, LISTENER_APPLICATION_NAME};
+use hf_testkit::TestDb;
+use tokio_postgres::Client;
+
+/// How long a change may take to reach the cache before the test fails; in practice a few
+/// milliseconds.
+const DEADLINE: Duration = Duration::from_secs(10);
+
+async fn prepared_db() -> (TestDb, Client) {
+    let db = TestDb::new().await;
+    let mut client = db.client().await;
+    hf_storage::migrate(&mut client).await.unwrap();
+    (db, client)
+}
+
+/// Inserts a principal row and returns its `sub`.
+async fn insert_principal(client: &Client, name: &str) -> String {
+    client
+        .query_one(
+            "INSERT INTO hf.principals (name) VALUES ($1) RETURNING sub",
+            &[&name],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// Polls `check` until it holds; fails the test after [`DEADLINE`]. Returns how long it took.
+async fn eventually<F, Fut>(what: &str, mut check: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let started = Instant::now();
+    while !check().await {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "timed out waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    started.elapsed()
+}
+
+async fn find(cache: &PrincipalCache, sub: &str) -> Option<Principal> {
+    cache.find_by_sub(sub).await.unwrap()
+}
+
+/// A change made with the announcing trigger switched off, which the cache cannot hear of.
+async fn silently(client: &Client, statement: &str) {
+    client
+        .batch_execute(&format!(
+            "ALTER TABLE hf.principals DISABLE TRIGGER principals_announce_row;
+             {statement};
+             ALTER TABLE hf.principals ENABLE TRIGGER principals_announce_row;"
+        ))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn answers_from_memory_and_forgets_what_others_change() {
+    let (db, client) = prepared_db().await;
+    let sub = insert_principal(&client, "alice").await;
+    let cache = PrincipalCache::new(db.pool(), db.url()).unwrap();
+
+    assert_eq!(find(&cache, &sub).await.unwrap().name, "alice");
+    eventually("the cache listens", || async { cache.is_listening() }).await;
+    assert!(!find(&cache, &sub).await.unwrap().is_admin);
+
+    // Proof that it answers from memory: a change nobody announces is not seen.
+    silently(&client, "UPDATE hf.principals SET is_admin = true").await;
+    assert!(!find(&cache, &sub).await.unwrap().is_admin, "cached");
+    silently(&client, "UPDATE hf.principals SET is_admin = false").await;
+
+    // Announced changes, made on another connection as another instance or psql would.
+    client
+        .execute(
+            "UPDATE hf.principals SET is_admin = true WHERE sub = $1",
+            &[&sub],
+        )
+        .await
+        .unwrap();
+    let took = eventually("the promotion is seen", || async {
+        find(&cache, &sub).await.is_some_and(|p| p.is_admin)
+    })
+    .await;
+    eprintln!("promotion seen after {took:?}");
+    client
+        .execute("DELETE FROM hf.principals WHERE sub = $1", &[&sub])
+        .await
+        .unwrap();
+    let took = eventually("the deletion is seen", || async {
+        find(&cache, &sub).await.is_none()
+    })
+    .await;
+    eprintln!("deletion seen after {took:?}");
+
+    // TRUNCATE forgets everyone.
+    let bob = insert_principal(&client, "bob").await;
+    assert!(find(&cache, &bob).await.is_some());
+    assert!(find(&cache, &bob).await.is_some());
+    client
+        .batch_execute("TRUNCATE hf.principals CASCADE")
+        .await
+        .unwrap();
+    eventually("the truncation is seen", || async {
+        find(&cache, &bob).await.is_none()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn forget_takes_effect_before_any_notification() {
+    let (db, client) = prepared_db().await;
+    let sub = insert_principal(&client, "carol").await;
+    let cache = PrincipalCache::new(db.pool(), db.url()).unwrap();
+    find(&cache, &sub).await;
+    eventually("the cache listens", || async { cache.is_listening() }).await;
+    find(&cache, &sub).await;
+    silently(&client, "DELETE FROM hf.principals").await;
+    assert!(find(&cache, &sub).await.is_some(), "cached");
+    cache.forget(&sub);
+    assert!(find(&cache, &sub).await.is_none());
+}
+
+/// Notifications sent while the listening connection is down are lost; the cache must not
+/// keep trusting what it held before. Here the listener is killed, and a change is made that
+/// is never announced: the cache must still see it, because it empties itself when the
+/// connection drops and again when it listens anew.
+#[tokio::test]
+async fn a_lost_listener_cannot_leave_stale_entries() {
+    let (db, client) = prepared_db().await;
+    let sub = insert_principal(&client, "dave").await;
+    let cache = PrincipalCache::new(db.pool(), db.url()).unwrap();
+    find(&cache, &sub).await;
+    eventually("the cache listens", || async { cache.is_listening() }).await;
+    find(&cache, &sub).await;
+
+    let killed = client
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+              WHERE application_name = $1 AND datname = current_database()",
+            &[&LISTENER_APPLICATION_NAME],
+        )
+        .await
+        .unwrap();
+    assert_eq!(killed, 1, "one listening connection");
+    silently(&client, "UPDATE hf.principals SET is_admin = true").await;
+    eventually("the unannounced change is seen", || async {
+        find(&cache, &sub).await.is_some_and(|p| p.is_admin)
+    })
+    .await;
+    eventually("the cache listens again", || async { cache.is_listening() }).await;
+    assert!(
+        find(&cache, &sub).await.unwrap().is_admin,
+        "nothing from before the connection dropped is trusted once it listens again"
+    );
+
+    // And once listening again, announced changes arrive as before.
+    client
+        .execute("DELETE FROM hf.principals WHERE sub = $1", &[&sub])
+        .await
+        .unwrap();
+    eventually("the deletion is seen", || async {
+        find(&cache, &sub).await.is_none()
+    })
+    .await;
+}
