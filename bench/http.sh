@@ -28,6 +28,15 @@ wrk -t2 -c32 -d10s --latency "$BASE/health" | grep -E "Requests/sec|99%|Latency 
 echo "RSS under load (right after): $(rss "$pid") KiB"
 echo "== GET /auth/me, c=32, 10 s"
 wrk -t2 -c32 -d10s --latency -H "Authorization: Bearer $TOKEN" "$BASE/auth/me" | grep -E "Requests/sec|99%|Latency "
+cat > "$DATA/login.lua" <<LUA
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = '{"username":"admin","password":"$PASSWORD"}'
+LUA
+for c in 1 4; do
+  echo "== POST /auth/login (argon2id m=19 MiB t=2), c=$c, 10 s"
+  wrk -t1 -c$c -d10s --latency -s "$DATA/login.lua" "$BASE/auth/login" | grep -E "Requests/sec|50%|99%|Non-2xx"
+done
 echo "== GET /metadata/crm/objects/account, c=32, 10 s"
 wrk -t2 -c32 -d10s --latency -H "Authorization: Bearer $TOKEN" "$BASE/metadata/crm/objects/account" | grep -E "Requests/sec|99%|Latency "
 echo "== POST metadata field writes on one branch (bench), c=8, 10 s"

@@ -25,7 +25,7 @@ use actix_web::dev::Payload;
 use actix_web::http::header;
 use actix_web::{web, FromRequest, HttpRequest};
 use hf_auth::keys::{KeyRetention, KeySet, SigningKey};
-use hf_auth::password::{self, PasswordParams};
+use hf_auth::password::{self, HashMemory, PasswordParams};
 use hf_auth::token::{self, Subject, DEFAULT_LEEWAY};
 use hf_storage::auth::{Bootstrap, LoginThrottle, Principal, PrincipalCache};
 use hf_storage::Pool;
@@ -117,6 +117,9 @@ pub struct AuthState {
     verified: Mutex<HashMap<String, VerifiedToken>>,
     principals: PrincipalCache,
     hashing: Semaphore,
+    /// argon2 working memories kept between hashes, at most one per permit of `hashing`
+    /// (hf_auth::password explains why they are reused).
+    hash_memories: Mutex<Vec<HashMemory>>,
 }
 
 /// What a token that verified once is remembered by: its `sub` and `exp`.
@@ -207,6 +210,7 @@ pub async fn prepare(
         verified: Mutex::new(HashMap::new()),
         principals: PrincipalCache::new(pool.clone(), database_url)?,
         hashing: Semaphore::new(config.hashing_concurrency.max(1)),
+        hash_memories: Mutex::new(Vec::new()),
     };
     Ok((state, bootstrap))
 }
@@ -390,7 +394,9 @@ impl AuthState {
     /// at a time.
     pub async fn hash_password(&self, password: String) -> Result<String, ApiError> {
         let hashed = self
-            .run_blocking(move || password::hash_password(&password, &PasswordParams::OWASP))
+            .run_blocking(move |memory| {
+                password::hash_password_in(memory, &password, &PasswordParams::OWASP)
+            })
             .await?;
         Ok(hashed?)
     }
@@ -402,29 +408,42 @@ impl AuthState {
         phc: Option<String>,
         password: String,
     ) -> Result<bool, ApiError> {
-        self.run_blocking(move || match phc {
-            Some(phc) => password::verify_password(&phc, &password),
+        self.run_blocking(move |memory| match phc {
+            Some(phc) => password::verify_password_in(memory, &phc, &password),
             None => {
-                password::dummy_verify(&password);
+                password::dummy_verify_in(memory, &password);
                 false
             }
         })
         .await
     }
 
+    /// Runs argon2 work on a blocking thread, at most `hashing_concurrency` at once, each in a
+    /// working memory reused from earlier hashes.
     async fn run_blocking<T: Send + 'static>(
         &self,
-        work: impl FnOnce() -> T + Send + 'static,
+        work: impl FnOnce(&mut HashMemory) -> T + Send + 'static,
     ) -> Result<T, ApiError> {
         let _permit = self
             .hashing
             .acquire()
             .await
             .map_err(|_| ApiError::internal())?;
-        tokio::task::spawn_blocking(work).await.map_err(|error| {
-            tracing::error!(%error, "password hashing task failed");
-            ApiError::internal()
-        })
+        let mut memory = self.memories().pop().unwrap_or_default();
+        let (result, memory) = tokio::task::spawn_blocking(move || (work(&mut memory), memory))
+            .await
+            .map_err(|error| {
+                tracing::error!(%error, "password hashing task failed");
+                ApiError::internal()
+            })?;
+        self.memories().push(memory);
+        Ok(result)
+    }
+
+    fn memories(&self) -> std::sync::MutexGuard<'_, Vec<HashMemory>> {
+        self.hash_memories
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 

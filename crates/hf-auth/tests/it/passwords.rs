@@ -2,10 +2,11 @@
 
 use std::time::{Duration, Instant};
 
-use argon2::password_hash::{PasswordHasher as _, SaltString};
+use argon2::password_hash::{PasswordHash, PasswordHasher as _, PasswordVerifier as _, SaltString};
 use hf_auth::password::{
-    check_password_policy, dummy_verify, hash_password, verify_password, PasswordParams,
-    MAX_PASSWORD_CHARS, MIN_PASSWORD_CHARS,
+    check_password_policy, dummy_verify, dummy_verify_in, hash_password, hash_password_in,
+    verify_password, verify_password_in, HashMemory, PasswordParams, MAX_PASSWORD_CHARS,
+    MIN_PASSWORD_CHARS,
 };
 use hf_auth::{Error, ErrorKind};
 
@@ -107,6 +108,52 @@ fn unicode_and_long_passwords_hash() {
     }
 }
 
+/// Our hashes are standard PHC strings: the argon2 crate's own verifier accepts them, and we
+/// accept its hashes, whatever memory we reuse.
+#[test]
+fn hashes_are_interchangeable_with_the_argon2_crates() {
+    let ours = hash_password("correct horse", &CHEAP).unwrap();
+    let parsed = PasswordHash::new(&ours).unwrap();
+    assert!(argon2::Argon2::default()
+        .verify_password(b"correct horse", &parsed)
+        .is_ok());
+    assert!(argon2::Argon2::default()
+        .verify_password(b"wrong horse", &parsed)
+        .is_err());
+
+    let theirs = argon2::Argon2::default()
+        .hash_password(
+            b"battery staple",
+            &SaltString::from_b64("c29tZXNhbHRzb21lc2FsdA").unwrap(),
+        )
+        .unwrap()
+        .to_string();
+    assert!(verify_password(&theirs, "battery staple"));
+    assert!(!verify_password(&theirs, "battery stapler"));
+}
+
+/// One reused memory serves hashes of any cost, one after another, growing when a hash needs
+/// more; a failed or dummy verification leaves nothing behind that changes the next result.
+#[test]
+fn reused_memory_gives_the_same_answers() {
+    let mut memory = HashMemory::default();
+    let bigger = PasswordParams {
+        memory_kib: 256,
+        iterations: 2,
+        parallelism: 2,
+    };
+    let cheap = hash_password_in(&mut memory, "first password", &CHEAP).unwrap();
+    let big = hash_password_in(&mut memory, "second password", &bigger).unwrap();
+    for _ in 0..2 {
+        assert!(verify_password_in(&mut memory, &big, "second password"));
+        assert!(!verify_password_in(&mut memory, &big, "first password"));
+        dummy_verify_in(&mut memory, "first password");
+        assert!(verify_password_in(&mut memory, &cheap, "first password"));
+        assert!(!verify_password_in(&mut memory, &cheap, "second password"));
+        assert!(verify_password(&big, "second password"));
+    }
+}
+
 #[test]
 fn stored_values_that_are_not_argon2id_never_match() {
     let argon2i = argon2::Argon2::new(
@@ -130,6 +177,11 @@ fn stored_values_that_are_not_argon2id_never_match() {
         "$2b$12$abcdefghijklmnopqrstuuS6W1Ry6jrIrT9fWbrhzDn7oHFl8CiAG",
         "$argon2id$",
         "$argon2id$v=19$m=19456,t=2,p=1$bad",
+        // Version 16 (argon2 1.0) and a memory cost beyond 256 MiB are refused unverified.
+        "$argon2id$v=16$m=64,t=1,p=1$c29tZXNhbHRzb21lc2FsdA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        "$argon2id$v=19$m=4194304,t=1,p=1$c29tZXNhbHRzb21lc2FsdA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        // No salt, no hash.
+        "$argon2id$v=19$m=64,t=1,p=1",
     ];
     for stored in cases {
         assert!(!verify_password(stored, "password"), "{stored}");
