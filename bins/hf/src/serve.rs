@@ -127,8 +127,28 @@ async fn serve(
     Ok(())
 }
 
-/// The demo metadata shipped in the repository (`fixtures/demo`).
-const DEMO_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/demo");
+/// The demo metadata (`fixtures/demo`), built into the binary so `--demo` works wherever the
+/// binary is installed.
+static DEMO: include_dir::Dir<'static> =
+    include_dir::include_dir!("$CARGO_MANIFEST_DIR/../../fixtures/demo");
+
+/// Every file of the embedded demo, with its path relative to the demo's root.
+fn demo_files() -> Vec<(String, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut pending = vec![&DEMO];
+    while let Some(dir) = pending.pop() {
+        for entry in dir.entries() {
+            match entry {
+                include_dir::DirEntry::Dir(child) => pending.push(child),
+                include_dir::DirEntry::File(file) => files.push((
+                    file.path().to_string_lossy().replace('\\', "/"),
+                    file.contents().to_vec(),
+                )),
+            }
+        }
+    }
+    files
+}
 
 /// Loads the demo metadata into an empty live branch and applies it to the database.
 async fn load_demo(
@@ -137,10 +157,10 @@ async fn load_demo(
 ) -> anyhow::Result<()> {
     let seeded = tokio::task::spawn_blocking({
         let store = Arc::clone(store);
-        move || store.seed_from_dir(std::path::Path::new(DEMO_DIR), "hf")
+        move || store.seed_from_files(demo_files(), "the demo", "hf")
     })
     .await?
-    .with_context(|| format!("loading the demo metadata from {DEMO_DIR}"))?;
+    .context("loading the demo metadata")?;
     match seeded {
         Some(snapshot) => {
             let applied = hf_storage::deploy::apply(pool, store, &snapshot.branch, false)

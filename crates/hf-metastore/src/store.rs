@@ -454,6 +454,30 @@ impl Store {
     /// and validate clean.
     pub fn seed_from_dir(&self, dir: &Path, author: &str) -> Result<Option<Arc<Snapshot>>, Error> {
         let files = files::read_dir_files(dir)?;
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        self.seed_from_files(files, &name, author)
+    }
+
+    /// [`Self::seed_from_dir`] for files held in memory (paths relative to the repository root,
+    /// `/`-separated), such as metadata embedded in a binary; `source` names them in the commit
+    /// message. Files that are not metadata (a README) are left out.
+    pub fn seed_from_files(
+        &self,
+        files: Vec<(String, Vec<u8>)>,
+        source: &str,
+        author: &str,
+    ) -> Result<Option<Arc<Snapshot>>, Error> {
+        let mut files = files
+            .into_iter()
+            .filter_map(|(path, bytes)| match files::classify(&path) {
+                Ok(files::FileRole::Ignored) => None,
+                _ => Some((path, bytes)),
+            })
+            .collect::<Vec<_>>();
+        files.sort();
         let model = files::load(files.iter().map(|(p, b)| (p.as_str(), b.as_slice())))?;
         let problems = validate(&model);
         if !problems.is_empty() {
@@ -477,11 +501,7 @@ impl Store {
             let tree_id = tree::tree_of_files(&repo, &files)?;
             let tree = repo.find_tree(tree_id)?;
             let signature = signature(author)?;
-            let name = dir
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let message = format!("seed metadata from {name}");
+            let message = format!("seed metadata from {source}");
             let commit = repo.commit(None, &signature, &signature, &message, &tree, &[&parent])?;
             self.advance_in(&repo, &live, Some(&head.to_string()), commit)?;
             let model = Arc::new(model);

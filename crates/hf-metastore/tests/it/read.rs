@@ -66,6 +66,29 @@ fn seeding_commits_the_directory_byte_for_byte() {
     assert!(store.seed_from_dir(&demo_dir(), "admin").unwrap().is_none());
 }
 
+/// Seeding from files held in memory (the binary's embedded demo) commits the same tree as
+/// seeding from the directory, README left out.
+#[test]
+fn seeding_from_memory_commits_the_same_tree_as_from_the_directory() {
+    let (_from_dir, store) = demo_store();
+    let from_dir = store.live().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let in_memory = hf_metastore::Store::open_or_init(dir.path().join("metadata"), "main").unwrap();
+    let mut files = hf_model::files::read_dir_files(&demo_dir()).unwrap();
+    files.push(("README.md".to_owned(), b"# not metadata".to_vec()));
+    files.reverse();
+    let seeded = in_memory
+        .seed_from_files(files, "the demo", "admin")
+        .unwrap()
+        .unwrap();
+    assert_eq!(seeded.tree, from_dir.tree);
+    let repository = repo(&in_memory);
+    let commit = repository
+        .find_commit(git2::Oid::from_str(&seeded.commit).unwrap())
+        .unwrap();
+    assert_eq!(commit.message(), Some("seed metadata from the demo"));
+}
+
 #[test]
 fn snapshots_are_parsed_once_per_tree() {
     let (_dir, store) = demo_store();
