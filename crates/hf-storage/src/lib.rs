@@ -13,6 +13,7 @@ pub mod query;
 pub mod records;
 pub mod run_as;
 mod status;
+pub mod tls;
 
 pub use embedded::{find_postgres_bindir, EmbeddedCluster};
 pub use error::{Error, ErrorKind};

@@ -3,11 +3,10 @@
 //! deadpool's defaults wait forever for a free connection; a saturated pool would then hang every
 //! request. Here each wait is bounded, so an exhausted pool answers "unavailable" instead.
 
-use std::str::FromStr;
 use std::time::Duration;
 
+use crate::tls::Tls;
 use deadpool_postgres::{Manager, ManagerConfig, RecyclingMethod, Runtime, Timeouts};
-use tokio_postgres::NoTls;
 
 use crate::{Error, Result};
 
@@ -43,11 +42,13 @@ impl Default for PoolSettings {
 
 /// Builds a pool for a PostgreSQL URL (or a key=value connection string). Opens no connection
 /// yet: the first one is made when a request asks for it.
+///
+/// The URL's `sslmode` and `sslrootcert` mean what they mean to libpq; see [`crate::tls`].
 pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
-    let config = connection_config(database_url, settings)?;
+    let (config, tls) = connection_config(database_url, settings)?;
     let manager = Manager::from_config(
         config,
-        NoTls,
+        tls,
         // Fast recycling is enough because nothing ever changes session state: every role switch
         // and timeout is `SET LOCAL`/`set_config(.., true)` inside a transaction, which ends with
         // the transaction (a dropped transaction is rolled back by tokio-postgres).
@@ -68,26 +69,27 @@ pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
 }
 
 /// The connection settings of a PostgreSQL URL (or key=value string) with the pool's connect
-/// timeout, TCP keepalives and application name applied; for connections made outside the pool,
-/// such as the one that listens for notifications.
+/// timeout, TCP keepalives and application name applied, and the TLS connector its `sslmode`
+/// asks for; for connections made outside the pool too, such as the one that listens for
+/// notifications.
 pub fn connection_config(
     database_url: &str,
     settings: &PoolSettings,
-) -> Result<tokio_postgres::Config> {
-    let mut config = tokio_postgres::Config::from_str(database_url)
-        .map_err(|error| Error::Config(error.to_string()))?;
+) -> Result<(tokio_postgres::Config, Tls)> {
+    let (mut config, tls) = crate::tls::parse(database_url)?;
     config
         .connect_timeout(settings.create_timeout)
         .keepalives(true)
         .keepalives_idle(Duration::from_secs(30))
         .application_name(&settings.application_name);
-    Ok(config)
+    Ok((config, tls))
 }
 
 /// Creates a database unless it exists, connecting through `maintenance_url` (a database that
 /// always exists, such as `postgres`). Used for the embedded cluster and by the test kit.
 pub async fn create_database_if_missing(maintenance_url: &str, name: &str) -> Result<()> {
-    let (client, connection) = tokio_postgres::connect(maintenance_url, NoTls).await?;
+    let (config, tls) = crate::tls::parse(maintenance_url)?;
+    let (client, connection) = config.connect(tls).await?;
     let driver = tokio::spawn(connection);
     let exists = client
         .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])

@@ -24,10 +24,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 
 use super::principals::{Principal, PrincipalLookup};
 use crate::pool::{connection_config, PoolSettings};
+use crate::tls::Tls;
 use crate::{Error, Pool, Result};
 
 /// The notification channel the `hf.principals` trigger announces changes on.
@@ -49,6 +50,7 @@ pub const LISTENER_APPLICATION_NAME: &str = "hf-listen";
 pub struct PrincipalCache {
     lookup: PrincipalLookup,
     listen_config: tokio_postgres::Config,
+    tls: Tls,
     shared: Arc<Mutex<Shared>>,
 }
 
@@ -107,9 +109,11 @@ impl PrincipalCache {
             application_name: LISTENER_APPLICATION_NAME.to_owned(),
             ..PoolSettings::default()
         };
+        let (listen_config, tls) = connection_config(database_url, &settings)?;
         Ok(Self {
             lookup: PrincipalLookup::new(pool),
-            listen_config: connection_config(database_url, &settings)?,
+            listen_config,
+            tls,
             shared: Arc::new(Mutex::new(Shared::default())),
         })
     }
@@ -130,6 +134,7 @@ impl PrincipalCache {
                 tokio::spawn(listen(
                     Arc::downgrade(&self.shared),
                     self.listen_config.clone(),
+                    self.tls.clone(),
                 ));
             }
             shared.listening.then_some(shared.generation)
@@ -190,10 +195,10 @@ impl Drop for ListenerGuard {
 
 /// The listener task: listens, applies notifications, reconnects after failures; ends when the
 /// cache is dropped.
-async fn listen(shared: Weak<Mutex<Shared>>, config: tokio_postgres::Config) {
+async fn listen(shared: Weak<Mutex<Shared>>, config: tokio_postgres::Config, tls: Tls) {
     let _guard = ListenerGuard(shared.clone());
     loop {
-        match listen_once(&shared, &config).await {
+        match listen_once(&shared, &config, &tls).await {
             Ok(()) => return,
             Err(error) => {
                 tracing::warn!(%error, "principal cache: listening for changes failed; lookups go to the database until it reconnects");
@@ -209,8 +214,12 @@ async fn listen(shared: Weak<Mutex<Shared>>, config: tokio_postgres::Config) {
 
 /// One listening connection's life: `Ok` when the cache was dropped, `Err` when the connection
 /// failed.
-async fn listen_once(shared: &Weak<Mutex<Shared>>, config: &tokio_postgres::Config) -> Result<()> {
-    let (client, mut connection) = config.connect(NoTls).await?;
+async fn listen_once(
+    shared: &Weak<Mutex<Shared>>,
+    config: &tokio_postgres::Config,
+    tls: &Tls,
+) -> Result<()> {
+    let (client, mut connection) = config.connect(tls.clone()).await?;
     let (sender, mut notifications) = mpsc::unbounded_channel();
     // The connection must be polled for the client to make progress; notifications arrive as
     // its asynchronous messages. The driver ends when the connection does.

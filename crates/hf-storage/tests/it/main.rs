@@ -1,5 +1,5 @@
 //! Storage tests against a real PostgreSQL: migrations, the pool's bounded waits, the principal
-//! cache, and the embedded cluster's life cycle.
+//! cache, TLS to the database, and the embedded cluster's life cycle.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
 
@@ -7,3 +7,4 @@ mod embedded;
 mod migrations;
 mod pool;
 mod principal_cache;
+mod tls;

@@ -1,0 +1,443 @@
+//! TLS for database connections, with the `sslmode` meanings of libpq (and so of `psql`).
+//!
+//! tokio-postgres understands only `sslmode=disable|prefer|require` and has no notion of a root
+//! certificate, so hf takes `sslmode` and `sslrootcert` out of the database URL itself, passes
+//! the rest on, and builds the rustls connector that gives each mode its libpq meaning:
+//!
+//! | `sslmode`          | encrypted                    | server certificate checked                   |
+//! |--------------------|------------------------------|----------------------------------------------|
+//! | `disable`          | never                        | —                                            |
+//! | `allow`, `prefer` (default) | when the server offers it | no                                  |
+//! | `require`          | always                       | no; its chain when `sslrootcert` is given    |
+//! | `verify-ca`        | always                       | its chain                                    |
+//! | `verify-full`      | always                       | its chain and that it names the host         |
+//!
+//! Chains are checked against `sslrootcert` (a PEM file), or the system's roots when it is
+//! absent or `system`. Connections over a Unix socket (the embedded cluster) never use TLS.
+//! With SCRAM authentication the connector also offers channel binding.
+
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
+use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
+};
+use tokio_postgres::config::SslMode;
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use crate::{Error, Result};
+
+/// The TLS connector every database connection of the service is made with.
+pub type Tls = MakeRustlsConnect;
+
+/// How strictly the server's certificate is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verification {
+    /// Encrypt, but accept any certificate (libpq's `prefer` and `require`).
+    None,
+    /// The certificate must chain to a trusted root; its names are not checked.
+    Chain,
+    /// The certificate must chain to a trusted root and name the host.
+    Full,
+}
+
+/// Parses a PostgreSQL URL (or key=value string) with libpq's TLS options; returns the
+/// tokio-postgres configuration and the connector to use with it.
+pub fn parse(database_url: &str) -> Result<(tokio_postgres::Config, Tls)> {
+    let options = TlsOptions::take_from(database_url)?;
+    let mut config: tokio_postgres::Config = options
+        .rest
+        .parse()
+        .map_err(|error: tokio_postgres::Error| Error::Config(error.to_string()))?;
+    let verification = match options.mode.as_deref() {
+        None => Verification::None,
+        Some("disable") => {
+            config.ssl_mode(SslMode::Disable);
+            Verification::None
+        }
+        // libpq's `allow` tries without TLS first; here it behaves as `prefer`.
+        Some("allow" | "prefer") => {
+            config.ssl_mode(SslMode::Prefer);
+            Verification::None
+        }
+        Some("require") => {
+            config.ssl_mode(SslMode::Require);
+            if options.root_cert.is_some() {
+                Verification::Chain
+            } else {
+                Verification::None
+            }
+        }
+        Some("verify-ca") => {
+            config.ssl_mode(SslMode::Require);
+            Verification::Chain
+        }
+        Some("verify-full") => {
+            config.ssl_mode(SslMode::Require);
+            Verification::Full
+        }
+        Some(other) => {
+            return Err(Error::Config(format!(
+                "sslmode `{other}` is not one of disable, allow, prefer, require, verify-ca, verify-full"
+            )))
+        }
+    };
+    let tls = connector(verification, options.root_cert.as_deref())?;
+    Ok((config, tls))
+}
+
+fn connector(verification: Verification, root_cert: Option<&str>) -> Result<Tls> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|error| Error::Config(format!("TLS: {error}")))?;
+    let config = match verification {
+        Verification::None => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate { provider }))
+            .with_no_client_auth(),
+        Verification::Chain | Verification::Full => {
+            let webpki = WebPkiServerVerifier::builder_with_provider(
+                Arc::new(root_store(root_cert)?),
+                Arc::clone(&provider),
+            )
+            .build()
+            .map_err(|error| Error::Config(format!("TLS roots: {error}")))?;
+            let verifier: Arc<dyn ServerCertVerifier> = if verification == Verification::Full {
+                webpki
+            } else {
+                Arc::new(ChainOnly { webpki })
+            };
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(verifier)
+                .with_no_client_auth()
+        }
+    };
+    Ok(MakeRustlsConnect::new(config))
+}
+
+/// The trusted roots: the PEM file `sslrootcert` names, or the system's.
+fn root_store(root_cert: Option<&str>) -> Result<RootCertStore> {
+    let mut roots = RootCertStore::empty();
+    match root_cert {
+        Some(path) if path != "system" => {
+            let certificates = CertificateDer::pem_file_iter(path)
+                .and_then(|certificates| certificates.collect::<Result<Vec<_>, _>>())
+                .map_err(|error| Error::Config(format!("sslrootcert {path}: {error}")))?;
+            let (added, _ignored) = roots.add_parsable_certificates(certificates);
+            if added == 0 {
+                return Err(Error::Config(format!(
+                    "sslrootcert {path}: no certificate in the file"
+                )));
+            }
+        }
+        _ => {
+            let found = rustls_native_certs::load_native_certs();
+            roots.add_parsable_certificates(found.certs);
+            if roots.is_empty() {
+                return Err(Error::Config(
+                    "no system root certificates found; give sslrootcert=<PEM file>".to_owned(),
+                ));
+            }
+        }
+    }
+    Ok(roots)
+}
+
+/// libpq's `verify-ca`: the chain must be trusted, whatever names the certificate holds.
+#[derive(Debug)]
+struct ChainOnly {
+    webpki: Arc<WebPkiServerVerifier>,
+}
+
+impl ServerCertVerifier for ChainOnly {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        match self.webpki.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        ) {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.webpki.supported_verify_schemes()
+    }
+}
+
+/// libpq's `prefer` and `require`: encrypted against eavesdropping, not authenticated. The
+/// handshake's own signatures are still checked, so the session keys belong to whoever holds
+/// the certificate's key.
+#[derive(Debug)]
+struct AcceptAnyCertificate {
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for AcceptAnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// A database URL split into the TLS options hf handles and the rest, for tokio-postgres.
+#[derive(Debug, PartialEq, Eq)]
+struct TlsOptions {
+    mode: Option<String>,
+    root_cert: Option<String>,
+    rest: String,
+}
+
+impl TlsOptions {
+    fn take_from(url: &str) -> Result<Self> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Self::take_from_url(url)
+        } else {
+            Self::take_from_key_values(url)
+        }
+    }
+
+    /// URL form: options are query parameters, percent-encoded.
+    fn take_from_url(url: &str) -> Result<Self> {
+        let mut options = TlsOptions {
+            mode: None,
+            root_cert: None,
+            rest: String::new(),
+        };
+        let Some((base, query)) = url.split_once('?') else {
+            options.rest = url.to_owned();
+            return Ok(options);
+        };
+        let mut kept = Vec::new();
+        for pair in query.split('&') {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let decoded = || {
+                percent_encoding::percent_decode_str(value)
+                    .decode_utf8()
+                    .map(|value| value.into_owned())
+                    .map_err(|_| Error::Config(format!("{key}: not UTF-8 after decoding")))
+            };
+            match key {
+                "sslmode" => options.mode = Some(decoded()?),
+                "sslrootcert" => options.root_cert = Some(decoded()?),
+                _ => kept.push(pair),
+            }
+        }
+        options.rest = if kept.is_empty() {
+            base.to_owned()
+        } else {
+            format!("{base}?{}", kept.join("&"))
+        };
+        Ok(options)
+    }
+
+    /// key=value form: `key=value` pairs separated by spaces; a value may be single-quoted, and
+    /// a backslash escapes the next character (libpq's rules, which tokio-postgres follows).
+    fn take_from_key_values(text: &str) -> Result<Self> {
+        let mut options = TlsOptions {
+            mode: None,
+            root_cert: None,
+            rest: String::new(),
+        };
+        let mut kept: Vec<&str> = Vec::new();
+        let mut rest = text;
+        loop {
+            rest = rest.trim_start();
+            if rest.is_empty() {
+                break;
+            }
+            let (key, value, consumed) = key_value(rest)?;
+            match key {
+                "sslmode" => options.mode = Some(value),
+                "sslrootcert" => options.root_cert = Some(value),
+                _ => kept.push(&rest[..consumed]),
+            }
+            rest = &rest[consumed..];
+        }
+        options.rest = kept.join(" ");
+        Ok(options)
+    }
+}
+
+/// Reads one `key = value` at the start of `text`: the key, the unescaped value and how many
+/// bytes it took.
+fn key_value(text: &str) -> Result<(&str, String, usize)> {
+    let malformed = || Error::Config("malformed key=value connection string".to_owned());
+    let key_end = text
+        .find(|c: char| c == '=' || c.is_whitespace())
+        .unwrap_or(text.len());
+    let key = &text[..key_end];
+    let after_key = &text[key_end..];
+    let after_equals = after_key
+        .trim_start()
+        .strip_prefix('=')
+        .ok_or_else(malformed)?;
+    let value_text = after_equals.trim_start();
+    let value_start = text.len() - value_text.len();
+    let mut value = String::new();
+    let mut chars = value_text.char_indices();
+    let quoted = value_text.starts_with('\'');
+    if quoted {
+        chars.next();
+    }
+    let mut end = value_text.len();
+    let mut closed = !quoted;
+    while let Some((index, c)) = chars.next() {
+        match c {
+            '\\' => {
+                let (_, escaped) = chars.next().ok_or_else(malformed)?;
+                value.push(escaped);
+            }
+            '\'' if quoted => {
+                end = index + 1;
+                closed = true;
+                break;
+            }
+            c if !quoted && c.is_whitespace() => {
+                end = index;
+                break;
+            }
+            c => value.push(c),
+        }
+    }
+    if !closed || key.is_empty() {
+        return Err(malformed());
+    }
+    Ok((key, value, value_start + end))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+    use super::*;
+
+    fn split(url: &str) -> (Option<String>, Option<String>, String) {
+        let options = TlsOptions::take_from(url).unwrap();
+        (options.mode, options.root_cert, options.rest)
+    }
+
+    #[test]
+    fn url_options_are_taken_out_and_decoded() {
+        assert_eq!(
+            split("postgres://u@h:5432/db?sslmode=verify-full&application_name=x&sslrootcert=%2Fetc%2Fca%20file.pem"),
+            (
+                Some("verify-full".into()),
+                Some("/etc/ca file.pem".into()),
+                "postgres://u@h:5432/db?application_name=x".into()
+            )
+        );
+        assert_eq!(
+            split("postgresql://u@h/db?sslmode=require"),
+            (Some("require".into()), None, "postgresql://u@h/db".into())
+        );
+        assert_eq!(
+            split("postgres://u@h/db"),
+            (None, None, "postgres://u@h/db".into())
+        );
+    }
+
+    #[test]
+    fn key_value_options_are_taken_out_with_quotes_and_escapes() {
+        assert_eq!(
+            split("host=h  sslmode = verify-ca dbname='my db' sslrootcert='/a b/it\\'s.pem' user=u\\ x"),
+            (
+                Some("verify-ca".into()),
+                Some("/a b/it's.pem".into()),
+                "host=h dbname='my db' user=u\\ x".into()
+            )
+        );
+        assert_eq!(split(""), (None, None, String::new()));
+    }
+
+    #[test]
+    fn malformed_key_values_are_refused() {
+        for text in ["host", "host=h sslmode='open", "=x", "sslrootcert=a\\"] {
+            assert!(TlsOptions::take_from(text).is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn unknown_modes_are_refused() {
+        let Err(error) = parse("postgres://u@h/db?sslmode=allow-anything") else {
+            panic!("an unknown sslmode was accepted");
+        };
+        assert!(error.to_string().contains("allow-anything"), "{error}");
+    }
+}
