@@ -92,32 +92,28 @@ pub fn parse(database_url: &str) -> Result<(tokio_postgres::Config, Tls)> {
 
 fn connector(verification: Verification, root_cert: Option<&str>) -> Result<Tls> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
-        .with_safe_default_protocol_versions()
-        .map_err(|error| Error::Config(format!("TLS: {error}")))?;
-    let config = match verification {
-        Verification::None => builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate { provider }))
-            .with_no_client_auth(),
-        Verification::Chain | Verification::Full => {
-            let webpki = WebPkiServerVerifier::builder_with_provider(
+    let chain = match verification {
+        Verification::None => None,
+        Verification::Chain | Verification::Full => Some(
+            WebPkiServerVerifier::builder_with_provider(
                 Arc::new(root_store(root_cert)?),
                 Arc::clone(&provider),
             )
             .build()
-            .map_err(|error| Error::Config(format!("TLS roots: {error}")))?;
-            let verifier: Arc<dyn ServerCertVerifier> = if verification == Verification::Full {
-                webpki
-            } else {
-                Arc::new(ChainOnly { webpki })
-            };
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(verifier)
-                .with_no_client_auth()
-        }
+            .map_err(|error| Error::Config(format!("TLS roots: {error}")))?,
+        ),
     };
+    let verifier = LibpqVerifier {
+        chain,
+        check_name: verification == Verification::Full,
+        provider: Arc::clone(&provider),
+    };
+    let config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|error| Error::Config(format!("TLS: {error}")))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth();
     Ok(MakeRustlsConnect::new(config))
 }
 
@@ -149,13 +145,20 @@ fn root_store(root_cert: Option<&str>) -> Result<RootCertStore> {
     Ok(roots)
 }
 
-/// libpq's `verify-ca`: the chain must be trusted, whatever names the certificate holds.
+/// Checks the server's certificate as the `sslmode` asks: not at all (`prefer`, `require`:
+/// encrypted against eavesdropping, not authenticated), its chain only (`verify-ca`), or its
+/// chain and host name (`verify-full`). The handshake's own signatures are always checked, so
+/// the session keys belong to whoever holds the certificate's key.
 #[derive(Debug)]
-struct ChainOnly {
-    webpki: Arc<WebPkiServerVerifier>,
+struct LibpqVerifier {
+    /// The chain verifier; `None` when certificates are not checked.
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    /// Whether the certificate must name the host.
+    check_name: bool,
+    provider: Arc<CryptoProvider>,
 }
 
-impl ServerCertVerifier for ChainOnly {
+impl ServerCertVerifier for LibpqVerifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -164,16 +167,13 @@ impl ServerCertVerifier for ChainOnly {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        match self.webpki.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        ) {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
+            )) if !self.check_name => Ok(ServerCertVerified::assertion()),
             other => other,
         }
     }
@@ -184,7 +184,8 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.webpki.verify_tls12_signature(message, cert, dss)
+        let algorithms = &self.provider.signature_verification_algorithms;
+        verify_tls12_signature(message, cert, dss, algorithms)
     }
 
     fn verify_tls13_signature(
@@ -193,60 +194,8 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.webpki.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.webpki.supported_verify_schemes()
-    }
-}
-
-/// libpq's `prefer` and `require`: encrypted against eavesdropping, not authenticated. The
-/// handshake's own signatures are still checked, so the session keys belong to whoever holds
-/// the certificate's key.
-#[derive(Debug)]
-struct AcceptAnyCertificate {
-    provider: Arc<CryptoProvider>,
-}
-
-impl ServerCertVerifier for AcceptAnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        let algorithms = &self.provider.signature_verification_algorithms;
+        verify_tls13_signature(message, cert, dss, algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
