@@ -194,8 +194,7 @@ pub struct TestServer {
     pub admin_name: String,
     /// Its password, when the configuration gave one (the default does).
     pub admin_password: Option<String>,
-    handle: actix_web::dev::ServerHandle,
-    thread: Option<std::thread::JoinHandle<()>>,
+    server: ServerThread,
 }
 
 impl TestServer {
@@ -254,15 +253,14 @@ impl TestServer {
             live_branch: "main".to_owned(),
             auth: std::sync::Arc::new(auth),
         };
-        let (addr, handle, thread) = spawn_server(config, state);
+        let (addr, server) = spawn_server(config, state);
         Self {
             base_url: format!("http://{addr}"),
             db,
             http: reqwest::Client::builder().build().expect("client"),
             admin_name,
             admin_password,
-            handle,
-            thread: Some(thread),
+            server,
         }
     }
 
@@ -290,11 +288,10 @@ impl TestServer {
             live_branch: "main".to_owned(),
             auth: std::sync::Arc::new(auth),
         };
-        let (addr, handle, thread) = spawn_server(config, state);
+        let (addr, server) = spawn_server(config, state);
         TestInstance {
             base_url: format!("http://{addr}"),
-            handle,
-            thread: Some(thread),
+            server,
         }
     }
 
@@ -371,32 +368,51 @@ impl TestServer {
 
     /// Stops the server gracefully and waits for it.
     pub async fn stop(mut self) {
-        self.handle.stop(true).await;
-        if let Some(thread) = self.thread.take() {
-            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
-        }
+        self.server.stop().await;
     }
 }
 
 impl Drop for TestServer {
     fn drop(&mut self) {
-        // Stopping needs no runtime of ours: the handle only sends a message to the server thread.
-        drop(self.handle.stop(false));
+        self.server.signal_stop();
         // Roles belong to the whole cluster and outlive the test database: drop the principals'.
         drop_principal_roles(self.db.url().to_owned());
     }
 }
 
-/// Runs a server on its own thread and actix system; returns its address, its handle and the
-/// thread.
+/// A server running on a thread of its own; stopped when dropped.
+struct ServerThread {
+    handle: actix_web::dev::ServerHandle,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ServerThread {
+    /// Stops the server gracefully and waits for its thread.
+    async fn stop(&mut self) {
+        self.handle.stop(true).await;
+        if let Some(thread) = self.thread.take() {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+    }
+
+    /// Asks the server to stop without waiting; needs no runtime of ours, because the handle
+    /// only sends a message to the server thread.
+    fn signal_stop(&self) {
+        drop(self.handle.stop(false));
+    }
+}
+
+impl Drop for ServerThread {
+    fn drop(&mut self) {
+        self.signal_stop();
+    }
+}
+
+/// Runs a server on its own thread and actix system; returns its address and the thread.
 fn spawn_server(
     config: hf_server::ServerConfig,
     state: hf_server::AppState,
-) -> (
-    std::net::SocketAddr,
-    actix_web::dev::ServerHandle,
-    std::thread::JoinHandle<()>,
-) {
+) -> (std::net::SocketAddr, ServerThread) {
     let (sender, receiver) = std::sync::mpsc::channel();
     let thread = std::thread::spawn(move || {
         let system = actix_web::rt::System::new();
@@ -409,15 +425,18 @@ fn spawn_server(
         });
     });
     let (addr, handle) = receiver.recv().expect("the server thread starts");
-    (addr, handle, thread)
+    let server = ServerThread {
+        handle,
+        thread: Some(thread),
+    };
+    (addr, server)
 }
 
 /// A further instance of a [`TestServer`]'s service (see [`TestServer::another_instance`]).
 pub struct TestInstance {
     /// Base URL, e.g. `http://127.0.0.1:41235`.
     pub base_url: String,
-    handle: actix_web::dev::ServerHandle,
-    thread: Option<std::thread::JoinHandle<()>>,
+    server: ServerThread,
 }
 
 impl TestInstance {
@@ -428,16 +447,7 @@ impl TestInstance {
 
     /// Stops the instance gracefully and waits for it.
     pub async fn stop(mut self) {
-        self.handle.stop(true).await;
-        if let Some(thread) = self.thread.take() {
-            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
-        }
-    }
-}
-
-impl Drop for TestInstance {
-    fn drop(&mut self) {
-        drop(self.handle.stop(false));
+        self.server.stop().await;
     }
 }
 
