@@ -303,6 +303,10 @@ impl From<hf_storage::Error> for ApiError {
                 Code::Forbidden,
                 "Your database role lacks the privilege this request needs.",
             ),
+            ErrorKind::RoleMissing => ApiError::new(
+                Code::Unauthenticated,
+                "The token's principal no longer exists.",
+            ),
             _ => {
                 tracing::error!(%error, "database error");
                 ApiError::internal()

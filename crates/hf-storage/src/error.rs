@@ -20,6 +20,13 @@ pub enum Error {
     /// (a record plan that disagrees with its table, a crashed blocking task).
     #[error("internal error: {0}")]
     Internal(String),
+    /// The caller's role does not exist (any more): its principal was deleted while the
+    /// request was under way.
+    #[error("the role `{role}` does not exist")]
+    RoleMissing {
+        /// The role the request was to run as.
+        role: String,
+    },
     /// A connection held outside the pool (the notification listener) closed.
     #[error("connection closed: {0}")]
     ConnectionLost(String),
@@ -56,6 +63,8 @@ pub enum ErrorKind {
     Unavailable,
     /// The statement ran longer than its timeout or waited too long for a lock.
     Timeout,
+    /// The caller's role is gone: the request speaks for a principal that no longer exists.
+    RoleMissing,
     /// The caller's database role lacks a privilege (SQLSTATE 42501).
     Forbidden,
     /// A unique constraint was violated (SQLSTATE 23505).
@@ -77,6 +86,7 @@ impl Error {
             Error::Db(error) => db_error_kind(error),
             Error::Pool(deadpool_postgres::PoolError::Backend(error)) => db_error_kind(error),
             Error::Pool(_) | Error::ConnectionLost(_) => ErrorKind::Unavailable,
+            Error::RoleMissing { .. } => ErrorKind::RoleMissing,
             Error::Config(_) | Error::Internal(_) | Error::Embedded(_) | Error::Io { .. } => {
                 ErrorKind::Internal
             }

@@ -10,7 +10,8 @@
 //!   transaction-local, and `COMMIT` (which rolls back a failed transaction) is always queued,
 //!   even when the request is dropped half-way because its client went away;
 //! - a failing setup (an unknown role) aborts the transaction before any statement runs, so no
-//!   statement ever runs as the service's own login role;
+//!   statement ever runs as the service's own login role; a role that does not exist (its
+//!   principal was deleted after the request authenticated) is [`Error::RoleMissing`];
 //! - a failing statement aborts the transaction, so a failed request changes nothing.
 //!
 //! Statements are prepared once per connection (deadpool's statement cache) with every
@@ -21,6 +22,7 @@
 use std::time::Duration;
 
 use futures_util::future::join_all;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 
@@ -161,6 +163,15 @@ pub async fn run_as(pool: &Pool, caller: &Caller<'_>, steps: &[Step<'_>]) -> Res
         match result {
             Ok(found) if step.is_some() => rows.push(found),
             Ok(_) => {}
+            // `set_config('role', ..)` of a role that does not exist: the principal was
+            // deleted after this request authenticated.
+            Err(error)
+                if index == 1 && error.code() == Some(&SqlState::INVALID_PARAMETER_VALUE) =>
+            {
+                return Err(Error::RoleMissing {
+                    role: caller.role.to_owned(),
+                })
+            }
             Err(error) => return Ok(Ran::Failed { step, error }),
         }
     }
@@ -274,10 +285,10 @@ mod tests {
             sql: "INSERT INTO secret VALUES (2)",
             params: &[],
         }];
-        let ran = run_as(&pool, &Caller::writer("no_such_role_here"), &steps)
+        let error = run_as(&pool, &Caller::writer("no_such_role_here"), &steps)
             .await
-            .unwrap();
-        assert!(matches!(ran, Ran::Failed { step: None, .. }), "{ran:?}");
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::RoleMissing, "{error}");
         let count: i64 = admin
             .query_one("SELECT count(*) FROM secret", &[])
             .await

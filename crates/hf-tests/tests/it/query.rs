@@ -710,3 +710,39 @@ async fn every_demo_fixture_runs_over_http() {
     }
     assert!(ran >= 20, "only {ran} demo fixtures");
 }
+
+/// A principal deleted between authentication and its statements (here: its role dropped
+/// behind the service's back, the window a concurrent delete leaves) gets 401, not a 500.
+#[tokio::test]
+async fn a_role_dropped_mid_request_is_unauthenticated() {
+    let server = demo_with_records().await;
+    let name = unique_name(&server, "vanishing");
+    let principal = server.create_principal(&name, false).await;
+    let query = "SELECT name FROM crm.account";
+    assert_eq!(
+        post_query(&server, &principal.token, query, json!({}))
+            .await
+            .status(),
+        200
+    );
+    let role = hf_sql::quote_ident(&name).unwrap();
+    server
+        .db
+        .client()
+        .await
+        .batch_execute(&format!("DROP OWNED BY {role}; DROP ROLE {role}"))
+        .await
+        .unwrap();
+    let response = post_query(&server, &principal.token, query, json!({})).await;
+    assert_envelope(response, 401, "UNAUTHENTICATED").await;
+    let response = server
+        .http
+        .post(server.url("/data/crm/account"))
+        .bearer_auth(&principal.token)
+        .json(&json!({"name": "Never written"}))
+        .send()
+        .await
+        .unwrap();
+    assert_envelope(response, 401, "UNAUTHENTICATED").await;
+    server.stop().await;
+}
