@@ -57,5 +57,27 @@ end
 LUA
 wrk -t2 -c8 -d10s --latency -s "$DATA/write.lua" "$BASE" | grep -E "Requests/sec|99%|Latency |Non-2xx"
 echo "RSS after load: $(rss "$pid") KiB"
+echo "== PUT metadata field updates on one branch (constant size), c=8, 3 x 10 s"
+curl -sf -o /dev/null -X POST "$BASE/metadata@bench/crm/objects/account/fields/updated" \
+  -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' \
+  -d '{"fieldKind":"scalar","label":"Updated","fieldType":"integer"}'
+cat > "$DATA/update.lua" <<LUA
+local threads = 0
+function setup(thread)
+  threads = threads + 1
+  thread:set("tid", threads)
+end
+local counter = 0
+request = function()
+  counter = counter + 1
+  return wrk.format("PUT", "/metadata@bench/crm/objects/account/fields/updated",
+    {["Content-Type"] = "application/json", ["Authorization"] = "Bearer $TOKEN"},
+    string.format('{"fieldKind":"scalar","label":"F %d %d","fieldType":"integer"}', tid, counter))
+end
+LUA
+for round in 1 2 3; do
+  wrk -t2 -c8 -d10s -s "$DATA/update.lua" "$BASE" | grep -E "Requests/sec|Non-2xx"
+  echo "RSS after round $round: $(rss "$pid") KiB"
+done
 stop "$pid"
 rm -rf "$DATA"

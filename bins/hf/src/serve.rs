@@ -74,6 +74,7 @@ async fn serve(
         .metadata_path
         .clone()
         .unwrap_or_else(|| args.database.data_dir.join("metadata"));
+    hf_metastore::disable_git_object_cache();
     let store = Arc::new(
         hf_metastore::Store::open_or_init(&metadata_path, &args.live_branch).with_context(
             || {

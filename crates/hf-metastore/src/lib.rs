@@ -22,3 +22,16 @@ mod tree;
 
 pub use error::{Error, ErrorKind};
 pub use store::{BranchInfo, Prepared, Snapshot, Store, Written};
+
+/// Turns off libgit2's object cache, for the whole process.
+///
+/// libgit2 keeps the objects it reads in a process-wide cache of up to 256 MiB, and every
+/// metadata write makes new commits and trees that stay there: measured with `hf serve`, a
+/// service answering a steady stream of field updates (constant metadata size) grew by about
+/// 23 MB of RSS every 10 seconds (8 000 writes), and stayed flat at 53 MB with the cache off.
+/// The store caches parsed models by tree itself, so the object cache buys it little. A long
+/// running service calls this once at start-up; it is not done by [`Store::open_or_init`]
+/// because it changes libgit2 for every other user in the process too.
+pub fn disable_git_object_cache() {
+    git2::opts::enable_caching(false);
+}
