@@ -1,5 +1,5 @@
-//! `hf principal create|list`, the administrator of the first start, and the database access the
-//! command-line tools share.
+//! `hf principal create|list|reset|promote|demote|delete`, the administrator of the first start,
+//! and the database access the command-line tools share.
 //!
 //! The tools talk to the database directly, not to a running service: they work before any
 //! password exists (that is how the first administrator can be replaced) and while the service
@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use hf_server::auth::AuthConfig;
-use hf_storage::auth::{Bootstrap, CreatePrincipal};
+use hf_storage::auth::{Bootstrap, CreatePrincipal, DeletePrincipal, Principal, SetAdmin};
 use hf_storage::{EmbeddedCluster, Pool, PoolSettings};
 
 use crate::{DatabaseArgs, ServeArgs};
@@ -38,6 +38,27 @@ enum PrincipalCommand {
     },
     /// List the principals.
     List,
+    /// Print a one-time token to set a new password (for a principal that lost its own).
+    Reset {
+        /// The principal's name.
+        name: String,
+    },
+    /// Make a principal an administrator.
+    Promote {
+        /// The principal's name.
+        name: String,
+    },
+    /// Make an administrator an ordinary principal (never the last administrator).
+    Demote {
+        /// The principal's name.
+        name: String,
+    },
+    /// Delete a principal and drop its database role (never the last administrator). Its
+    /// tokens stop working at once, in every running instance.
+    Delete {
+        /// The principal's name.
+        name: String,
+    },
 }
 
 /// Runs `hf principal …`.
@@ -46,6 +67,10 @@ pub fn run(args: PrincipalArgs) -> anyhow::Result<()> {
         match args.command {
             PrincipalCommand::Create { name, admin } => create(&pool, &name, admin).await,
             PrincipalCommand::List => list(&pool).await,
+            PrincipalCommand::Reset { name } => reset(&pool, &name).await,
+            PrincipalCommand::Promote { name } => set_admin(&pool, &name, true).await,
+            PrincipalCommand::Demote { name } => set_admin(&pool, &name, false).await,
+            PrincipalCommand::Delete { name } => delete(&pool, &name).await,
         }
     })
 }
@@ -67,16 +92,7 @@ async fn create(pool: &Pool, name: &str, admin: bool) -> anyhow::Result<()> {
                 principal.name,
                 principal.id
             );
-            println!(
-                "setup token (single use, valid for {} hours): {}",
-                ttl.as_secs() / 3600,
-                setup_token.text()
-            );
-            println!(
-                "set its password with POST /auth/set-password \
-                 {{\"setupToken\":\"{}\",\"password\":\"<new password>\"}}",
-                setup_token.text()
-            );
+            print_setup_token(setup_token.text(), ttl);
             Ok(())
         }
         CreatePrincipal::InvalidName { reason } => {
@@ -84,6 +100,72 @@ async fn create(pool: &Pool, name: &str, admin: bool) -> anyhow::Result<()> {
         }
         CreatePrincipal::NameTaken => {
             anyhow::bail!("a principal or another database role is already named `{name}`")
+        }
+    }
+}
+
+/// How to use a setup or reset token.
+fn print_setup_token(token: &str, ttl: Duration) {
+    println!(
+        "setup token (single use, valid for {} hours): {token}",
+        ttl.as_secs() / 3600
+    );
+    println!(
+        "set its password with POST /auth/set-password \
+         {{\"setupToken\":\"{token}\",\"password\":\"<new password>\"}}"
+    );
+}
+
+/// The principal of a name, or an error that says there is none.
+async fn named(pool: &Pool, name: &str) -> anyhow::Result<Principal> {
+    hf_storage::auth::get_principal_by_name(pool, name)
+        .await?
+        .with_context(|| format!("there is no principal named `{name}`"))
+}
+
+async fn reset(pool: &Pool, name: &str) -> anyhow::Result<()> {
+    let principal = named(pool, name).await?;
+    let ttl = AuthConfig::default().setup_token_ttl;
+    let token = hf_storage::auth::issue_reset_token(pool, principal.id, ttl)
+        .await?
+        .with_context(|| format!("there is no principal named `{name}`"))?;
+    println!(
+        "reset token for `{}`; its current password keeps working until a new one is set",
+        principal.name
+    );
+    print_setup_token(token.text(), ttl);
+    Ok(())
+}
+
+async fn set_admin(pool: &Pool, name: &str, is_admin: bool) -> anyhow::Result<()> {
+    let principal = named(pool, name).await?;
+    match hf_storage::auth::set_admin(pool, principal.id, is_admin).await? {
+        SetAdmin::Updated(principal) => {
+            let role = if principal.is_admin {
+                "an administrator"
+            } else {
+                "not an administrator"
+            };
+            println!("`{}` is {role}", principal.name);
+            Ok(())
+        }
+        SetAdmin::NotFound => anyhow::bail!("there is no principal named `{name}`"),
+        SetAdmin::LastAdmin => {
+            anyhow::bail!("`{name}` is the last administrator; promote another principal first")
+        }
+    }
+}
+
+async fn delete(pool: &Pool, name: &str) -> anyhow::Result<()> {
+    let principal = named(pool, name).await?;
+    match hf_storage::auth::delete_principal(pool, principal.id).await? {
+        DeletePrincipal::Deleted(principal) => {
+            println!("deleted `{}` and its database role", principal.name);
+            Ok(())
+        }
+        DeletePrincipal::NotFound => anyhow::bail!("there is no principal named `{name}`"),
+        DeletePrincipal::LastAdmin => {
+            anyhow::bail!("`{name}` is the last administrator; promote another principal first")
         }
     }
 }

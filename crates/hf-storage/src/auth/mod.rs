@@ -28,8 +28,8 @@ pub use credentials::{
 pub use keys::{ensure_signing_key, load_signing_keys, prune_signing_keys, rotate_signing_key};
 pub use principal_cache::{PrincipalCache, LISTENER_APPLICATION_NAME, MAX_AGE, PRINCIPALS_CHANNEL};
 pub use principals::{
-    bootstrap_admin, create_principal, delete_principal, get_principal, list_principals, set_admin,
-    Bootstrap, CreatePrincipal, DeletePrincipal, Principal, SetAdmin,
+    bootstrap_admin, create_principal, delete_principal, get_principal, get_principal_by_name,
+    list_principals, set_admin, Bootstrap, CreatePrincipal, DeletePrincipal, Principal, SetAdmin,
 };
 pub use roles::{ADMIN_ROLE, AUTHENTICATED_ROLE};
 pub use secrets::{

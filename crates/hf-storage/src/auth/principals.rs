@@ -232,6 +232,14 @@ pub async fn list_principals(pool: &Pool) -> Result<Vec<Principal>> {
     rows.iter().map(Principal::from_row).collect()
 }
 
+/// One principal by name (its login username and role).
+pub async fn get_principal_by_name(pool: &Pool, name: &str) -> Result<Option<Principal>> {
+    let client = pool.get().await?;
+    let statement = format!("SELECT {PRINCIPAL_COLUMNS} FROM hf.principals WHERE name = $1");
+    let row = client.query_opt(&statement, &[&name]).await?;
+    row.as_ref().map(Principal::from_row).transpose()
+}
+
 /// One principal by id.
 pub async fn get_principal(pool: &Pool, id: Uuid) -> Result<Option<Principal>> {
     let client = pool.get().await?;
