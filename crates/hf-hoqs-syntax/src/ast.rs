@@ -110,6 +110,17 @@ pub enum ExprKind {
         /// True for `NOT IN`.
         negated: bool,
     },
+    /// `x IN :param` or `x NOT IN :param`: the candidates are the elements of a parameter whose
+    /// value is a JSON array (which, unlike a written list, may be empty). An extension of the
+    /// core syntax.
+    InArray {
+        /// The tested value.
+        operand: Box<Expr>,
+        /// The parameter; always an [`ExprKind::Param`].
+        array: Box<Expr>,
+        /// True for `NOT IN`.
+        negated: bool,
+    },
     /// `x LIKE p`, `x ILIKE p`, optionally with NOT before the keyword.
     Like {
         /// The tested text.
@@ -268,6 +279,10 @@ impl Expr {
             } => {
                 operand.walk(visit);
                 pattern.walk(visit);
+            }
+            ExprKind::InArray { operand, array, .. } => {
+                operand.walk(visit);
+                array.walk(visit);
             }
             ExprKind::Call { args, .. } => {
                 if let CallArgs::List { items, .. } = args {

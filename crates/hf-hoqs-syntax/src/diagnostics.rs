@@ -367,7 +367,7 @@ pub(crate) fn expected_null_after_is(found: &str, span: Span) -> Diagnostic {
 
 pub(crate) fn expected_in_list(found: &str, span: Span) -> Diagnostic {
     Diagnostic::syntax(
-        format!("expected `(` and a list of values after IN, like `IN ('a', 'b')`, found {found}"),
+        format!("expected `(` and a list of values after IN, like `IN ('a', 'b')`, or an array parameter like `IN :ids`, found {found}"),
         span,
     )
 }

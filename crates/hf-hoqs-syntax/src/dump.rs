@@ -153,6 +153,21 @@ fn write_expr(out: &mut String, expr: &Expr) {
             }
             out.push(')');
         }
+        ExprKind::InArray {
+            operand,
+            array,
+            negated,
+        } => {
+            out.push_str(if *negated {
+                "(not-in-array "
+            } else {
+                "(in-array "
+            });
+            write_expr(out, operand);
+            out.push(' ');
+            write_expr(out, array);
+            out.push(')');
+        }
         ExprKind::Like {
             operand,
             pattern,

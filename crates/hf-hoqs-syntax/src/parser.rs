@@ -623,6 +623,16 @@ impl<'a> Parser<'a> {
                 self.node(kind, span, left.depth + 1)
             }
             Infix::In { negated } => {
+                if self.peek().kind == TokenKind::Param {
+                    let array = self.prefix()?;
+                    let span = Span::new(start, array.expr.span.end);
+                    let kind = ExprKind::InArray {
+                        operand: Box::new(left.expr),
+                        array: Box::new(array.expr),
+                        negated,
+                    };
+                    return self.node(kind, span, left.depth + 1);
+                }
                 let Some(open) = self.eat(TokenKind::LParen) else {
                     let next = self.peek();
                     return Err(diag::expected_in_list(&self.describe(next), next.span));

@@ -152,7 +152,10 @@ fn level(expr: &Expr) -> u8 {
             op: UnaryOp::Not, ..
         } => 3,
         ExprKind::Binary { op, .. } => binary_level(*op),
-        ExprKind::IsNull { .. } | ExprKind::InList { .. } | ExprKind::Like { .. } => 4,
+        ExprKind::IsNull { .. }
+        | ExprKind::InList { .. }
+        | ExprKind::InArray { .. }
+        | ExprKind::Like { .. } => 4,
     }
 }
 
@@ -228,6 +231,15 @@ fn write_expr(out: &mut String, expr: &Expr, min_level: u8) {
             out.push_str(if *negated { " NOT IN (" } else { " IN (" });
             write_list(out, items);
             out.push(')');
+        }
+        ExprKind::InArray {
+            operand,
+            array,
+            negated,
+        } => {
+            write_expr(out, operand, 5);
+            out.push_str(if *negated { " NOT IN " } else { " IN " });
+            write_expr(out, array, 5);
         }
         ExprKind::Like {
             operand,

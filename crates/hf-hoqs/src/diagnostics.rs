@@ -250,6 +250,30 @@ pub(crate) fn param_type(name: &str, ty: Type, expected: &str, span: Span) -> Di
     )
 }
 
+pub(crate) fn param_not_array(name: &str, span: Span) -> Diagnostic {
+    type_error(
+        format!("`IN :{name}` takes the candidates from an array: give `\"{name}\"` a JSON array"),
+        span,
+    )
+}
+
+pub(crate) fn param_element_type(name: &str, ty: Type, expected: &str, span: Span) -> Diagnostic {
+    type_error(
+        format!(
+            "the elements of `:{name}` are compared with {} here, so each must be {expected}",
+            a(ty)
+        ),
+        span,
+    )
+}
+
+pub(crate) fn in_array_needs_param(span: Span) -> Diagnostic {
+    shape_error(
+        "`IN` without parentheses takes an array parameter, like `IN :ids`".to_owned(),
+        span,
+    )
+}
+
 pub(crate) fn arity(function: &str, expected: &str, got: usize, span: Span) -> Diagnostic {
     let plural = if got == 1 { "" } else { "s" };
     type_error(

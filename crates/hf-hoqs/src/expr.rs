@@ -82,6 +82,11 @@ impl Compiler<'_> {
                 items,
                 negated,
             } => self.in_list(level, row, operand, items, *negated, cx),
+            ExprKind::InArray {
+                operand,
+                array,
+                negated,
+            } => self.in_array(level, row, operand, array, *negated, cx),
             ExprKind::Like {
                 operand,
                 pattern,
@@ -427,6 +432,53 @@ impl Compiler<'_> {
         Some((sql, ty))
     }
 
+    /// `x IN :param`: one array parameter holding every candidate, each converted to the type of
+    /// `x` as a scalar parameter would be, so `= ANY` compares like `IN` does.
+    fn in_array(
+        &mut self,
+        level: &mut Level,
+        row: &Row,
+        operand: &Expr,
+        array: &Expr,
+        negated: bool,
+        cx: Cx,
+    ) -> Option<Frag> {
+        let value = self.expr(level, row, operand, cx, None)?;
+        let ExprKind::Param(name) = &array.kind else {
+            self.report(diag::in_array_needs_param(array.span));
+            return None;
+        };
+        if cx.purpose != Purpose::Query {
+            self.report(diag::params_not_allowed(cx.purpose.place(), array.span));
+            return None;
+        }
+        let Some(given) = self.request.and_then(|request| request.get(name)) else {
+            self.report(diag::unknown_param(name, array.span));
+            return None;
+        };
+        let serde_json::Value::Array(items) = given else {
+            self.report(diag::param_not_array(name, array.span));
+            return None;
+        };
+        let ty = value.ty;
+        let mut elements = Vec::with_capacity(items.len());
+        for item in items {
+            match param_text(item, ty) {
+                Ok(text) => elements.push(text),
+                Err(expected) => {
+                    self.report(diag::param_element_type(name, ty, expected, array.span));
+                    return None;
+                }
+            }
+        }
+        let number = self.params.push(Some(array_literal(&elements)));
+        let test = if negated { "<> ALL" } else { "= ANY" };
+        Some(Frag::new(
+            format!("({} {test} (${number}::{}[]))", value.sql, ty.sql_type()),
+            Type::Boolean,
+        ))
+    }
+
     fn in_list(
         &mut self,
         level: &mut Level,
@@ -446,4 +498,30 @@ impl Compiler<'_> {
             Type::Boolean,
         ))
     }
+}
+
+/// A PostgreSQL array literal of text elements (`{"a","b\"c",NULL}`), which a cast to
+/// `type[]` reads element by element as that type reads text.
+fn array_literal(elements: &[Option<String>]) -> String {
+    let mut literal = String::from("{");
+    for (index, element) in elements.iter().enumerate() {
+        if index > 0 {
+            literal.push(',');
+        }
+        match element {
+            None => literal.push_str("NULL"),
+            Some(text) => {
+                literal.push('"');
+                for c in text.chars() {
+                    if c == '"' || c == '\\' {
+                        literal.push('\\');
+                    }
+                    literal.push(c);
+                }
+                literal.push('"');
+            }
+        }
+    }
+    literal.push('}');
+    literal
 }

@@ -280,6 +280,7 @@ impl Compiler<'_> {
                 self.grouped_expr(operand, groups)
                     && items.iter().all(|item| self.grouped_expr(item, groups))
             }
+            ExprKind::InArray { operand, .. } => self.grouped_expr(operand, groups),
         }
     }
 

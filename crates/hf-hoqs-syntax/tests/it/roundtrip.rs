@@ -123,6 +123,13 @@ fn any_expr() -> impl Strategy<Value = Expr> {
                     items,
                     negated
                 })),
+            (boxed(), "[a-z_][a-z0-9_]{0,6}", any::<bool>()).prop_map(
+                |(operand, name, negated)| expr(ExprKind::InArray {
+                    operand,
+                    array: Box::new(expr(ExprKind::Param(name))),
+                    negated
+                })
+            ),
             (boxed(), boxed(), any::<bool>(), any::<bool>()).prop_map(
                 |(operand, pattern, case_insensitive, negated)| expr(ExprKind::Like {
                     operand,

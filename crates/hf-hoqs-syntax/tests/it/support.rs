@@ -51,6 +51,10 @@ pub fn clear_expr(expr: &mut Expr) {
             clear_expr(operand);
             clear_expr(pattern);
         }
+        ExprKind::InArray { operand, array, .. } => {
+            clear_expr(operand);
+            clear_expr(array);
+        }
         ExprKind::Call { name, args } => {
             name.span = Span::default();
             if let CallArgs::List { items, .. } = args {

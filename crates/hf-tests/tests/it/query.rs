@@ -746,3 +746,82 @@ async fn a_role_dropped_mid_request_is_unauthenticated() {
     assert_envelope(response, 401, "UNAUTHENTICATED").await;
     server.stop().await;
 }
+
+/// `IN :param` takes its candidates from a JSON array: converted to the left side's type,
+/// empty allowed, NULL semantics as `IN (...)`, and a bad element is a located type error.
+#[tokio::test]
+async fn in_takes_an_array_parameter() {
+    let server = demo_with_records().await;
+    let token = server.admin_token().await;
+    let names = |stages: Value, negated: bool| {
+        let query = format!(
+            "SELECT name FROM crm.opportunity WHERE stage {}IN :stages ORDER BY name",
+            if negated { "NOT " } else { "" }
+        );
+        let (server, token) = (&server, &token);
+        async move {
+            column(
+                &records(server, token, &query, json!({"stages": stages})).await,
+                "name",
+            )
+        }
+    };
+    assert_eq!(
+        names(json!(["open", "won", "it's \"odd\" \\"]), false).await,
+        [json!("Big turbine"), json!("Small pump")]
+    );
+    assert_eq!(names(json!([]), false).await, Vec::<Value>::new());
+    // NOT IN nothing holds for every record, even one whose stage is NULL.
+    assert_eq!(
+        names(json!([]), true).await,
+        [
+            json!("Big turbine"),
+            json!("Mystery"),
+            json!("Shelf deal"),
+            json!("Small pump")
+        ]
+    );
+    // Otherwise a NULL stage is never "not in" a list, as with a written list.
+    assert_eq!(
+        names(json!(["won"]), true).await,
+        [json!("Big turbine"), json!("Shelf deal")]
+    );
+    assert_eq!(
+        names(json!(["won", null]), true).await,
+        Vec::<Value>::new(),
+        "NOT IN a list holding NULL is never true"
+    );
+    let found = records(
+        &server,
+        &token,
+        "SELECT name FROM crm.opportunity WHERE account IN :accounts AND amount IN :amounts ORDER BY name",
+        json!({
+            "accounts": ["00000000-0000-0000-0000-0000000000a1"],
+            "amounts": ["50000.50", 1200],
+        }),
+    )
+    .await;
+    assert_eq!(
+        column(&found, "name"),
+        [json!("Big turbine"), json!("Small pump")]
+    );
+
+    let response = post_query(
+        &server,
+        &token,
+        "SELECT name FROM crm.opportunity WHERE amount IN :amounts",
+        json!({"amounts": [1, "lots"]}),
+    )
+    .await;
+    let body = assert_envelope(response, 400, "HOQS_TYPE_ERROR").await;
+    assert_eq!(body["errors"][0]["location"]["column"], 50, "{body}");
+    let response = post_query(
+        &server,
+        &token,
+        "SELECT name FROM crm.opportunity WHERE stage IN :stage",
+        json!({"stage": "open"}),
+    )
+    .await;
+    assert_envelope(response, 400, "HOQS_TYPE_ERROR").await;
+    server.stop().await;
+}
