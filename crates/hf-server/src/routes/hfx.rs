@@ -427,7 +427,7 @@ fn compiler() -> &'static Compiler {
 
 /// Compiles on the blocking pool, one compile per core at a time, within [`COMPILE_TIME_LIMIT`].
 /// The permit travels with the compile, so a compile that outlives its request still counts.
-async fn compile_bounded(
+pub(crate) async fn compile_bounded(
     source: String,
     sidecar: Option<String>,
     options: CompileOptions,

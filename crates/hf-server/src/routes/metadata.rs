@@ -876,17 +876,15 @@ fn field_body(value: serde_json::Value) -> Result<FieldBody, ApiError> {
     })
 }
 
-/// A screen whose HFX does not compile is not written.
+/// A screen whose HFX does not compile is not written. The compile shares the compile routes'
+/// bound (one per core, within their time limit), so screen writes cannot take every core.
 async fn check_compiles(body: &ScreenBody) -> Result<(), ApiError> {
-    let (source, sidecar) = (body.hfx_source.clone(), body.sidecar.clone());
-    let output =
-        tokio::task::spawn_blocking(move || hf_hfx::compile_on_thread(&source, sidecar.as_deref()))
-            .await
-            .map_err(|_| ApiError::internal())?
-            .map_err(|error| {
-                tracing::error!(%error, "HFX compiler failed");
-                ApiError::internal()
-            })?;
+    let output = crate::routes::hfx::compile_bounded(
+        body.hfx_source.clone(),
+        body.sidecar.clone(),
+        hf_hfx::CompileOptions::default(),
+    )
+    .await?;
     match output.diagnostics.first() {
         None => Ok(()),
         Some(_) => Err(crate::error::hfx_errors(&output.diagnostics)),
