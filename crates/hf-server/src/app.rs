@@ -57,27 +57,30 @@ fn register<T>(app: utoipa_actix_web::UtoipaApp<T>) -> utoipa_actix_web::UtoipaA
 where
     T: ServiceFactory<ServiceRequest, Config = (), Error = actix_web::Error, InitError = ()>,
 {
+    // Routes are tried in registration order. Fixed paths first: skipping one costs a string
+    // comparison, while skipping a pattern costs a regex match (measured: 5 record patterns
+    // ahead of `/auth/me` took ~4 % of its CPU).
     let app = app
         .service(system::health)
         .service(system::status)
         .service(system::openapi);
-    // The record routes first: the hottest paths, matched before any other pattern is tried.
+    let app = register_fixed_auth(app);
+    // Before the metadata routes, whose `/{branchRoot}/{moduleKey}` would match its path.
+    let app = app.service(crate::routes::query::query);
+    // Then the record routes, the hottest patterns, before any other pattern is tried.
     let app = app
         .service(crate::routes::data::create_record)
         .service(crate::routes::data::read_record)
         .service(crate::routes::data::update_record)
         .service(crate::routes::data::upsert_record)
         .service(crate::routes::data::delete_record);
-    let app = register_auth(app);
+    let app = register_iam_patterns(app);
     let app = crate::routes::hfx::register(app);
-    // Before the metadata routes, whose `/{branchRoot}/{moduleKey}` would match its path.
-    let app = app.service(crate::routes::query::query);
     register_metadata(app)
 }
 
-/// The `auth` and `iam` routes; registered before the metadata routes, whose `/{branchRoot}/…`
-/// patterns would otherwise match their paths.
-fn register_auth<T>(app: utoipa_actix_web::UtoipaApp<T>) -> utoipa_actix_web::UtoipaApp<T>
+/// The `auth` and `iam` routes with fixed paths.
+fn register_fixed_auth<T>(app: utoipa_actix_web::UtoipaApp<T>) -> utoipa_actix_web::UtoipaApp<T>
 where
     T: ServiceFactory<ServiceRequest, Config = (), Error = actix_web::Error, InitError = ()>,
 {
@@ -92,7 +95,16 @@ where
         .service(auth::jwks)
         .service(iam::create_principal)
         .service(iam::list_principals)
-        .service(iam::get_principal)
+}
+
+/// The `iam` routes with path parameters; registered before the metadata routes, whose
+/// `/{branchRoot}/…` patterns would otherwise match their paths.
+fn register_iam_patterns<T>(app: utoipa_actix_web::UtoipaApp<T>) -> utoipa_actix_web::UtoipaApp<T>
+where
+    T: ServiceFactory<ServiceRequest, Config = (), Error = actix_web::Error, InitError = ()>,
+{
+    use crate::routes::iam;
+    app.service(iam::get_principal)
         .service(iam::patch_principal)
         .service(iam::delete_principal)
         .service(iam::list_credentials)
