@@ -83,6 +83,10 @@ pub fn check_password_policy(password: &str) -> Result<(), Error> {
 /// The most memory a stored hash may ask for when it is verified (256 MiB), so a corrupted or
 /// planted hash cannot make the service allocate without bound.
 const MAX_VERIFY_MEMORY_KIB: u32 = 256 * 1024;
+/// The most passes a stored hash may ask for when it is verified, for the same reason.
+const MAX_VERIFY_ITERATIONS: u32 = 16;
+/// The most lanes a stored hash may ask for when it is verified.
+const MAX_VERIFY_PARALLELISM: u32 = 16;
 
 /// argon2's working memory, kept between hashes; see the module docs for why.
 #[derive(Default)]
@@ -91,6 +95,16 @@ pub struct HashMemory {
 }
 
 impl HashMemory {
+    /// Frees what goes beyond the needs of `params`, after a hash with bigger parameters (an
+    /// old hash being verified), so a kept memory stays at its usual size.
+    pub fn shrink_to(&mut self, params: &PasswordParams) {
+        let needed = argon2_params(params).map_or(0, |params| params.block_count());
+        if self.blocks.len() > needed {
+            self.blocks.truncate(needed);
+            self.blocks.shrink_to_fit();
+        }
+    }
+
     /// The first `count` blocks, growing the memory when a hash needs more than it held.
     fn blocks(&mut self, count: usize) -> &mut [Block] {
         if self.blocks.len() < count {
@@ -159,7 +173,7 @@ pub fn hash_password_in(
 ///
 /// Uses the parameters recorded in the hash; the final comparison is constant-time
 /// (`password_hash::Output`'s equality). A stored value that is not an argon2id v19 PHC string,
-/// or that asks for more than 256 MiB, never matches. Blocking and CPU-bound (see the module
+/// or that asks for more than 256 MiB, 16 passes or 16 lanes, never matches. Blocking and CPU-bound (see the module
 /// docs).
 pub fn verify_password(phc: &str, password: &str) -> bool {
     verify_password_in(&mut HashMemory::default(), phc, password)
@@ -181,7 +195,10 @@ pub fn verify_password_in(memory: &mut HashMemory, phc: &str, password: &str) ->
     let Ok(params) = Params::try_from(&hash) else {
         return false;
     };
-    if params.m_cost() > MAX_VERIFY_MEMORY_KIB {
+    if params.m_cost() > MAX_VERIFY_MEMORY_KIB
+        || params.t_cost() > MAX_VERIFY_ITERATIONS
+        || params.p_cost() > MAX_VERIFY_PARALLELISM
+    {
         return false;
     }
     let mut salt_bytes = [0u8; 64];

@@ -116,10 +116,10 @@ pub struct AuthState {
     keys: RwLock<LoadedKeys>,
     verified: Mutex<HashMap<String, VerifiedToken>>,
     principals: PrincipalCache,
-    hashing: Semaphore,
+    hashing: Arc<Semaphore>,
     /// argon2 working memories kept between hashes, at most one per permit of `hashing`
     /// (hf_auth::password explains why they are reused).
-    hash_memories: Mutex<Vec<HashMemory>>,
+    hash_memories: Arc<Mutex<Vec<HashMemory>>>,
 }
 
 /// What a token that verified once is remembered by: its `sub` and `exp`.
@@ -209,8 +209,8 @@ pub async fn prepare(
         }),
         verified: Mutex::new(HashMap::new()),
         principals: PrincipalCache::new(pool.clone(), database_url)?,
-        hashing: Semaphore::new(config.hashing_concurrency.max(1)),
-        hash_memories: Mutex::new(Vec::new()),
+        hashing: Arc::new(Semaphore::new(config.hashing_concurrency.max(1))),
+        hash_memories: Arc::new(Mutex::new(Vec::new())),
     };
     Ok((state, bootstrap))
 }
@@ -419,32 +419,38 @@ impl AuthState {
     }
 
     /// Runs argon2 work on a blocking thread, at most `hashing_concurrency` at once, each in a
-    /// working memory reused from earlier hashes.
+    /// working memory reused from earlier hashes. The permit and the memory travel with the
+    /// work, so work that outlives its request (the client went away) still counts and still
+    /// gives its memory back.
     async fn run_blocking<T: Send + 'static>(
         &self,
         work: impl FnOnce(&mut HashMemory) -> T + Send + 'static,
     ) -> Result<T, ApiError> {
-        let _permit = self
-            .hashing
-            .acquire()
+        let permit = Arc::clone(&self.hashing)
+            .acquire_owned()
             .await
             .map_err(|_| ApiError::internal())?;
-        let mut memory = self.memories().pop().unwrap_or_default();
-        let (result, memory) = tokio::task::spawn_blocking(move || (work(&mut memory), memory))
-            .await
-            .map_err(|error| {
-                tracing::error!(%error, "password hashing task failed");
-                ApiError::internal()
-            })?;
-        self.memories().push(memory);
-        Ok(result)
+        let memories = Arc::clone(&self.hash_memories);
+        let mut memory = lock_memories(&memories).pop().unwrap_or_default();
+        tokio::task::spawn_blocking(move || {
+            let result = work(&mut memory);
+            memory.shrink_to(&PasswordParams::OWASP);
+            lock_memories(&memories).push(memory);
+            drop(permit);
+            result
+        })
+        .await
+        .map_err(|error| {
+            tracing::error!(%error, "password hashing task failed");
+            ApiError::internal()
+        })
     }
+}
 
-    fn memories(&self) -> std::sync::MutexGuard<'_, Vec<HashMemory>> {
-        self.hash_memories
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
+fn lock_memories(memories: &Mutex<Vec<HashMemory>>) -> std::sync::MutexGuard<'_, Vec<HashMemory>> {
+    memories
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Any authenticated principal. Put it in a handler's signature to require authentication.

@@ -81,6 +81,8 @@ pub fn connection_config(
         .connect_timeout(settings.create_timeout)
         .keepalives(true)
         .keepalives_idle(Duration::from_secs(30))
+        .keepalives_interval(Duration::from_secs(10))
+        .keepalives_retries(3)
         .application_name(&settings.application_name);
     Ok((config, tls))
 }

@@ -12,9 +12,15 @@
 //! | `verify-ca`        | always                       | its chain                                    |
 //! | `verify-full`      | always                       | its chain and that it names the host         |
 //!
-//! Chains are checked against `sslrootcert` (a PEM file), or the system's roots when it is
-//! absent or `system`. Connections over a Unix socket (the embedded cluster) never use TLS.
-//! With SCRAM authentication the connector also offers channel binding.
+//! Chains are checked against `sslrootcert`, a PEM file. As in libpq 16, `sslrootcert=system`
+//! means the system's roots and implies `verify-full`, the only mode it allows, since the public
+//! roots vouch for every site; `verify-full` without `sslrootcert` uses the system's roots too,
+//! and `verify-ca` without it is refused. Connections over a Unix socket (the embedded cluster)
+//! never use TLS. With SCRAM authentication the connector also offers channel binding.
+//!
+//! Stricter than libpq, because rustls/webpki are: a certificate must carry its host name as a
+//! subjectAltName (the common name is not read), and a self-signed server certificate used as
+//! its own root must not be a CA certificate (`CA:FALSE`, as Debian's "snakeoil" one is).
 
 use std::sync::Arc;
 
@@ -53,7 +59,19 @@ pub fn parse(database_url: &str) -> Result<(tokio_postgres::Config, Tls)> {
         .rest
         .parse()
         .map_err(|error: tokio_postgres::Error| Error::Config(error.to_string()))?;
+    let system_roots = options.root_cert.as_deref() == Some("system");
     let verification = match options.mode.as_deref() {
+        // libpq 16: `sslrootcert=system` makes `verify-full` the default, and the only mode.
+        None | Some("verify-full") if system_roots => {
+            config.ssl_mode(SslMode::Require);
+            Verification::Full
+        }
+        Some(mode) if system_roots => {
+            return Err(Error::Config(format!(
+                "sslrootcert=system needs sslmode=verify-full, not {mode}: the public roots vouch \
+                 for every site, so only a certificate that also names the host proves anything"
+            )))
+        }
         None => Verification::None,
         Some("disable") => {
             config.ssl_mode(SslMode::Disable);
@@ -71,6 +89,13 @@ pub fn parse(database_url: &str) -> Result<(tokio_postgres::Config, Tls)> {
             } else {
                 Verification::None
             }
+        }
+        Some("verify-ca") if options.root_cert.is_none() => {
+            return Err(Error::Config(
+                "sslmode=verify-ca needs sslrootcert=<PEM file>: checking only the chain against \
+                 the public roots would accept any site's certificate"
+                    .to_owned(),
+            ))
         }
         Some("verify-ca") => {
             config.ssl_mode(SslMode::Require);
@@ -229,22 +254,32 @@ impl TlsOptions {
             root_cert: None,
             rest: String::new(),
         };
-        let Some((base, query)) = url.split_once('?') else {
+        // The query starts at the first `?` after the user and password, which end at the
+        // authority's last `@` (as tokio-postgres and libpq read them).
+        let after_scheme = url.find("://").map_or(0, |index| index + 3);
+        let authority_end = url[after_scheme..]
+            .find('/')
+            .map_or(url.len(), |index| after_scheme + index);
+        let host_start = url[after_scheme..authority_end]
+            .rfind('@')
+            .map_or(after_scheme, |index| after_scheme + index + 1);
+        let Some(query_start) = url[host_start..].find('?').map(|index| host_start + index) else {
             options.rest = url.to_owned();
             return Ok(options);
+        };
+        let (base, query) = (&url[..query_start], &url[query_start + 1..]);
+        let decode = |text: &str| {
+            percent_encoding::percent_decode_str(text)
+                .decode_utf8()
+                .map(|text| text.into_owned())
+                .map_err(|_| Error::Config(format!("`{text}` is not UTF-8 once decoded")))
         };
         let mut kept = Vec::new();
         for pair in query.split('&') {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let decoded = || {
-                percent_encoding::percent_decode_str(value)
-                    .decode_utf8()
-                    .map(|value| value.into_owned())
-                    .map_err(|_| Error::Config(format!("{key}: not UTF-8 after decoding")))
-            };
-            match key {
-                "sslmode" => options.mode = Some(decoded()?),
-                "sslrootcert" => options.root_cert = Some(decoded()?),
+            match decode(key)?.as_str() {
+                "sslmode" => options.mode = Some(decode(value)?),
+                "sslrootcert" => options.root_cert = Some(decode(value)?),
                 _ => kept.push(pair),
             }
         }
@@ -360,6 +395,19 @@ mod tests {
             split("postgres://u@h/db"),
             (None, None, "postgres://u@h/db".into())
         );
+        // A `?` inside the password is not the query; encoded keys are recognised.
+        assert_eq!(
+            split("postgres://u:p?x@h/db?ssl%6Dode=verify-full&sslrootcert=/ca.pem"),
+            (
+                Some("verify-full".into()),
+                Some("/ca.pem".into()),
+                "postgres://u:p?x@h/db".into()
+            )
+        );
+        assert_eq!(
+            split("postgres://u:p?x@h?sslmode=require"),
+            (Some("require".into()), None, "postgres://u:p?x@h".into())
+        );
     }
 
     #[test]
@@ -383,10 +431,34 @@ mod tests {
     }
 
     #[test]
-    fn unknown_modes_are_refused() {
-        let Err(error) = parse("postgres://u@h/db?sslmode=allow-anything") else {
-            panic!("an unknown sslmode was accepted");
-        };
-        assert!(error.to_string().contains("allow-anything"), "{error}");
+    fn unknown_and_unsafe_modes_are_refused() {
+        let cases = [
+            ("sslmode=allow-anything", "allow-anything"),
+            ("sslmode=verify-ca", "needs sslrootcert"),
+            (
+                "sslmode=require&sslrootcert=system",
+                "needs sslmode=verify-full",
+            ),
+            (
+                "sslmode=verify-ca&sslrootcert=system",
+                "needs sslmode=verify-full",
+            ),
+        ];
+        for (options, expected) in cases {
+            let Err(error) = parse(&format!("postgres://u@h/db?{options}")) else {
+                panic!("{options} was accepted");
+            };
+            assert!(error.to_string().contains(expected), "{options}: {error}");
+        }
+        for options in [
+            "sslrootcert=system",
+            "sslmode=verify-full&sslrootcert=system",
+        ] {
+            let parsed = parse(&format!("postgres://u@h/db?{options}"));
+            let Ok((config, _)) = parsed else {
+                panic!("{options} was refused");
+            };
+            assert_eq!(config.get_ssl_mode(), SslMode::Require, "{options}");
+        }
     }
 }

@@ -152,6 +152,9 @@ fn reused_memory_gives_the_same_answers() {
         assert!(!verify_password_in(&mut memory, &cheap, "second password"));
         assert!(verify_password(&big, "second password"));
     }
+    memory.shrink_to(&CHEAP);
+    assert!(verify_password_in(&mut memory, &cheap, "first password"));
+    assert!(verify_password_in(&mut memory, &big, "second password"));
 }
 
 #[test]
@@ -180,6 +183,8 @@ fn stored_values_that_are_not_argon2id_never_match() {
         // Version 16 (argon2 1.0) and a memory cost beyond 256 MiB are refused unverified.
         "$argon2id$v=16$m=64,t=1,p=1$c29tZXNhbHRzb21lc2FsdA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
         "$argon2id$v=19$m=4194304,t=1,p=1$c29tZXNhbHRzb21lc2FsdA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        "$argon2id$v=19$m=64,t=4294967295,p=1$c29tZXNhbHRzb21lc2FsdA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        "$argon2id$v=19$m=64,t=1,p=255$c29tZXNhbHRzb21lc2FsdA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
         // No salt, no hash.
         "$argon2id$v=19$m=64,t=1,p=1",
     ];

@@ -17,7 +17,11 @@
 //! - A lookup that raced with a change must not put the old row back: every removal bumps a
 //!   generation counter, and a row read from the database is kept only if no removal happened
 //!   while it was being read.
-//! - Entries also expire after [`MAX_AGE`], a bound on staleness if all of the above failed.
+//! - The listening connection answers a heartbeat every 10 s, so one that died silently is
+//!   noticed within 15 s; entries also expire after [`MAX_AGE`], a bound on staleness if all of
+//!   the above failed.
+//! - `LISTEN` needs a real session: behind a pooler, point the service at it in session mode
+//!   (PgBouncer's transaction mode never delivers notifications; the heartbeat cannot tell).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -41,6 +45,10 @@ const FORGET_ALL: &str = "*";
 pub const MAX_AGE: Duration = Duration::from_secs(60);
 /// Entries kept at most; the cache is emptied when full (an entry is about 200 bytes).
 const MAX_ENTRIES: usize = 65_536;
+/// How often the listening connection is asked whether it is alive.
+const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
+/// How long the answer to a heartbeat may take before the connection counts as dead.
+const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the listener waits before connecting again after its connection failed.
 const RECONNECT_DELAY: Duration = Duration::from_secs(1);
 /// The `application_name` of the listening connection, to tell it apart in `pg_stat_activity`.
@@ -120,7 +128,7 @@ impl PrincipalCache {
 
     /// The principal with this `sub`, if it still exists.
     pub async fn find_by_sub(&self, sub: &str) -> Result<Option<Principal>> {
-        let generation = {
+        let (generation, start_listener) = {
             let mut shared = self.lock();
             if shared.listening {
                 if let Some(cached) = shared.entries.get(sub) {
@@ -129,16 +137,19 @@ impl PrincipalCache {
                     }
                 }
             }
-            if !shared.listener_running {
-                shared.listener_running = true;
-                tokio::spawn(listen(
-                    Arc::downgrade(&self.shared),
-                    self.listen_config.clone(),
-                    self.tls.clone(),
-                ));
-            }
-            shared.listening.then_some(shared.generation)
+            let start_listener = !shared.listener_running;
+            shared.listener_running = true;
+            (
+                shared.listening.then_some(shared.generation),
+                start_listener,
+            )
         };
+        if start_listener {
+            // The guard exists before the task, so a task dropped unpolled (its runtime shutting
+            // down) still marks the listener gone; made outside the lock its drop takes.
+            let guard = ListenerGuard(Arc::downgrade(&self.shared));
+            tokio::spawn(listen(guard, self.listen_config.clone(), self.tls.clone()));
+        }
         let found = self.lookup.find_by_sub(sub).await?;
         if let (Some(generation), Some(principal)) = (generation, &found) {
             let mut shared = self.lock();
@@ -195,8 +206,8 @@ impl Drop for ListenerGuard {
 
 /// The listener task: listens, applies notifications, reconnects after failures; ends when the
 /// cache is dropped.
-async fn listen(shared: Weak<Mutex<Shared>>, config: tokio_postgres::Config, tls: Tls) {
-    let _guard = ListenerGuard(shared.clone());
+async fn listen(guard: ListenerGuard, config: tokio_postgres::Config, tls: Tls) {
+    let shared = guard.0.clone();
     loop {
         match listen_once(&shared, &config, &tls).await {
             Ok(()) => return,
@@ -247,17 +258,40 @@ async fn listen_once(
         None => return Ok(()),
     }
     tracing::debug!("principal cache: listening for changes");
-    while let Some(message) = notifications.recv().await {
-        let notification = message?;
-        let Some(shared) = shared.upgrade() else {
-            return Ok(());
-        };
-        let payload = notification.payload();
-        lock(&shared).forget((payload != FORGET_ALL).then_some(payload));
+    // A connection can die silently (a NAT or firewall dropping it, a failover without a
+    // reset); the heartbeat notices within HEARTBEAT_INTERVAL + HEARTBEAT_TIMEOUT.
+    let mut heartbeat = tokio::time::interval(HEARTBEAT_INTERVAL);
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    heartbeat.tick().await;
+    loop {
+        tokio::select! {
+            message = notifications.recv() => {
+                let Some(message) = message else {
+                    return Err(Error::ConnectionLost(
+                        "the connection listening for principal changes".to_owned(),
+                    ));
+                };
+                let notification = message?;
+                let Some(shared) = shared.upgrade() else {
+                    return Ok(());
+                };
+                let payload = notification.payload();
+                lock(&shared).forget((payload != FORGET_ALL).then_some(payload));
+            }
+            _ = heartbeat.tick() => {
+                match tokio::time::timeout(HEARTBEAT_TIMEOUT, client.simple_query("")).await {
+                    Ok(answer) => {
+                        answer?;
+                    }
+                    Err(_) => {
+                        return Err(Error::ConnectionLost(
+                            "the listening connection did not answer its heartbeat".to_owned(),
+                        ))
+                    }
+                }
+            }
+        }
     }
-    Err(Error::ConnectionLost(
-        "the connection listening for principal changes".to_owned(),
-    ))
 }
 
 /// Aborts a spawned task when dropped, so the listening connection closes with its listener.
