@@ -27,8 +27,8 @@ pub use store::{BranchInfo, Prepared, Snapshot, Store, Written};
 ///
 /// libgit2 keeps the objects it reads in a process-wide cache of up to 256 MiB, and every
 /// metadata write makes new commits and trees that stay there: measured with `hf serve`, a
-/// service answering a steady stream of field updates (constant metadata size) grew by about
-/// 23 MB of RSS every 10 seconds (8 000 writes), and stayed flat at 53 MB with the cache off.
+/// service answering a steady stream of field updates (constant metadata size) grew by 22-27 MB
+/// of RSS every 10 seconds (6 600-9 600 writes), and stayed at 53-54 MB with the cache off.
 /// The store caches parsed models by tree itself, so the object cache buys it little. A long
 /// running service calls this once at start-up; it is not done by [`Store::open_or_init`]
 /// because it changes libgit2 for every other user in the process too.
