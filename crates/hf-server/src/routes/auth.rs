@@ -388,7 +388,7 @@ pub async fn session(
     params(ExchangeQuery),
     responses(
         (status = 200, description = "The rendering frame; sets the `hf_runtime` cookie", content_type = "text/html"),
-        (status = 400, description = "INVALID_QUERY: `screen` is not `<moduleKey>/<screenKey>`", body = ErrorBody),
+        (status = 400, description = "INVALID_QUERY: `code` is missing, or `screen` is not `<moduleKey>/<screenKey>`", body = ErrorBody),
         (status = 401, description = "INVALID_CODE: unknown, used or expired", body = ErrorBody),
     )
 )]
@@ -408,8 +408,14 @@ pub async fn exchange(
             ));
         }
     }
+    let code = code.ok_or_else(|| {
+        ApiError::field(
+            Code::InvalidQuery,
+            "The query parameter `code` is required.",
+            "code",
+        )
+    })?;
     let invalid = || ApiError::new(Code::InvalidCode, "The code is unknown, used or expired.");
-    let code = code.ok_or_else(invalid)?;
     let principal = hf_storage::auth::consume_session_code(&state.pool, &hash_secret(&code))
         .await?
         .ok_or_else(invalid)?;

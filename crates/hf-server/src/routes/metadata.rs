@@ -91,11 +91,9 @@ async fn blocking<T: Send + 'static>(
 fn module<'m>(model: &'m Model, module_key: &str) -> Result<&'m hf_model::Module, ApiError> {
     key(KeyKind::Module, module_key)?;
     model.modules.get(module_key).ok_or_else(|| {
-        ApiError::entry(
+        ApiError::new(
             Code::ModuleNotFound,
             format!("There is no module `{module_key}`."),
-            crate::error::Scope::Request,
-            Some(module_key.to_owned()),
         )
     })
 }
@@ -108,11 +106,9 @@ fn object<'m>(
     let module = module(model, module_key)?;
     key(KeyKind::Object, object_key)?;
     module.objects.get(object_key).ok_or_else(|| {
-        ApiError::entry(
+        ApiError::new(
             Code::ObjectNotFound,
             format!("There is no object `{module_key}.{object_key}`."),
-            crate::error::Scope::Request,
-            Some(object_key.to_owned()),
         )
     })
 }
@@ -409,11 +405,9 @@ pub async fn get_screen(
     let found = module(&snapshot.model, &module_key)?;
     key(KeyKind::Screen, &screen_key)?;
     let screen = found.screens.get(&screen_key).ok_or_else(|| {
-        ApiError::entry(
+        ApiError::new(
             Code::ScreenNotFound,
             format!("There is no screen `{screen_key}` in module `{module_key}`."),
-            crate::error::Scope::Request,
-            Some(screen_key.clone()),
         )
     })?;
     Ok(web::Json(ScreenDto::new(&module_key, screen)))

@@ -14,3 +14,4 @@ mod records;
 mod schema;
 mod support;
 mod system;
+mod targets;
