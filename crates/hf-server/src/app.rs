@@ -169,7 +169,7 @@ pub fn build(
         .app_data(extract::json_config(body_limit))
         .app_data(web::PayloadConfig::new(body_limit))
         .app_data(web::Data::new(OpenApiDocument {
-            json: openapi_json(&doc),
+            json: serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".to_owned()),
         }))
         .app_data(web::Data::new(RouteTable::from_openapi(&doc)))
         .into_utoipa_app();
@@ -178,13 +178,15 @@ pub fn build(
         .wrap(middleware::from_fn(crate::middleware::edge))
 }
 
-/// The OpenAPI document of every route.
-pub fn openapi() -> utoipa::openapi::OpenApi {
+/// The OpenAPI document of every route, as served at `/openapi.json`.
+pub fn openapi() -> serde_json::Value {
+    crate::openapi::finish(&generated_openapi())
+}
+
+/// The document as utoipa generates it from the route annotations, before
+/// [`crate::openapi::finish`] gives it literal metadata paths, error codes and patterns.
+pub fn generated_openapi() -> utoipa::openapi::OpenApi {
     register(App::new().into_utoipa_app().openapi(ApiDoc::openapi()))
         .split_for_parts()
         .1
-}
-
-fn openapi_json(doc: &utoipa::openapi::OpenApi) -> String {
-    doc.to_pretty_json().unwrap_or_else(|_| "{}".to_owned())
 }

@@ -149,6 +149,7 @@ pub struct ErrorEntry {
     /// What `target` refers to.
     pub scope: Scope,
     /// The field key, property path or record id concerned; always present, often null.
+    #[schema(required = true)]
     pub target: Option<String>,
     /// The failing rule's key, only with `RULE_FAILED`.
     #[serde(skip_serializing_if = "Option::is_none")]

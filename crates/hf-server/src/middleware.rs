@@ -129,16 +129,13 @@ pub async fn not_found(req: HttpRequest) -> HttpResponse {
     response
 }
 
-/// Whether one path segment fits one template segment. `{branchRoot}` routes are served only
-/// behind the `metadata_root` guard, so only metadata roots fit it.
+/// Whether one path segment fits one template segment. The document's `metadata@{branch}`
+/// fits only a valid branch id, as the `metadata_root` guard of the served routes admits.
 fn segment_matches(template: &str, segment: &str) -> bool {
     match template {
-        "{branchRoot}" => {
-            segment == "metadata"
-                || segment
-                    .strip_prefix("metadata@")
-                    .is_some_and(hf_model::key::is_valid_branch_id)
-        }
+        "metadata@{branch}" => segment
+            .strip_prefix("metadata@")
+            .is_some_and(hf_model::key::is_valid_branch_id),
         t if t.starts_with('{') => !segment.is_empty(),
         t => t == segment,
     }
@@ -153,19 +150,13 @@ pub struct RouteTable {
 
 impl RouteTable {
     /// Builds the table from the OpenAPI document, the single list of what is served.
-    pub fn from_openapi(doc: &utoipa::openapi::OpenApi) -> Self {
+    pub fn from_openapi(doc: &serde_json::Value) -> Self {
         let mut routes = Vec::new();
-        for (path, item) in &doc.paths.paths {
+        let paths = doc["paths"].as_object().into_iter().flatten();
+        for (path, item) in paths {
             let segments: Vec<String> = path.split('/').map(str::to_owned).collect();
-            let methods = [
-                ("GET", item.get.is_some()),
-                ("POST", item.post.is_some()),
-                ("PUT", item.put.is_some()),
-                ("PATCH", item.patch.is_some()),
-                ("DELETE", item.delete.is_some()),
-            ];
-            for (method, present) in methods {
-                if present {
+            for method in ["GET", "POST", "PUT", "PATCH", "DELETE"] {
+                if item.get(method.to_ascii_lowercase()).is_some() {
                     routes.push((method.to_owned(), segments.clone()));
                 }
             }
@@ -283,6 +274,12 @@ mod tests {
         let doc = crate::app::openapi();
         let table = super::RouteTable::from_openapi(&doc);
         assert_eq!(table.methods_for("/health"), ["GET"]);
+        assert_eq!(table.methods_for("/metadata/crm"), ["GET"]);
+        assert_eq!(
+            table.methods_for("/metadata@main/crm"),
+            ["DELETE", "GET", "POST", "PUT"]
+        );
+        assert!(table.methods_for("/metadata@a..b/crm").is_empty());
         assert!(table.methods_for("/nothing").is_empty());
     }
 }
