@@ -84,6 +84,14 @@ pub struct ServeArgs {
     /// HTTP worker threads (default: one per core).
     #[arg(long, env = "HF_WORKERS")]
     pub workers: Option<usize>,
+    /// The address users reach the service at, e.g. `https://hf.example.com`; when it is https,
+    /// the `hf_runtime` cookie carries `Secure` even though TLS ends at a proxy.
+    #[arg(long, env = "HF_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Reverse proxies whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed: addresses
+    /// or CIDR ranges, comma-separated (none by default).
+    #[arg(long, env = "HF_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<String>,
     /// Load the demo CRM (`fixtures/demo`) into an empty live branch and apply it.
     #[arg(long)]
     pub demo: bool,

@@ -101,6 +101,10 @@ async fn serve(
     config.body_limit = args.body_limit;
     config.workers = args.workers;
     config.auth = auth_config;
+    config.public_access = hf_server::public_access::PublicAccess::new(
+        args.public_url.as_deref(),
+        &args.trusted_proxies,
+    )?;
     let state = AppState {
         pool,
         metadata_path: metadata_path.display().to_string(),

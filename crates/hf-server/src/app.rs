@@ -9,6 +9,7 @@ use utoipa_actix_web::AppExt;
 use crate::error::ErrorBody;
 use crate::extract::{self, BodyLimit};
 use crate::middleware::RouteTable;
+use crate::public_access::PublicAccess;
 use crate::routes::system;
 use crate::state::AppState;
 
@@ -151,6 +152,7 @@ where
 pub fn build(
     state: AppState,
     body_limit: usize,
+    public_access: PublicAccess,
 ) -> App<
     impl ServiceFactory<
         ServiceRequest,
@@ -164,6 +166,7 @@ pub fn build(
     let app = App::new()
         .app_data(web::Data::new(state))
         .app_data(BodyLimit(body_limit))
+        .app_data(web::Data::new(public_access))
         .app_data(extract::query_config())
         .app_data(extract::path_config())
         .app_data(extract::json_config(body_limit))

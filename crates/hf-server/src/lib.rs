@@ -12,6 +12,7 @@ pub mod error;
 pub mod extract;
 pub mod middleware;
 pub mod openapi;
+pub mod public_access;
 pub mod routes;
 pub mod state;
 
@@ -39,6 +40,8 @@ pub struct ServerConfig {
     pub shutdown_timeout: Duration,
     /// Tokens, secrets, login throttling and the bootstrap administrator.
     pub auth: auth::AuthConfig,
+    /// The public URL and the trusted reverse proxies (`HF_PUBLIC_URL`, `HF_TRUSTED_PROXIES`).
+    pub public_access: public_access::PublicAccess,
 }
 
 impl ServerConfig {
@@ -51,6 +54,7 @@ impl ServerConfig {
             workers: None,
             shutdown_timeout: Duration::from_secs(30),
             auth: auth::AuthConfig::default(),
+            public_access: public_access::PublicAccess::default(),
         }
     }
 }
@@ -116,9 +120,11 @@ pub async fn prepare_database(pool: &hf_storage::Pool) -> Result<(), Error> {
 /// (the CLI on SIGTERM/SIGINT, tests when they finish) through [`Server::handle`].
 pub fn bind(config: &ServerConfig, state: AppState) -> Result<Server, Error> {
     let body_limit = config.body_limit;
-    let mut http = HttpServer::new(move || app::build(state.clone(), body_limit))
-        .disable_signals()
-        .shutdown_timeout(config.shutdown_timeout.as_secs());
+    let public_access = config.public_access.clone();
+    let mut http =
+        HttpServer::new(move || app::build(state.clone(), body_limit, public_access.clone()))
+            .disable_signals()
+            .shutdown_timeout(config.shutdown_timeout.as_secs());
     if let Some(workers) = config.workers {
         http = http.workers(workers);
     }

@@ -4,6 +4,7 @@
 
 mod auth;
 mod body;
+mod deploy;
 mod errors;
 mod hfx;
 mod iam;

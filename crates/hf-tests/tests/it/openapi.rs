@@ -91,7 +91,12 @@ fn every_served_route_is_documented() {
         "register routes with .service(handler) so they are documented"
     );
     let doc = hf_server::app::openapi();
-    for path in ["/health", "/status", "/openapi.json", "/metadata/{moduleKey}"] {
+    for path in [
+        "/health",
+        "/status",
+        "/openapi.json",
+        "/metadata/{moduleKey}",
+    ] {
         assert!(
             doc["paths"].get(path).is_some(),
             "{path} missing from the document"
