@@ -506,6 +506,23 @@ fn ddl_error(error: hf_ddl::Error) -> ApiError {
             Scope::Request,
             Some(target),
         ),
+        E::InvalidPlan { errors } => {
+            let entries = errors
+                .into_iter()
+                .map(|diagnostic| ErrorEntry {
+                    code: Code::ApplyFailed.as_str(),
+                    message: format!(
+                        "The plan cannot be applied: `{}`: {}.",
+                        diagnostic.target, diagnostic.message
+                    ),
+                    scope: Scope::Request,
+                    target: Some(diagnostic.target),
+                    rule: None,
+                    location: None,
+                })
+                .collect();
+            ApiError::from_entries(StatusCode::UNPROCESSABLE_ENTITY, entries)
+        }
         E::Precheck {
             target,
             sql,
