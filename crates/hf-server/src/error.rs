@@ -97,6 +97,10 @@ error_codes! {
     UniqueViolation = "UNIQUE_VIOLATION" => CONFLICT,
     NotUniqueField = "NOT_UNIQUE_FIELD" => BAD_REQUEST,
     PreconditionFailed = "PRECONDITION_FAILED" => PRECONDITION_FAILED,
+    RequestTimeout = "REQUEST_TIMEOUT" => REQUEST_TIMEOUT,
+    UriTooLong = "URI_TOO_LONG" => URI_TOO_LONG,
+    HeadersTooLarge = "HEADERS_TOO_LARGE" => REQUEST_HEADER_FIELDS_TOO_LARGE,
+    TooManyConnections = "TOO_MANY_CONNECTIONS" => TOO_MANY_REQUESTS,
     Internal = "INTERNAL" => INTERNAL_SERVER_ERROR,
 }
 
@@ -628,6 +632,14 @@ pub fn for_status(status: StatusCode) -> ApiError {
         StatusCode::UNSUPPORTED_MEDIA_TYPE => (
             Code::UnsupportedMediaType,
             "The request body must be application/json.",
+        ),
+        StatusCode::REQUEST_TIMEOUT => {
+            (Code::RequestTimeout, "The request did not arrive in time.")
+        }
+        StatusCode::URI_TOO_LONG => (Code::UriTooLong, "The request URL is too long."),
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => (
+            Code::HeadersTooLarge,
+            "The request's header fields are too large.",
         ),
         StatusCode::SERVICE_UNAVAILABLE => (
             Code::DatabaseUnavailable,

@@ -127,6 +127,9 @@ async fn read_body(req: &HttpRequest, mut payload: Payload) -> Result<web::Bytes
     let mut body = web::BytesMut::new();
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(|error| {
+            if crate::limits::is_timeout(&error) {
+                return crate::limits::body_timeout(req.app_data());
+            }
             ApiError::new(
                 Code::BadRequest,
                 format!("The request body could not be read: {error}"),

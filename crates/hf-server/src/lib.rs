@@ -10,6 +10,7 @@ pub mod auth_gate;
 pub mod dto;
 pub mod error;
 pub mod extract;
+pub mod limits;
 pub mod middleware;
 pub mod routes;
 pub mod state;
@@ -38,6 +39,8 @@ pub struct ServerConfig {
     pub shutdown_timeout: Duration,
     /// Tokens, secrets, login throttling and the bootstrap administrator.
     pub auth: auth::AuthConfig,
+    /// Timeouts and caps of every phase of a request.
+    pub limits: limits::Limits,
 }
 
 impl ServerConfig {
@@ -50,6 +53,7 @@ impl ServerConfig {
             workers: None,
             shutdown_timeout: Duration::from_secs(30),
             auth: auth::AuthConfig::default(),
+            limits: limits::Limits::default(),
         }
     }
 }
@@ -115,12 +119,19 @@ pub async fn prepare_database(pool: &hf_storage::Pool) -> Result<(), Error> {
 /// (the CLI on SIGTERM/SIGINT, tests when they finish) through [`Server::handle`].
 pub fn bind(config: &ServerConfig, state: AppState) -> Result<Server, Error> {
     let body_limit = config.body_limit;
-    let mut http = HttpServer::new(move || app::build(state.clone(), body_limit))
+    let limits = config.limits;
+    let slots = limits::AddressSlots::new(limits.max_connections_per_address);
+    let workers = config.workers.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    let http = HttpServer::new(move || app::build(state.clone(), body_limit).app_data(limits))
         .disable_signals()
-        .shutdown_timeout(config.shutdown_timeout.as_secs());
-    if let Some(workers) = config.workers {
-        http = http.workers(workers);
-    }
+        .shutdown_timeout(config.shutdown_timeout.as_secs())
+        .workers(workers)
+        .client_request_timeout(limits.header_timeout)
+        .keep_alive(limits.keep_alive)
+        .max_connections(limits.max_connections_per_worker(workers))
+        .on_connect(move |io, data| slots.on_connect(io, data));
     let http = http.bind(&config.listen).map_err(|source| Error::Bind {
         address: config.listen.clone(),
         source,

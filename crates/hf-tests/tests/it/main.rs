@@ -7,6 +7,7 @@ mod body;
 mod errors;
 mod hfx;
 mod iam;
+mod limits;
 mod metadata;
 mod openapi;
 mod query;
