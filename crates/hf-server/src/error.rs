@@ -112,6 +112,10 @@ error_codes! {
     UniqueViolation = "UNIQUE_VIOLATION" => CONFLICT,
     NotUniqueField = "NOT_UNIQUE_FIELD" => BAD_REQUEST,
     PreconditionFailed = "PRECONDITION_FAILED" => PRECONDITION_FAILED,
+    RequestTimeout = "REQUEST_TIMEOUT" => REQUEST_TIMEOUT,
+    UriTooLong = "URI_TOO_LONG" => URI_TOO_LONG,
+    HeadersTooLarge = "HEADERS_TOO_LARGE" => REQUEST_HEADER_FIELDS_TOO_LARGE,
+    TooManyConnections = "TOO_MANY_CONNECTIONS" => TOO_MANY_REQUESTS,
     Internal = "INTERNAL" => INTERNAL_SERVER_ERROR,
 }
 
@@ -554,6 +558,23 @@ fn ddl_error(error: hf_ddl::Error) -> ApiError {
                     .map_or_else(|| source.to_string(), |db| db.message().to_owned())
             ),
         ),
+        E::InvalidPlan { errors } => {
+            let entries = errors
+                .into_iter()
+                .map(|diagnostic| ErrorEntry {
+                    code: Code::ApplyFailed.as_str(),
+                    message: format!(
+                        "The plan cannot be applied: `{}`: {}.",
+                        diagnostic.target, diagnostic.message
+                    ),
+                    scope: Scope::Request,
+                    target: Some(diagnostic.target),
+                    rule: None,
+                    location: None,
+                })
+                .collect();
+            ApiError::from_entries(StatusCode::UNPROCESSABLE_ENTITY, entries)
+        }
         E::Precheck {
             target,
             sql,
@@ -646,6 +667,14 @@ pub fn for_status(status: StatusCode) -> ApiError {
         StatusCode::UNSUPPORTED_MEDIA_TYPE => (
             Code::UnsupportedMediaType,
             "The request body must be application/json.",
+        ),
+        StatusCode::REQUEST_TIMEOUT => {
+            (Code::RequestTimeout, "The request did not arrive in time.")
+        }
+        StatusCode::URI_TOO_LONG => (Code::UriTooLong, "The request URL is too long."),
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => (
+            Code::HeadersTooLarge,
+            "The request's header fields are too large.",
         ),
         StatusCode::SERVICE_UNAVAILABLE => (
             Code::DatabaseUnavailable,

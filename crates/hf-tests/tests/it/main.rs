@@ -8,6 +8,7 @@ mod deploy;
 mod errors;
 mod hfx;
 mod iam;
+mod limits;
 mod metadata;
 mod openapi;
 mod query;
