@@ -132,7 +132,8 @@ async fn read_body(req: &HttpRequest, mut payload: Payload) -> Result<web::Bytes
 }
 
 fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|error| {
+    // Parsed into a `Value` first for its nesting limit (128 levels) and located syntax errors.
+    serde_json::from_slice::<serde_json::Value>(bytes).map_err(|error| {
         let mut api = ApiError::new(
             Code::MalformedJson,
             format!("The request body is not valid JSON: {error}."),
@@ -142,21 +143,37 @@ fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         }
         api
     })?;
-    from_value(value)
+    // Valid JSON: deserialise the bytes themselves (every error now concerns the shape), so
+    // bodies may keep values as raw JSON text (`RawValue`, exact numbers).
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+        // The position serde_json appends to its message is noise for a shape error.
+        let position = format!(
+            " at line {} column {}",
+            error.inner().line(),
+            error.inner().column()
+        );
+        let path = error.path().to_string();
+        let inner = error.inner().to_string();
+        let inner = inner.strip_suffix(&position).unwrap_or(&inner);
+        shape_error(&path, inner)
+    })
 }
 
 /// Deserialises an already parsed body, naming the property a shape error concerns.
 pub fn from_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
-    serde_path_to_error::deserialize(value).map_err(|error| {
-        let path = error.path().to_string();
-        let inner = error.inner().to_string();
-        let target = property_target(&path, &inner);
-        ApiError::field(
-            Code::InvalidBody,
-            format!("The request body has the wrong shape: {inner}."),
-            target,
-        )
-    })
+    serde_path_to_error::deserialize(value)
+        .map_err(|error| shape_error(&error.path().to_string(), &error.inner().to_string()))
+}
+
+/// A shape error (`INVALID_BODY`) at a property path, naming the property it concerns.
+fn shape_error(path: &str, inner: &str) -> ApiError {
+    let target = property_target(path, inner);
+    ApiError::field(
+        Code::InvalidBody,
+        format!("The request body has the wrong shape: {inner}."),
+        target,
+    )
 }
 
 /// Names the property a shape error concerns. serde reports unknown and missing properties at

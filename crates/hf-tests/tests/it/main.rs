@@ -10,6 +10,7 @@ mod iam;
 mod metadata;
 mod openapi;
 mod query;
+mod query_apps;
 mod records;
 mod schema;
 mod support;
