@@ -144,7 +144,9 @@ async fn read_body(req: &HttpRequest, mut payload: Payload) -> Result<web::Bytes
 }
 
 fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let UniqueKeys(value) = serde_json::from_slice(bytes).map_err(|error| {
+    // Parsed once as a whole for its nesting limit (128 levels), located syntax errors and
+    // properties named twice; the value itself is not needed.
+    let UniqueKeys(_) = serde_json::from_slice(bytes).map_err(|error| {
         let mut api = ApiError::new(
             Code::MalformedJson,
             format!("The request body is not valid JSON: {error}."),
@@ -154,7 +156,21 @@ fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         }
         api
     })?;
-    from_value(value)
+    // Valid JSON: deserialise the bytes themselves (every error now concerns the shape), so
+    // bodies may keep values as raw JSON text (`RawValue`, exact numbers).
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+        // The position serde_json appends to its message is noise for a shape error.
+        let position = format!(
+            " at line {} column {}",
+            error.inner().line(),
+            error.inner().column()
+        );
+        let path = error.path().to_string();
+        let inner = error.inner().to_string();
+        let inner = inner.strip_suffix(&position).unwrap_or(&inner);
+        shape_error(&path, inner)
+    })
 }
 
 /// A JSON value, parsed like `serde_json::Value` except that an object naming a property twice
@@ -235,16 +251,18 @@ impl<'de> Visitor<'de> for UniqueKeysVisitor {
 
 /// Deserialises an already parsed body, naming the property a shape error concerns.
 pub fn from_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
-    serde_path_to_error::deserialize(value).map_err(|error| {
-        let path = error.path().to_string();
-        let inner = error.inner().to_string();
-        let target = property_target(&path, &inner);
-        ApiError::field(
-            Code::InvalidBody,
-            format!("The request body has the wrong shape: {inner}."),
-            target,
-        )
-    })
+    serde_path_to_error::deserialize(value)
+        .map_err(|error| shape_error(&error.path().to_string(), &error.inner().to_string()))
+}
+
+/// A shape error (`INVALID_BODY`) at a property path, naming the property it concerns.
+fn shape_error(path: &str, inner: &str) -> ApiError {
+    let target = property_target(path, inner);
+    ApiError::field(
+        Code::InvalidBody,
+        format!("The request body has the wrong shape: {inner}."),
+        target,
+    )
 }
 
 /// Names the property a shape error concerns. serde reports unknown and missing properties at

@@ -12,6 +12,7 @@ mod limits;
 mod metadata;
 mod openapi;
 mod query;
+mod query_apps;
 mod records;
 mod schema;
 mod support;
