@@ -172,6 +172,19 @@ await screen("form_record", async (page) => {
   check("form: errors cleared", (await page.locator(".hfx-field-error:visible").count()) === 0);
 }, [422]);
 
+await screen("class_directive_scoped", async (page) => {
+  const classes = (sel) => page.evaluate((s) => [...document.querySelector(s).classList], sel);
+  const alone = await classes("#alone");
+  check("class: directive alone survives the scope class", alone.includes("active") && alone.some((c) => c.startsWith("hfx-")), JSON.stringify(alone));
+  const after = await classes("#after");
+  check("class: directive before class= survives it", after.includes("active") && after.includes("note") && after.some((c) => c.startsWith("hfx-")), JSON.stringify(after));
+  check("class: directive in {#each} rows on first render", (await page.locator("li.odd").count()) === 1);
+  await page.click("#toggle");
+  await page.waitForFunction(() => !document.querySelector("#alone").classList.contains("active"));
+  const off = await classes("#after");
+  check("class: directive toggles off, keeps the rest", !off.includes("active") && off.includes("note"), JSON.stringify(off));
+});
+
 await browser.close();
 console.log(`${passed} passed, ${failures} failed`);
 process.exit(failures === 0 ? 0 : 1);

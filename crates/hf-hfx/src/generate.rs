@@ -383,15 +383,8 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 );
             } else if let Some(kind) = name.strip_prefix("bind:") {
                 self.binding(el, attr, kind, v);
-            } else if let Some(class) = name.strip_prefix("class:") {
-                let (code, mut deps) = self.directive_value(attr, class);
-                deps.extend(class_deps.iter().copied());
-                let _ = writeln!(
-                    self.out,
-                    "$$b.u({}, () => $$rt.toggle_class({v}, {}, {code}));",
-                    slots(&deps),
-                    js_string(class)
-                );
+            } else if name.starts_with("class:") {
+                // After every other attribute: see below.
             } else if let Some(prop) = name.strip_prefix("style:") {
                 let (code, deps) = self.directive_value(attr, prop);
                 let _ = writeln!(
@@ -444,6 +437,21 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         if !has_class {
             if let Some(scope) = &self.scope {
                 let _ = writeln!(self.out, "$$rt.attr({v}, \"class\", {});", js_string(scope));
+            }
+        }
+        // `class:name` toggles come after the `class` attribute and the scope class, wherever
+        // they are written, because setting the attribute replaces every class; they re-run
+        // whenever the attribute does.
+        for attr in &el.attrs {
+            if let Some(class) = attr.name.strip_prefix("class:") {
+                let (code, mut deps) = self.directive_value(attr, class);
+                deps.extend(class_deps.iter().copied());
+                let _ = writeln!(
+                    self.out,
+                    "$$b.u({}, () => $$rt.toggle_class({v}, {}, {code}));",
+                    slots(&deps),
+                    js_string(class)
+                );
             }
         }
     }

@@ -24,6 +24,7 @@ const SCREENS: &[&str] = &[
     "with_sidecar",
     "query_list",
     "form_record",
+    "class_directive_scoped",
 ];
 const COMMIT: &str = "0000000000000000000000000000000000000000";
 const TOKEN: &str = "test-token";
