@@ -179,6 +179,9 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     format!("`{name}`: names starting with `$$` are reserved"),
                 );
             }
+            if let Some(hint) = js::missing_rune(name) {
+                self.sink.error(Code::SvelteSyntax, span.start, hint);
+            }
             deps.extend(self.resolve(name).0);
         }
         let mut edits = Vec::new();
@@ -215,6 +218,9 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     span.start,
                     format!("`{name}`: names starting with `$$` are reserved"),
                 );
+            }
+            if let Some(hint) = js::missing_rune(name) {
+                self.sink.error(Code::SvelteSyntax, span.start, hint);
             }
             deps.extend(self.resolve(name).0);
         }
@@ -289,6 +295,31 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     fn element(&mut self, el: &Element, parent: &str, ctx: Ctx) {
         if el.name.starts_with(|c: char| c.is_ascii_uppercase()) {
             self.component(el, parent);
+            return;
+        }
+        if el.name == "slot" {
+            self.sink.error(
+                Code::SvelteSyntax,
+                el.start,
+                "`<slot>` is Svelte 4: a component shows its content with `{@render children()}`",
+            );
+            return;
+        }
+        let imported = self.script.imports.iter().any(|i| {
+            i.default_name.as_deref() == Some(el.name.as_str())
+                || matches!(i.specifier, crate::imports::Specifier::Screen { .. })
+                    && i.locals.contains(&el.name)
+        });
+        if imported {
+            self.sink.error(
+                Code::UnknownComponent,
+                el.start,
+                format!(
+                    "<{}> is an HTML tag: a component's name starts with a capital letter (`import {} from …`)",
+                    el.name,
+                    capitalised(&el.name)
+                ),
+            );
             return;
         }
         let svg = ctx.svg || el.name == "svg";
@@ -835,6 +866,13 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         self.frames.pop();
         self.out.push_str("});\n");
     }
+}
+
+fn capitalised(name: &str) -> String {
+    let mut chars = name.chars();
+    chars.next().map_or_else(String::new, |c| {
+        c.to_ascii_uppercase().to_string() + chars.as_str()
+    })
 }
 
 fn is_event_attr(name: &str) -> bool {

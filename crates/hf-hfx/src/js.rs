@@ -217,6 +217,14 @@ pub(crate) fn analyze_program(
         match stmt {
             Statement::ImportDeclaration(decl) => {
                 let spec_text = decl.source.value.as_str();
+                if spec_text == "svelte" || spec_text.starts_with("svelte/") {
+                    sink.error(
+                        Code::InvalidImport,
+                        base + decl.source.span.start as usize,
+                        format!("`{spec_text}`: HFX is not Svelte; `onMount`, `onDestroy` and `tick` come from \"hfx\""),
+                    );
+                    continue;
+                }
                 let specifier = match imports::classify(spec_text) {
                     Ok(s) => s,
                     Err(why) => {
@@ -263,6 +271,11 @@ pub(crate) fn analyze_program(
                     type_only,
                 });
             }
+            Statement::LabeledStatement(label) if label.label.name == "$" => sink.error(
+                Code::SvelteSyntax,
+                base + label.span.start as usize,
+                "`$:` reactive statements are Svelte 4: write `let b = $derived(a * 2);`, or a function for a value computed from state",
+            ),
             Statement::ExportDeclaration(export) => match &export.declaration {
                 Declaration::VariableDeclaration(var)
                     if var.kind == VariableDeclarationKind::Let =>
@@ -340,6 +353,19 @@ pub(crate) fn analyze_program(
                 base + node.kind().span().start as usize,
                 "`await` at the top level of a screen script is not allowed; await inside a function",
             );
+        }
+    }
+
+    // Runes HFX does not have would be plain calls of undefined functions in the browser.
+    for (name, ids) in scoping.root_unresolved_references() {
+        let Some(hint) = missing_rune(name.as_str()) else {
+            continue;
+        };
+        for id in ids {
+            let at = nodes.kind(scoping.get_reference(*id).node_id()).span();
+            if in_script(at) {
+                sink.error(Code::SvelteSyntax, base + at.start as usize, hint);
+            }
         }
     }
 
@@ -442,6 +468,22 @@ pub(crate) fn analyze_program(
         info.functions.insert(name, slots);
     }
     info
+}
+
+/// The message for a Svelte rune HFX does not have, or `None` when `name` is no such rune.
+pub(crate) fn missing_rune(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "$state" | "$derived" | "$effect" => {
+            "runes are not supported yet: top-level `let` is reactive state"
+        }
+        "$props" => {
+            "`$props()` is not supported: declare each prop with `export let name = default;`"
+        }
+        "$bindable" => "`$bindable()` is not supported: every prop can be bound with `bind:name`",
+        "$inspect" => "`$inspect` is not supported: use `console.log` in a function or `$effect`",
+        "$host" => "`$host()` is not supported: HFX components are not custom elements",
+        _ => return None,
+    })
 }
 
 /// If `reference` is assigned (`x = 1`, `x += 1`, `x++`, `[x, y] = ...`) or is the root object of
