@@ -185,6 +185,31 @@ await screen("class_directive_scoped", async (page) => {
   check("class: directive toggles off, keeps the rest", !off.includes("active") && off.includes("note"), JSON.stringify(off));
 });
 
+await screen("composition", async (page) => {
+  check("snippets: children render inside the component", (await text(page, "#inside")) === "Count is 0");
+  check("snippets: a named snippet prop renders", (await text(page, "#footer")) === "total: 0", await text(page, "#footer"));
+  await page.click("#inc");
+  check("snippets: children follow the owner's state", await eventually(page, "#inside", "Count is 1"));
+  check("snippets: a snippet rendered in a snippet follows too", await eventually(page, "#footer", "total: 1"));
+  const people = () => page.locator(".person").allTextContents();
+  check("snippets: a row snippet gets its arguments", JSON.stringify(await people()) === JSON.stringify(["1. Ada", "2. Grace"]), JSON.stringify(await people()));
+  await page.evaluate(() => (document.querySelector(".person").__mark = "kept"));
+  await page.click("#rename");
+  await page.waitForFunction(() => document.querySelector(".person").textContent === "1. Ada L.");
+  check("snippets: new arguments update the row in place", await page.evaluate(() => document.querySelector(".person").__mark === "kept"));
+  check("snippets: a component without children shows none", (await page.locator("#empty-card .body").textContent()) === "");
+  await page.locator("h3", { hasText: "Counter" }).click();
+  check("snippets: closing the card removes the children", (await page.locator("#inside").count()) === 0);
+  await page.click("#outside");
+  await page.locator("h3", { hasText: "Counter" }).click();
+  check("snippets: reopening renders the current state", await eventually(page, "#inside", "Count is 11"));
+  check("spread: attributes from an object", (await page.getAttribute("#spread", "data-kind")) === "spread" && (await page.getAttribute("#spread", "title")) === "from a spread");
+  const classes = await page.evaluate(() => [...document.querySelector("#spread").classList]);
+  check("spread: class directive kept next to it", classes.includes("wide"), JSON.stringify(classes));
+  await page.click("#clear");
+  check("snippets: the {:else} snippet", await eventually(page, ".list li", "nobody"));
+});
+
 await browser.close();
 console.log(`${passed} passed, ${failures} failed`);
 process.exit(failures === 0 ? 0 : 1);

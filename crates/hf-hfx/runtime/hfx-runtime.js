@@ -28,6 +28,9 @@ class Context {
     this.setters = Object.create(null);
     this.dirty = new Set();
     this.root = null;
+    // Blocks of this component's snippets rendered elsewhere (by a child component): they
+    // depend on this component's state, so its flushes reach them.
+    this.extra = new Set();
     this.live = false;
     this.scheduled = false;
   }
@@ -61,6 +64,7 @@ class Context {
       const dirty = this.dirty;
       this.dirty = new Set();
       if (this.root) this.root.p(dirty);
+      for (const blk of [...this.extra]) blk.p(dirty);
     }
   }
 }
@@ -218,6 +222,61 @@ export function child(b, parent, C, props, deps) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Snippets
+
+/** What calling a snippet gives: the snippet and its arguments, for `{@render}`. */
+class Rendered {
+  constructor(snip, args) {
+    this.snip = snip;
+    this.args = args;
+  }
+}
+
+/**
+ * `{#snippet name(params)}`: a function of the arguments whose call `{@render}` shows. `slot` is
+ * the owner's slot that stands for the arguments: updaters reading a parameter depend on it.
+ */
+export function snippet(ctx, slot, body) {
+  const snip = { ctx, slot, body };
+  return (...args) => new Rendered(snip, args);
+}
+
+/** `{@render name(args)}`: shows the snippet; new arguments update it in place. */
+export function render(b, parent, get, deps) {
+  const end = text(parent, "");
+  let snip = null;
+  let blk = null;
+  let start = null;
+  function drop() {
+    if (!blk) return;
+    snip.ctx.extra.delete(blk);
+    blk.destroy();
+    clear(start, end);
+    start.remove();
+    blk = snip = start = null;
+  }
+  b.u(deps, () => {
+    const r = get();
+    if (r != null && !(r instanceof Rendered)) throw new TypeError("hfx: {@render} needs a snippet call, like {@render children()}");
+    if (blk && r && r.snip === snip) {
+      if (blk.set) blk.set(r.args);
+      blk.p(new Set([snip.slot]));
+      return;
+    }
+    drop();
+    if (!r) return;
+    snip = r.snip;
+    blk = new Block();
+    const frag = document.createDocumentFragment();
+    start = text(frag, "");
+    snip.body(blk, frag, r.args);
+    snip.ctx.extra.add(blk);
+    end.parentNode.insertBefore(frag, end);
+  });
+  b.cleanups.push(drop);
+}
+
+// ---------------------------------------------------------------------------------------------
 // DOM helpers
 
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -269,6 +328,25 @@ export function prop(e, name, v) {
 export function cls(v, scope) {
   const s = v == null || v === false ? "" : String(v);
   return s ? s + " " + scope : scope;
+}
+
+/**
+ * `{...object}` on an element: its entries as attributes (functions and `on*` keys skipped). A
+ * scoped screen's elements keep the scope class (`ownClass`: a `class` attribute sets it).
+ */
+export function spread(b, e, get, deps, scope, ownClass) {
+  let prev = [];
+  b.u(deps, () => {
+    const values = get() || {};
+    const keys = Object.keys(values).filter((k) => typeof values[k] !== "function" && !/^on/i.test(k));
+    for (const k of prev) if (!keys.includes(k)) attr(e, k, null);
+    for (const k of keys) {
+      if (k === "value" || k === "checked") prop(e, k, values[k]);
+      else attr(e, k, k === "class" && scope ? cls(values[k], scope) : values[k]);
+    }
+    if (scope && !ownClass && !keys.includes("class")) attr(e, "class", scope);
+    prev = keys;
+  });
 }
 
 export function toggle_class(e, name, on) {

@@ -244,6 +244,32 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     }
 
     fn nodes(&mut self, nodes: &[Node], parent: &str, ctx: Ctx) {
+        // Snippets are declared first, so that markup before a snippet may render it.
+        for node in nodes {
+            if let Node::Snippet(block) = node {
+                let name = self.src()[block.name.start..block.name.end].to_string();
+                let declared = self
+                    .frames
+                    .last()
+                    .is_some_and(|f| f.iter().any(|l| l.name == name));
+                if declared {
+                    self.sink.error(
+                        Code::InvalidBlock,
+                        block.name.start,
+                        format!("`{name}` is already declared here"),
+                    );
+                    continue;
+                }
+                if let Some(frame) = self.frames.last_mut() {
+                    frame.push(Local {
+                        name: name.clone(),
+                        deps: BTreeSet::new(),
+                        writes: BTreeSet::new(),
+                    });
+                }
+                self.snippet(&name, block.params, &block.body, ctx);
+            }
+        }
         for node in nodes {
             match node {
                 Node::Text(text) => self.text(text, parent, ctx),
@@ -263,6 +289,8 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 Node::Const { name, value } => self.const_tag(*name, *value),
                 Node::Query(block) => self.query_block(block, parent, ctx),
                 Node::Form(block) => self.form_block(block, parent, ctx),
+                Node::Snippet(_) => {}
+                Node::Render(span) => self.render_tag(*span, parent),
             }
         }
     }
@@ -400,9 +428,22 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     fn attributes(&mut self, el: &Element, v: &str) {
         let mut class_deps = BTreeSet::new();
         let mut has_class = false;
+        let mut has_spread = false;
         for attr in &el.attrs {
             let name = attr.name.as_str();
-            if name.starts_with("on:")
+            if name == markup::SPREAD {
+                // The runtime adds the scope class to whatever `class` the object holds.
+                has_spread = true;
+                let (code, deps) = self.attr_code(attr);
+                class_deps.extend(deps.iter().copied());
+                let scope = self.scope.as_deref().map_or("null".into(), js_string);
+                let own_class = el.attrs.iter().any(|a| a.name == "class");
+                let _ = writeln!(
+                    self.out,
+                    "$$rt.spread($$b, {v}, () => {code}, {}, {scope}, {own_class});",
+                    slots(&deps)
+                );
+            } else if name.starts_with("on:")
                 || (is_event_attr(name) && matches!(attr.value, AttrValue::Expr(_)))
             {
                 self.event(attr, v);
@@ -441,7 +482,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 let (mut code, deps) = self.attr_code(attr);
                 if name == "class" {
                     has_class = true;
-                    class_deps = deps.clone();
+                    class_deps.extend(deps.iter().copied());
                     if let Some(scope) = &self.scope {
                         code = format!("$$rt.cls({code}, {})", js_string(scope));
                     }
@@ -465,7 +506,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 }
             }
         }
-        if !has_class {
+        if !has_class && !has_spread {
             if let Some(scope) = &self.scope {
                 let _ = writeln!(self.out, "$$rt.attr({v}, \"class\", {});", js_string(scope));
             }
@@ -626,24 +667,38 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             );
             return;
         }
-        let has_children = el
-            .children
-            .iter()
-            .any(|n| !matches!(n, Node::Text(t) if t.trim().is_empty()));
-        if has_children {
-            self.sink.error(
-                Code::InvalidBlock,
-                el.start,
-                format!(
-                    "<{}>: components take props, not children, in HFX v1",
-                    el.name
-                ),
-            );
-            return;
-        }
         let mut props = Vec::new();
         let mut deps = BTreeSet::new();
+        // Snippets written between the tags are props of that name; the rest of the content is
+        // the `children` snippet.
+        for node in &el.children {
+            if let Node::Snippet(block) = node {
+                let name = self.src()[block.name.start..block.name.end].to_string();
+                let var = self.var("s");
+                self.snippet(&var, block.params, &block.body, Ctx::default());
+                props.push(format!("{}: {var}", js_string(&name)));
+            }
+        }
+        let content: Vec<&Node> = el
+            .children
+            .iter()
+            .filter(|n| !matches!(n, Node::Snippet(_)))
+            .collect();
+        let has_content = content
+            .iter()
+            .any(|n| !matches!(n, Node::Text(t) if t.trim().is_empty()));
+        if has_content {
+            let var = self.var("s");
+            self.children_snippet(&var, &el.children);
+            props.push(format!("\"children\": {var}"));
+        }
         for attr in &el.attrs {
+            if attr.name == markup::SPREAD {
+                let (code, d) = self.attr_code(attr);
+                deps.extend(d);
+                props.push(format!("...{code}"));
+                continue;
+            }
             let key = if let Some(event) = attr.name.strip_prefix("on:") {
                 format!("on{event}")
             } else if attr.name.contains(':') {
@@ -777,6 +832,94 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             }
             None => self.out.push_str("null);\n"),
         }
+    }
+
+    /// `const <var> = $$rt.snippet(...)`: a function the markup renders with `{@render}`. Its
+    /// parameters are locals that depend on a slot of their own, which the runtime marks when
+    /// the snippet is rendered again with new arguments.
+    fn snippet(&mut self, var: &str, params: Span, body: &[Node], ctx: Ctx) {
+        let slot = self.next_slot;
+        self.next_slot += 1;
+        let (names, code) = match self.fast.as_deref_mut() {
+            Some(unit) => match unit.params(params) {
+                Some(found) => found,
+                None => {
+                    self.sink.error(
+                        Code::Internal,
+                        params.start,
+                        "internal compiler error: snippet parameters not analysed",
+                    );
+                    (Vec::new(), String::new())
+                }
+            },
+            None => (
+                js::param_names(self.alloc, self.sink, params).unwrap_or_default(),
+                self.src()[params.start..params.end].to_string(),
+            ),
+        };
+        let _ = writeln!(
+            self.out,
+            "const {var} = $$rt.snippet($$, {slot}, ($$b, $$t, $$a) => {{"
+        );
+        if !names.is_empty() {
+            let list = names.join(", ");
+            let d = self.var("p");
+            let _ = writeln!(
+                self.out,
+                "const {d} = ({code}\n) => [{list}];\nlet [{list}] = {d}(...$$a);\n$$b.set = ($$a) => {{ [{list}] = {d}(...$$a); }};"
+            );
+        }
+        let slot_set = BTreeSet::from([slot]);
+        self.frames.push(
+            names
+                .into_iter()
+                .map(|name| Local {
+                    name,
+                    deps: slot_set.clone(),
+                    writes: BTreeSet::new(),
+                })
+                .collect(),
+        );
+        self.nodes(body, "$$t", ctx);
+        self.frames.pop();
+        self.out.push_str("});\n");
+    }
+
+    /// The content between a component's tags (its snippets excepted) as a snippet without
+    /// parameters.
+    fn children_snippet(&mut self, var: &str, children: &[Node]) {
+        let slot = self.next_slot;
+        self.next_slot += 1;
+        let _ = writeln!(
+            self.out,
+            "const {var} = $$rt.snippet($$, {slot}, ($$b, $$t, $$a) => {{"
+        );
+        self.frames.push(Vec::new());
+        for node in children {
+            if !matches!(node, Node::Snippet(_)) {
+                self.nodes(std::slice::from_ref(node), "$$t", Ctx::default());
+            }
+        }
+        self.frames.pop();
+        self.out.push_str("});\n");
+    }
+
+    /// `{@render name(args)}`.
+    fn render_tag(&mut self, span: Span, parent: &str) {
+        if !self.src()[span.start..span.end].ends_with(')') {
+            self.sink.error(
+                Code::InvalidBlock,
+                span.start,
+                "expected `{@render name(arguments)}` (a snippet is called, even without arguments)",
+            );
+            return;
+        }
+        let (code, deps) = self.expr(span);
+        let _ = writeln!(
+            self.out,
+            "$$rt.render($$b, {parent}, () => {code}, {});",
+            slots(&deps)
+        );
     }
 
     fn const_tag(&mut self, name_span: Span, value: Span) {

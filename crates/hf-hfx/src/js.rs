@@ -628,6 +628,63 @@ pub(crate) fn pattern_names(
     Some(names)
 }
 
+/// Parses a `{#snippet}` parameter list (`item, index`, `{ id, name }: Row`) and returns the
+/// names it binds.
+pub(crate) fn param_names(
+    alloc: &Allocator,
+    sink: &mut Sink<'_>,
+    span: Span,
+) -> Option<Vec<String>> {
+    let text = &sink.source[span.start..span.end];
+    if !nesting_ok(sink, text, span.start) {
+        return None;
+    }
+    let wrapped = alloc.alloc_str(&format!("(({text}\n) => 0);"));
+    let parsed = Parser::new(alloc, wrapped, ts_module()).parse();
+    let shift = isize::try_from(span.start).unwrap_or(0) - 2;
+    if !parsed.diagnostics.is_empty() || parsed.panicked {
+        report(sink, &parsed.diagnostics, shift, span);
+        return None;
+    }
+    let arrow = match parsed.program.body.as_slice() {
+        [Statement::ExpressionStatement(e)] => match &e.expression {
+            Expression::ParenthesizedExpression(p) => match &p.expression {
+                Expression::ArrowFunctionExpression(a)
+                    if p.span.end as usize == wrapped.len() - 1 =>
+                {
+                    Some(a)
+                }
+                _ => None,
+            },
+            _ => None,
+        },
+        _ => None,
+    };
+    let Some(arrow) = arrow else {
+        sink.error(
+            Code::InvalidBlock,
+            span.start,
+            "expected snippet parameters: names or destructuring patterns",
+        );
+        return None;
+    };
+    let names: Vec<String> = arrow
+        .params
+        .iter_bindings()
+        .flat_map(|p| p.get_binding_identifiers())
+        .map(|id| id.name.as_str().to_string())
+        .collect();
+    if let Some(bad) = names.iter().find(|n| n.starts_with("$$")) {
+        sink.error(
+            Code::ReservedName,
+            span.start,
+            format!("`{bad}`: names starting with `$$` are reserved"),
+        );
+        return None;
+    }
+    Some(names)
+}
+
 /// Rewrites every import and re-export specifier of `program` to its browser URL.
 pub(crate) fn rewrite_specifiers<'a>(
     alloc: &'a Allocator,

@@ -50,6 +50,8 @@ enum Kind {
     Pattern,
     /// A name the glue uses (a component): `(<name>);`.
     Name,
+    /// A `{#snippet}` parameter list, as an arrow's parameters: `((<text>\n) => 0);`.
+    Params,
 }
 
 /// One piece of code from the markup.
@@ -137,7 +139,7 @@ impl<'a> Unit<'a> {
                     text.push_str(code);
                     text.push_str("\n);\n");
                 }
-                Kind::Pattern => {
+                Kind::Pattern | Kind::Params => {
                     text.push_str("((");
                     text.push_str(code);
                     text.push_str("\n) => 0);\n");
@@ -313,6 +315,21 @@ impl<'a> Unit<'a> {
         Some((self.infos[index].names.clone(), code.to_string()))
     }
 
+    /// A `{#snippet}` parameter list's bound names and its code (types stripped), for an arrow
+    /// `(<params>) => [names]`.
+    pub(crate) fn params(&mut self, span: Span) -> Option<(Vec<String>, String)> {
+        let index = *self.by_span.get(&(span.start, span.end))?;
+        let mut expr = self.exprs.get_mut(index)?.take()?;
+        if let Expression::ArrowFunctionExpression(arrow) = &mut expr {
+            arrow.pife = false;
+        }
+        let mut codegen = Codegen::new().with_source_text(self.text);
+        codegen.print_expression(&expr);
+        let printed = codegen.into_source_text();
+        let code = printed.strip_prefix('(')?.strip_suffix(") => 0")?;
+        Some((self.infos[index].names.clone(), code.to_string()))
+    }
+
     /// Whether the expression at `span` can be assigned to (a variable or a property).
     pub(crate) fn is_assignable(&self, span: Span) -> bool {
         self.by_span
@@ -383,6 +400,11 @@ fn collect(nodes: &[Node], out: &mut Vec<Piece>) {
                 }
                 collect(&block.body, out);
             }
+            Node::Snippet(block) => {
+                push(Kind::Params, block.params, out);
+                collect(&block.body, out);
+            }
+            Node::Render(span) => push(Kind::Expr, *span, out),
         }
     }
 }
@@ -463,6 +485,12 @@ fn well_formed(program: &Program<'_>, pieces: &[Piece], script_len: usize) -> bo
             }),
             Kind::Name => (piece.start + len + 2, |e| {
                 matches!(e, Expression::Identifier(_))
+            }),
+            Kind::Params => (piece.start + len + 10, |e| {
+                matches!(e, Expression::ArrowFunctionExpression(a)
+                    if a.body.as_expression().is_some() && !a.r#async && a.type_parameters.is_none()
+                        && a.return_type.is_none()
+                        && a.params.items.iter().all(|p| !p.has_modifier() && p.decorators.is_empty()))
             }),
         };
         let ok = match stmt {
@@ -564,6 +592,18 @@ fn analyze_pieces(
             return None;
         };
         match (&paren.expression, piece.kind) {
+            (Expression::ArrowFunctionExpression(arrow), Kind::Params) => {
+                let names: Vec<String> = arrow
+                    .params
+                    .iter_bindings()
+                    .flat_map(|p| p.get_binding_identifiers())
+                    .map(|id| id.name.as_str().to_string())
+                    .collect();
+                if names.iter().any(|n| n.starts_with("$$")) {
+                    return None;
+                }
+                infos[index].names = names;
+            }
             (Expression::ArrowFunctionExpression(arrow), Kind::Pattern) => {
                 let names: Vec<String> = arrow.params.items[0]
                     .pattern
@@ -596,7 +636,7 @@ fn is_pattern_wrapper(kind: oxc::ast::AstKind<'_>, pieces: &[Piece]) -> bool {
     let start = kind.span().start as usize;
     pieces
         .iter()
-        .any(|p| p.kind == Kind::Pattern && p.start + 1 == start)
+        .any(|p| matches!(p.kind, Kind::Pattern | Kind::Params) && p.start + 1 == start)
 }
 
 /// The expression inside a piece's wrapping parentheses.

@@ -25,6 +25,9 @@ const SCREENS: &[&str] = &[
     "query_list",
     "form_record",
     "class_directive_scoped",
+    "card",
+    "list_view",
+    "composition",
 ];
 const COMMIT: &str = "0000000000000000000000000000000000000000";
 const TOKEN: &str = "test-token";
