@@ -179,7 +179,13 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     format!("`{name}`: names starting with `$$` are reserved"),
                 );
             }
-            if let Some(hint) = js::missing_rune(name) {
+            let hint = match name.as_str() {
+                "$state" | "$derived" | "$effect" => {
+                    Some("runes belong at the top level of the script: `let name = $state(value);`")
+                }
+                other => js::missing_rune(other),
+            };
+            if let Some(hint) = hint {
                 self.sink.error(Code::SvelteSyntax, span.start, hint);
             }
             deps.extend(self.resolve(name).0);
@@ -219,7 +225,13 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     format!("`{name}`: names starting with `$$` are reserved"),
                 );
             }
-            if let Some(hint) = js::missing_rune(name) {
+            let hint = match name.as_str() {
+                "$state" | "$derived" | "$effect" => {
+                    Some("runes belong at the top level of the script: `let name = $state(value);`")
+                }
+                other => js::missing_rune(other),
+            };
+            if let Some(hint) = hint {
                 self.sink.error(Code::SvelteSyntax, span.start, hint);
             }
             deps.extend(self.resolve(name).0);
@@ -455,6 +467,8 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 );
             } else if let Some(kind) = name.strip_prefix("bind:") {
                 self.binding(el, attr, kind, v);
+            } else if let Some(action) = name.strip_prefix("use:") {
+                self.action(attr, action, v);
             } else if name.starts_with("class:") {
                 // After every other attribute: see below.
             } else if let Some(prop) = name.strip_prefix("style:") {
@@ -597,6 +611,48 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         );
     }
 
+    /// `use:action={parameter}`: `action(element, parameter)` once the element is in the
+    /// document; its `update(parameter)` when the parameter changes, its `destroy()` with the
+    /// block.
+    fn action(&mut self, attr: &Attr, action: &str, v: &str) {
+        if !markup::is_identifier(action) || action.starts_with("$$") {
+            self.sink.error(
+                Code::InvalidDirective,
+                attr.start,
+                format!("`use:{action}`: an action is a function's name (`use:tooltip={{text}}`)"),
+            );
+            return;
+        }
+        let (param, deps) = match &attr.value {
+            AttrValue::Bare => ("undefined".to_string(), BTreeSet::new()),
+            _ => self.attr_code(attr),
+        };
+        let _ = writeln!(
+            self.out,
+            "$$rt.action($$, $$b, {v}, {action}, () => {param}, {});",
+            slots(&deps)
+        );
+    }
+
+    /// A binding's target: its code, the assignment `<target> = $$v` with the slots it changes
+    /// marked, and the slots it reads.
+    fn bind_assignment(&mut self, span: Span) -> (String, String, BTreeSet<usize>) {
+        let text = &self.src()[span.start..span.end];
+        let root: String = text
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '$')
+            .collect();
+        let writes = self.resolve(&root).1;
+        let (code, deps) = self.expr(span);
+        let assign = if writes.is_empty() {
+            format!("{code} = $$v")
+        } else {
+            let list: Vec<String> = writes.iter().map(ToString::to_string).collect();
+            format!("$$.u({code} = $$v, {})", list.join(", "))
+        };
+        (code, assign, deps)
+    }
+
     fn binding(&mut self, el: &Element, attr: &Attr, kind: &str, v: &str) {
         let fits = match kind {
             "value" => matches!(el.name.as_str(), "input" | "textarea" | "select"),
@@ -634,19 +690,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             }
             return;
         }
-        let text = &self.src()[span.start..span.end];
-        let root: String = text
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '$')
-            .collect();
-        let writes = self.resolve(&root).1;
-        let (code, deps) = self.expr(*span);
-        let assign = if writes.is_empty() {
-            format!("{code} = $$v")
-        } else {
-            let list: Vec<String> = writes.iter().map(ToString::to_string).collect();
-            format!("$$.u({code} = $$v, {})", list.join(", "))
-        };
+        let (code, assign, deps) = self.bind_assignment(*span);
         if kind == "this" {
             let _ = writeln!(self.out, "(($$v) => {{ {assign}; }})({v});");
         } else {
@@ -697,6 +741,10 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 let (code, d) = self.attr_code(attr);
                 deps.extend(d);
                 props.push(format!("...{code}"));
+                continue;
+            }
+            if let Some(prop) = attr.name.strip_prefix("bind:") {
+                self.component_binding(attr, prop, &mut props, &mut deps);
                 continue;
             }
             let key = if let Some(event) = attr.name.strip_prefix("on:") {
@@ -883,6 +931,54 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         self.nodes(body, "$$t", ctx);
         self.frames.pop();
         self.out.push_str("});\n");
+    }
+
+    /// `bind:prop={target}` on a component: the prop, and a callback the component calls when it
+    /// assigns the prop itself (`"$$bind:prop"`).
+    fn component_binding(
+        &mut self,
+        attr: &Attr,
+        prop: &str,
+        props: &mut Vec<String>,
+        deps: &mut BTreeSet<usize>,
+    ) {
+        let AttrValue::Expr(span) = &attr.value else {
+            self.sink.error(
+                Code::InvalidDirective,
+                attr.start,
+                format!("`bind:{prop}` needs a variable: `bind:{prop}={{name}}`"),
+            );
+            return;
+        };
+        if !markup::is_identifier(prop) || prop == "this" {
+            self.sink.error(
+                Code::InvalidDirective,
+                attr.start,
+                format!("`bind:{prop}`: on a component, `bind:` takes the name of a prop"),
+            );
+            return;
+        }
+        let assignable = match self.fast.as_deref() {
+            Some(unit) => unit.is_assignable(*span),
+            None => js::is_assignable(self.alloc, self.sink, *span),
+        };
+        if !assignable {
+            if self.fast.is_some() {
+                self.sink.error(
+                    Code::InvalidDirective,
+                    span.start,
+                    "a binding needs a variable or a property (`name`, `obj.field`)",
+                );
+            }
+            return;
+        }
+        let (code, assign, d) = self.bind_assignment(*span);
+        deps.extend(d);
+        props.push(format!("{}: {code}", js_string(prop)));
+        props.push(format!(
+            "{}: ($$v) => {{ {assign}; }}",
+            js_string(&format!("$$bind:{prop}"))
+        ));
     }
 
     /// The content between a component's tags (its snippets excepted) as a snippet without

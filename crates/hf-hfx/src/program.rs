@@ -245,8 +245,12 @@ impl<'a> Unit<'a> {
             Wrapper {
                 ast: &ast,
                 targets: &targets,
+                deep: &script.deep,
             }
             .visit_program(&mut program);
+        }
+        if !script.runes.is_empty() {
+            compile_runes(alloc, &ast, &mut program, &script.runes)?;
         }
 
         let by_span = pieces
@@ -291,6 +295,7 @@ impl<'a> Unit<'a> {
             Wrapper {
                 ast: &ast,
                 targets: &targets,
+                deep: &self.script.deep,
             }
             .visit_expression(&mut expr);
         }
@@ -424,6 +429,20 @@ fn collect_element(el: &Element, out: &mut Vec<Piece>) {
         out.push(piece);
     }
     for attr in &el.attrs {
+        // An action is a name the glue uses, like a component.
+        if let Some(action) = attr.name.strip_prefix("use:") {
+            if crate::markup::is_identifier(action) {
+                let mut piece = Piece::new(
+                    Kind::Name,
+                    Span {
+                        start: attr.start,
+                        end: attr.start,
+                    },
+                );
+                piece.name = Some(action.to_string());
+                out.push(piece);
+            }
+        }
         match &attr.value {
             AttrValue::Expr(span) => out.push(Piece::new(Kind::Expr, *span)),
             AttrValue::Mixed(parts) => {
@@ -701,10 +720,12 @@ fn call<'a>(
     Expression::new_call_expression(SPAN, callee, None, arguments, false, ast)
 }
 
-/// Wraps the assignments at the target positions as `$$.u(<assignment>, <slots>)`.
+/// Wraps the assignments at the target positions as `$$.u(<assignment>, <slots>)`, and the value
+/// of `name = value` as `$$.deep(value, slot)` when `name` is deeply reactive state.
 struct Wrapper<'a, 'w> {
     ast: &'w AstBuilder<'a>,
     targets: &'w HashMap<(u32, u32), BTreeSet<usize>>,
+    deep: &'w BTreeSet<usize>,
 }
 
 impl<'a> VisitMut<'a> for Wrapper<'a, '_> {
@@ -720,17 +741,140 @@ impl<'a> VisitMut<'a> for Wrapper<'a, '_> {
         let Some(slots) = self.targets.get(&(span.start, span.end)) else {
             return;
         };
+        if let (Expression::AssignmentExpression(assign), [slot]) =
+            (&mut *expr, slots.iter().collect::<Vec<_>>().as_slice())
+        {
+            if self.deep.contains(slot)
+                && assign.operator == oxc::syntax::operator::AssignmentOperator::Assign
+                && matches!(
+                    assign.left,
+                    oxc::ast::ast::AssignmentTarget::AssignmentTargetIdentifier(_)
+                )
+            {
+                let value = assign.right.take_in(self.ast);
+                assign.right = call(self.ast, "deep", [value, number(self.ast, **slot)]);
+            }
+        }
         let inner = expr.take_in(self.ast);
         let mut args = vec![inner];
         for slot in slots {
-            args.push(Expression::new_numeric_literal(
-                SPAN,
-                *slot as f64,
-                None,
-                NumberBase::Decimal,
-                self.ast,
-            ));
+            args.push(number(self.ast, *slot));
         }
         *expr = call(self.ast, "u", args);
+    }
+}
+
+fn number<'a>(ast: &AstBuilder<'a>, n: usize) -> Expression<'a> {
+    Expression::new_numeric_literal(SPAN, n as f64, None, NumberBase::Decimal, ast)
+}
+
+/// Compiles the script's runes in the AST (the piece-by-piece compiler edits text instead, see
+/// `js::rune_edits`, which shows the same shapes): each call becomes a call of the runtime with
+/// its argument moved into a small parsed template. `None` if a template does not fit.
+fn compile_runes<'a>(
+    alloc: &'a Allocator,
+    ast: &AstBuilder<'a>,
+    program: &mut Program<'a>,
+    runes: &[js::Rune],
+) -> Option<()> {
+    let consts: BTreeSet<u32> = runes.iter().filter_map(|r| r.const_at).collect();
+    for stmt in program.body.iter_mut() {
+        if let Statement::VariableDeclaration(var) = stmt {
+            if consts.contains(&var.span.start) {
+                var.kind = oxc::ast::ast::VariableDeclarationKind::Let;
+            }
+        }
+    }
+    let mut rewriter = Runes {
+        alloc,
+        ast,
+        by_call: runes
+            .iter()
+            .map(|r| ((r.call.start, r.call.end), r))
+            .collect(),
+        failed: false,
+    };
+    rewriter.visit_program(program);
+    (!rewriter.failed).then_some(())
+}
+
+struct Runes<'a, 'r> {
+    alloc: &'a Allocator,
+    ast: &'r AstBuilder<'a>,
+    by_call: HashMap<(u32, u32), &'r js::Rune>,
+    failed: bool,
+}
+
+impl<'a> Runes<'a, '_> {
+    /// Parses `text` (an expression of the compiler's own) in the arena.
+    fn template(&self, text: &str) -> Option<Expression<'a>> {
+        let text = self.alloc.alloc_str(text);
+        let parsed = Parser::new(self.alloc, text, oxc::span::SourceType::mjs()).parse();
+        if !parsed.diagnostics.is_empty() {
+            return None;
+        }
+        match parsed.program.body.into_iter().next()? {
+            Statement::ExpressionStatement(e) => Some(e.unbox().expression),
+            _ => None,
+        }
+    }
+
+    fn compile(&self, rune: &js::Rune, argument: Expression<'a>) -> Option<Expression<'a>> {
+        use js::RuneKind;
+        let deps = js::slot_list(&rune.deps);
+        let set = format!("($$v) => {{ {} = $$v; }}", rune.name);
+        let (text, hole_in_arrow) = match rune.kind {
+            RuneKind::StateRaw => return Some(argument),
+            RuneKind::State => (format!("$$.deep(0, {})", rune.slot), false),
+            RuneKind::Derived => (
+                format!("$$.derived(() => 0, {}, {deps}, {set})", rune.slot),
+                true,
+            ),
+            RuneKind::DerivedBy => (
+                format!("$$.derived(0, {}, {deps}, {set})", rune.slot),
+                false,
+            ),
+            RuneKind::Effect => (format!("$$.effect(0, {deps})"), false),
+        };
+        let mut template = self.template(&text)?;
+        let Expression::CallExpression(call) = &mut template else {
+            return None;
+        };
+        let first = call.arguments.first_mut()?;
+        if hole_in_arrow {
+            let oxc::ast::ast::Argument::ArrowFunctionExpression(arrow) = first else {
+                return None;
+            };
+            *arrow.body.as_expression_mut()? = argument;
+        } else {
+            *first = Argument::from(argument);
+        }
+        Some(template)
+    }
+}
+
+impl<'a> VisitMut<'a> for Runes<'a, '_> {
+    fn visit_expression(&mut self, expr: &mut Expression<'a>) {
+        walk_mut::walk_expression(self, expr);
+        let Expression::CallExpression(call) = expr else {
+            return;
+        };
+        let Some(rune) = self.by_call.get(&(call.span.start, call.span.end)).copied() else {
+            return;
+        };
+        let argument = match call.arguments.first_mut() {
+            Some(arg) => match arg.as_expression_mut() {
+                Some(e) => e.take_in(self.ast),
+                None => {
+                    self.failed = true;
+                    return;
+                }
+            },
+            None => Expression::new_void_0(SPAN, self.ast),
+        };
+        match self.compile(rune, argument) {
+            Some(compiled) => *expr = compiled,
+            None => self.failed = true,
+        }
     }
 }

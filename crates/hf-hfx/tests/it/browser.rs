@@ -28,6 +28,9 @@ const SCREENS: &[&str] = &[
     "card",
     "list_view",
     "composition",
+    "ticker",
+    "stepper",
+    "lifecycle",
 ];
 const COMMIT: &str = "0000000000000000000000000000000000000000";
 const TOKEN: &str = "test-token";

@@ -190,6 +190,8 @@ proptest! {
         Just("{#form m.o as f}"), Just("{/form}"), Just("on:click={() => x++}"), Just("<style>p{}</style>"),
         Just("{#snippet s(a, {b})}"), Just("{/snippet}"), Just("{@render s(x)}"), Just("<C {...x}>"), Just("</C>"),
         Just("<script>import C from 'screen:m/c';</script>"), Just("{@render children?.()}"),
+        Just("<script>let s = $state([]); const d = $derived(s.length); $effect(() => s.push(d));</script>"),
+        Just("<p use:act={x}>"), Just("<C bind:value={x} />"), Just("$state("), Just("$effect"),
     ], 0..40)) {
         let source: String = parts.concat();
         let out = compile(&source, None);
