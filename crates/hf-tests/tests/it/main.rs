@@ -4,6 +4,7 @@
 
 mod auth;
 mod body;
+mod console;
 mod errors;
 mod hfx;
 mod iam;
