@@ -147,9 +147,11 @@ const DECIMAL = /^-?\d+(\.\d+)?$/;
 export function formatDecimal(text: string): string {
   const negative = text.startsWith("-");
   const [whole, fraction] = (negative ? text.slice(1) : text).split(".");
-  const grouped = numbers.format(Number(whole)).replace(/[.,]\d+$/, "");
+  const grouped = numbers.format(Number(whole));
   const point = numbers.format(1.5).charAt(1);
-  return (negative ? "-" : "") + (Number(whole) > Number.MAX_SAFE_INTEGER ? whole : grouped) + (fraction ? point + fraction : "");
+  // Trailing zeros say nothing to a reader (`6250.2500` is `6,250.25`); the stored value keeps them.
+  const shown = (fraction || "").replace(/0+$/, "");
+  return (negative ? "-" : "") + (Number(whole) > Number.MAX_SAFE_INTEGER ? whole : grouped) + (shown ? point + shown : "");
 }
 
 /** A value as a person reads it: numbers grouped, dates in the reader's locale, JSON compact. */

@@ -55,6 +55,11 @@ const SCREENS: &[Source] = &[
         sidecar: Some(include_str!("../console/query.ts")),
     },
     Source {
+        name: "data",
+        hfx: include_str!("../console/data.hfx"),
+        sidecar: Some(include_str!("../console/data.ts")),
+    },
+    Source {
         name: "system",
         hfx: include_str!("../console/system.hfx"),
         sidecar: Some(include_str!("../console/system.ts")),

@@ -88,7 +88,11 @@ async fn the_console_page_is_served_with_a_strict_policy() {
 async fn the_console_works_in_chromium() {
     let server = TestServer::start_demo().await;
     let admin = server.admin_token().await;
-    for name in ["Initech", "Acme", "Globex"] {
+    let names = ["Initech", "Acme", "Globex"]
+        .map(str::to_owned)
+        .into_iter()
+        .chain((0..30).map(|i| format!("Zeta {i:02}")));
+    for name in names {
         let response = server
             .http
             .post(server.url("/data/crm/account"))
