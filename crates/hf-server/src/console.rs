@@ -60,6 +60,11 @@ const SCREENS: &[Source] = &[
         sidecar: Some(include_str!("../console/data.ts")),
     },
     Source {
+        name: "schema",
+        hfx: include_str!("../console/schema.hfx"),
+        sidecar: Some(include_str!("../console/schema.ts")),
+    },
+    Source {
         name: "system",
         hfx: include_str!("../console/system.hfx"),
         sidecar: Some(include_str!("../console/system.ts")),
