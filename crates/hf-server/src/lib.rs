@@ -7,6 +7,7 @@
 pub mod app;
 pub mod auth;
 pub mod auth_gate;
+pub mod console;
 pub mod dto;
 pub mod error;
 pub mod extract;

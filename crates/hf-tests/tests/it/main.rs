@@ -4,6 +4,7 @@
 
 mod auth;
 mod body;
+mod console;
 mod deploy;
 mod errors;
 mod hfx;
