@@ -92,6 +92,10 @@ pub struct ServeArgs {
     /// or CIDR ranges, comma-separated (none by default).
     #[arg(long, env = "HF_TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<String>,
+    /// Web origins whose pages may call the API cross-origin, e.g. `https://app.example.com`,
+    /// comma-separated (none by default).
+    #[arg(long, env = "HF_CORS_ORIGINS", value_delimiter = ',')]
+    pub cors_origins: Vec<String>,
     /// Load the demo CRM (`fixtures/demo`) into an empty live branch and apply it.
     #[arg(long)]
     pub demo: bool,

@@ -101,6 +101,7 @@ async fn serve(
     config.body_limit = args.body_limit;
     config.workers = args.workers;
     config.auth = auth_config;
+    config.cors_origins = hf_server::cors::CorsOrigins::new(&args.cors_origins)?;
     config.public_access = hf_server::public_access::PublicAccess::new(
         args.public_url.as_deref(),
         &args.trusted_proxies,

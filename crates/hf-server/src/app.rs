@@ -6,6 +6,8 @@ use actix_web::{middleware, web, App};
 use utoipa::OpenApi;
 use utoipa_actix_web::AppExt;
 
+use crate::compression;
+use crate::cors::CorsOrigins;
 use crate::error::ErrorBody;
 use crate::extract::{self, BodyLimit};
 use crate::middleware::RouteTable;
@@ -153,6 +155,7 @@ pub fn build(
     state: AppState,
     body_limit: usize,
     public_access: PublicAccess,
+    cors_origins: &CorsOrigins,
 ) -> App<
     impl ServiceFactory<
         ServiceRequest,
@@ -177,7 +180,16 @@ pub fn build(
         .app_data(web::Data::new(RouteTable::from_openapi(&doc)))
         .into_utoipa_app();
     let (app, _) = register(app).split_for_parts();
+    // Innermost first: small answers are marked uncompressed, `Compress` encodes the rest as the
+    // client asks, the mark is dropped, CORS headers are added, and `edge` sees everything.
     app.default_service(web::to(crate::middleware::not_found))
+        .wrap(middleware::from_fn(compression::skip_small))
+        .wrap(middleware::Compress::default())
+        .wrap(middleware::from_fn(compression::drop_identity_mark))
+        .wrap(middleware::Condition::new(
+            !cors_origins.is_empty(),
+            cors_origins.middleware(),
+        ))
         .wrap(middleware::from_fn(crate::middleware::edge))
 }
 

@@ -7,6 +7,8 @@
 pub mod app;
 pub mod auth;
 pub mod auth_gate;
+pub mod compression;
+pub mod cors;
 pub mod dto;
 pub mod error;
 pub mod extract;
@@ -42,6 +44,8 @@ pub struct ServerConfig {
     pub auth: auth::AuthConfig,
     /// The public URL and the trusted reverse proxies (`HF_PUBLIC_URL`, `HF_TRUSTED_PROXIES`).
     pub public_access: public_access::PublicAccess,
+    /// Web origins whose pages may call the API (`HF_CORS_ORIGINS`); none by default.
+    pub cors_origins: cors::CorsOrigins,
 }
 
 impl ServerConfig {
@@ -55,6 +59,7 @@ impl ServerConfig {
             shutdown_timeout: Duration::from_secs(30),
             auth: auth::AuthConfig::default(),
             public_access: public_access::PublicAccess::default(),
+            cors_origins: cors::CorsOrigins::default(),
         }
     }
 }
@@ -121,10 +126,17 @@ pub async fn prepare_database(pool: &hf_storage::Pool) -> Result<(), Error> {
 pub fn bind(config: &ServerConfig, state: AppState) -> Result<Server, Error> {
     let body_limit = config.body_limit;
     let public_access = config.public_access.clone();
-    let mut http =
-        HttpServer::new(move || app::build(state.clone(), body_limit, public_access.clone()))
-            .disable_signals()
-            .shutdown_timeout(config.shutdown_timeout.as_secs());
+    let cors_origins = config.cors_origins.clone();
+    let mut http = HttpServer::new(move || {
+        app::build(
+            state.clone(),
+            body_limit,
+            public_access.clone(),
+            &cors_origins,
+        )
+    })
+    .disable_signals()
+    .shutdown_timeout(config.shutdown_timeout.as_secs());
     if let Some(workers) = config.workers {
         http = http.workers(workers);
     }

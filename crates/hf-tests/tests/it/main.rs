@@ -7,6 +7,7 @@ mod body;
 mod deploy;
 mod errors;
 mod hfx;
+mod http;
 mod iam;
 mod metadata;
 mod openapi;
