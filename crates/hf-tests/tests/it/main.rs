@@ -4,6 +4,7 @@
 
 mod auth;
 mod body;
+mod conformance;
 mod deploy;
 mod errors;
 mod hfx;
