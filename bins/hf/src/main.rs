@@ -107,6 +107,10 @@ pub struct ServeArgs {
     /// Open connections from one client address (beyond it: 429 and closed).
     #[arg(long, env = "HF_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 256)]
     pub max_connections_per_address: usize,
+    /// Web origins whose pages may call the API cross-origin, e.g. `https://app.example.com`,
+    /// comma-separated (none by default).
+    #[arg(long, env = "HF_CORS_ORIGINS", value_delimiter = ',')]
+    pub cors_origins: Vec<String>,
     /// Load the demo CRM (`fixtures/demo`) into an empty live branch and apply it.
     #[arg(long)]
     pub demo: bool,

@@ -109,6 +109,7 @@ async fn serve(
         ..hf_server::limits::Limits::default()
     };
     config.auth = auth_config;
+    config.cors_origins = hf_server::cors::CorsOrigins::new(&args.cors_origins)?;
     config.public_access = hf_server::public_access::PublicAccess::new(
         args.public_url.as_deref(),
         &args.trusted_proxies,

@@ -4,10 +4,12 @@
 
 mod auth;
 mod body;
+mod conformance;
 mod console;
 mod deploy;
 mod errors;
 mod hfx;
+mod http;
 mod iam;
 mod limits;
 mod metadata;
