@@ -85,6 +85,10 @@ async fn serve(
             },
         )?,
     );
+    // A crash can leave a branch's ref lock behind; a stale one would block every write.
+    if let Err(error) = store.clear_stale_locks() {
+        tracing::error!(%error, "a ref lock blocks metadata writes; /status reports it");
+    }
     if args.demo {
         load_demo(&pool, &store).await?;
     }

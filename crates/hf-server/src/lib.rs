@@ -13,6 +13,7 @@ pub mod extract;
 pub mod limits;
 pub mod middleware;
 pub mod routes;
+pub mod shed;
 pub mod state;
 
 use std::net::SocketAddr;

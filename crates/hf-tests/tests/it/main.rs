@@ -5,6 +5,7 @@
 mod auth;
 mod body;
 mod errors;
+mod faults;
 mod hfx;
 mod iam;
 mod limits;
