@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use hf_server::{AppState, ServerConfig};
-use hf_storage::{EmbeddedCluster, PoolSettings};
+use hf_storage::{EmbeddedCluster, PoolSettings, Supervised};
 
 use crate::ServeArgs;
 
@@ -19,7 +19,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         Some(_) => None,
         None => {
             let cluster = EmbeddedCluster::start(&args.database.data_dir)
-                .context("starting the embedded PostgreSQL")?;
+                .context("starting the embedded PostgreSQL")?
+                .supervise()
+                .context("supervising the embedded PostgreSQL")?;
             tracing::info!(data_dir = %args.database.data_dir.display(), "embedded PostgreSQL is running");
             Some(cluster)
         }
@@ -31,7 +33,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let local = tokio::task::LocalSet::new();
     let result = local.block_on(&runtime, serve(args, embedded.as_ref(), started));
     drop(runtime);
-    if let Some(mut cluster) = embedded {
+    if let Some(cluster) = embedded {
         cluster.stop().context("stopping the embedded PostgreSQL")?;
         tracing::info!("embedded PostgreSQL stopped");
     }
@@ -40,7 +42,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 
 async fn serve(
     args: ServeArgs,
-    embedded: Option<&EmbeddedCluster>,
+    embedded: Option<&Supervised>,
     started: Instant,
 ) -> anyhow::Result<()> {
     let database_url = match (&args.database.database_url, embedded) {
@@ -119,6 +121,7 @@ async fn serve(
         store,
         live_branch: args.live_branch.clone(),
         auth: Arc::new(auth),
+        embedded: embedded.map(Supervised::watch),
     };
     let server = hf_server::bind(&config, state)?;
     let handle = server.handle();

@@ -277,6 +277,7 @@ impl TestServer {
             store,
             live_branch: "main".to_owned(),
             auth: std::sync::Arc::new(auth),
+            embedded: None,
         };
         let (addr, server) = spawn_server(config, state);
         Self {
@@ -312,6 +313,7 @@ impl TestServer {
             store,
             live_branch: "main".to_owned(),
             auth: std::sync::Arc::new(auth),
+            embedded: None,
         };
         let (addr, server) = spawn_server(config, state);
         TestInstance {

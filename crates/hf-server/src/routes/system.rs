@@ -36,6 +36,31 @@ pub struct Status {
     /// branch's ref move and the database commit); `POST /apply` repairs it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<MetadataSync>,
+    /// Present only when the service runs its own PostgreSQL: what its supervisor knows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedded: Option<EmbeddedInfo>,
+}
+
+/// The embedded PostgreSQL's supervisor, as `/status` reports it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EmbeddedInfo {
+    /// Whether the server is running.
+    pub running: bool,
+    /// How many times it was started again after it died.
+    pub restarts: u64,
+    /// How it ended the last time it died, e.g. `signal: 9 (SIGKILL)`; null if it never did.
+    pub last_exit: Option<String>,
+}
+
+impl EmbeddedInfo {
+    fn of(state: &AppState) -> Option<Self> {
+        let cluster = state.embedded.as_ref()?.health();
+        Some(Self {
+            running: cluster.running,
+            restarts: cluster.restarts,
+            last_exit: cluster.last_exit,
+        })
+    }
 }
 
 /// The `metadata` part of `/status`, shown only when the live branch and the database disagree.
@@ -121,6 +146,16 @@ pub async fn status(state: web::Data<AppState>) -> HttpResponse {
             // Unauthenticated callers read this: it says what is down, never the driver's or
             // the pool's text (that goes to the log).
             tracing::warn!(%error, "status: database unavailable");
+            if state
+                .embedded
+                .as_ref()
+                .is_some_and(|watch| !watch.health().running)
+            {
+                return unavailable(
+                    "the embedded PostgreSQL stopped and is being started again".to_owned(),
+                    metadata_path,
+                );
+            }
             let what = match error.kind() {
                 hf_storage::ErrorKind::Busy => {
                     "the database is busy: every pooled connection stayed in use"
@@ -136,6 +171,7 @@ pub async fn status(state: web::Data<AppState>) -> HttpResponse {
     }
     HttpResponse::Ok().json(Status {
         metadata: drift(&state).await,
+        embedded: EmbeddedInfo::of(&state),
         status: "ok",
         metadata_path,
         database: DatabaseInfo {
