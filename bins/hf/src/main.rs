@@ -5,6 +5,7 @@
 
 mod compile;
 mod keys;
+mod memory;
 mod plan;
 mod principal;
 mod query;
@@ -99,6 +100,9 @@ pub struct ServeArgs {
     /// Open connections from one client address (beyond it: 429 and closed).
     #[arg(long, env = "HF_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 256)]
     pub max_connections_per_address: usize,
+    /// Seconds between returns of freed heap memory to the operating system (0: never).
+    #[arg(long, env = "HF_MEMORY_TRIM_INTERVAL", default_value_t = 10)]
+    pub memory_trim_interval: u64,
     /// Load the demo CRM (`fixtures/demo`) into an empty live branch and apply it.
     #[arg(long)]
     pub demo: bool,

@@ -13,6 +13,7 @@ use crate::ServeArgs;
 /// Runs the service until a signal stops it.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let started = Instant::now();
+    crate::memory::trim_every(Duration::from_secs(args.memory_trim_interval));
     // The embedded cluster is started before the async runtime and stopped after it, so it
     // outlives every request.
     let embedded = match &args.database.database_url {
