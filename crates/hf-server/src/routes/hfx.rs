@@ -23,7 +23,6 @@ use hf_hfx::{CompileOptions, CompileOutput};
 use hf_model::key::{check_key, KeyKind};
 use hf_model::{Model, Screen};
 use serde::{Deserialize, Serialize};
-use tokio::sync::Semaphore;
 use utoipa::ToSchema;
 
 use crate::auth::Authenticated;
@@ -407,21 +406,25 @@ async fn blocking<T: Send + 'static>(
 
 /// The process-wide compile limiter and module cache.
 struct Compiler {
-    permits: Arc<Semaphore>,
+    permits: crate::shed::WorkQueue,
     cache: Mutex<ModuleCache>,
 }
 
 fn compiler() -> &'static Compiler {
     static COMPILER: OnceLock<Compiler> = OnceLock::new();
     COMPILER.get_or_init(|| Compiler {
-        permits: Arc::new(Semaphore::new(
+        permits: crate::shed::WorkQueue::new(
+            "compiles",
             std::thread::available_parallelism().map_or(1, usize::from),
-        )),
+            2 * std::thread::available_parallelism().map_or(1, usize::from),
+            COMPILE_TIME_LIMIT,
+        ),
         cache: Mutex::new(ModuleCache::default()),
     })
 }
 
-/// Compiles on the blocking pool, one compile per core at a time, within [`COMPILE_TIME_LIMIT`].
+/// Compiles on the blocking pool, one compile per core at a time, within [`COMPILE_TIME_LIMIT`];
+/// when two per core already wait, 503 `OVERLOADED` at once (see [`crate::shed`]).
 /// The permit travels with the compile, so a compile that outlives its request still counts.
 pub(crate) async fn compile_bounded(
     source: String,
@@ -438,11 +441,7 @@ pub(crate) async fn compile_bounded(
         )
     };
     let deadline = tokio::time::Instant::now() + COMPILE_TIME_LIMIT;
-    let permits = Arc::clone(&compiler().permits);
-    let permit = tokio::time::timeout_at(deadline, permits.acquire_owned())
-        .await
-        .map_err(|_| timeout())?
-        .map_err(|_| ApiError::internal())?;
+    let permit = compiler().permits.enter().await?;
     let work = tokio::task::spawn_blocking(move || {
         let _permit = permit;
         hf_hfx::compile_on_thread_with(&source, sidecar.as_deref(), &options)

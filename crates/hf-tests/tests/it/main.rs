@@ -8,6 +8,7 @@ mod conformance;
 mod console;
 mod deploy;
 mod errors;
+mod faults;
 mod hfx;
 mod http;
 mod iam;
