@@ -249,6 +249,64 @@ await screen("lifecycle", async (page) => {
   check("destroy: nothing left in the DOM", ticks === 0);
 });
 
+await screen("await_key", async (page) => {
+  check("await: pending part", (await text(page, "#await")) === "loading 0");
+  await page.click("#resolve");
+  check("await: then part with the value", await eventually(page, "#await", "result 0"));
+  await page.click("#again");
+  check("await: a new promise shows pending again", await eventually(page, "#await", "loading 1"));
+  await page.click("#resolve");
+  check("await: then again", await eventually(page, "#await", "result 1"));
+  await page.click("#fail");
+  await page.click("#resolve");
+  check("await: catch part with the error", await eventually(page, "#await.error", "no luck 2"));
+  check("await: short form", await eventually(page, "#short", "7"));
+  await page.evaluate(() => (document.querySelector("#keyed").__mark = 1));
+  await page.fill("#keyed", "typed");
+  await page.click("#bump");
+  await page.waitForFunction(() => document.querySelector("#keyed").__mark === undefined, null, { timeout: 5000 }).catch(() => {});
+  check("key: content is made anew when the value changes", (await page.inputValue("#keyed")) === "" && (await page.evaluate(() => document.querySelector("#keyed").__mark)) === undefined);
+});
+
+await screen("big_list", async (page) => {
+  // Records every DOM mutation under the table while `action` runs, and says which rows
+  // (data-id of the enclosing or moved <tr>) they touched.
+  async function mutations(action, until) {
+    await page.evaluate(() => {
+      window.__records = [];
+      window.__observer = new MutationObserver((list) => window.__records.push(...list));
+      window.__observer.observe(document.querySelector("#rows"), { subtree: true, childList: true, characterData: true, attributes: true });
+    });
+    await action();
+    await page.waitForFunction(until);
+    return page.evaluate(() => {
+      window.__observer.disconnect();
+      const row = (n) => (n && n.nodeType === 1 ? n.closest("tr") : n && n.parentElement && n.parentElement.closest("tr"));
+      const ids = new Set();
+      for (const r of window.__records) {
+        for (const n of [r.target, ...r.addedNodes, ...r.removedNodes]) {
+          const tr = row(n);
+          if (tr) ids.add(tr.dataset.id);
+        }
+      }
+      return { count: window.__records.length, rows: [...ids] };
+    });
+  }
+  check("keyed: 1,000 rows", (await page.locator("#rows tr").count()) === 1000);
+  let m = await mutations(() => page.click("#change"), () => document.querySelector('tr[data-id="500"]').textContent.includes("changed"));
+  console.log(`     one row changed through $state: ${m.count} mutation records, rows ${JSON.stringify(m.rows)}`);
+  check("keyed: changing one row touches only that row", JSON.stringify(m.rows) === '["500"]', JSON.stringify(m));
+  m = await mutations(() => page.click("#replace"), () => document.querySelector('tr[data-id="700"]').textContent.includes("seven"));
+  console.log(`     one row replaced in a new array: ${m.count} mutation records, rows ${JSON.stringify(m.rows)}`);
+  check("keyed: a new array with one new row touches only that row", JSON.stringify(m.rows) === '["700"]', JSON.stringify(m));
+  m = await mutations(() => page.click("#swap"), () => document.querySelectorAll("#rows tr")[1].dataset.id === "998");
+  console.log(`     two rows swapped: ${m.count} mutation records, rows ${JSON.stringify(m.rows.sort())}`);
+  check("keyed: a swap moves the two rows only", JSON.stringify(m.rows.sort()) === '["1","998"]', JSON.stringify(m));
+  m = await mutations(() => page.click("#remove"), () => document.querySelectorAll("#rows tr").length === 999);
+  console.log(`     one row removed: ${m.count} mutation records`);
+  check("keyed: removing a row renumbers the rest in place", (await page.locator("#rows tr").nth(300).locator("td").first().textContent()) === "300");
+});
+
 await browser.close();
 console.log(`${passed} passed, ${failures} failed`);
 process.exit(failures === 0 ? 0 : 1);

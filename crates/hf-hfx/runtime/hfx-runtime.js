@@ -617,6 +617,95 @@ export function if_block(b, parent, select, deps, branches) {
   b.cleanups.push(() => blk && blk.destroy());
 }
 
+/** Shows one branch between two markers: a fresh block for `branch`, or nothing. */
+function region(parent) {
+  const start = text(parent, "");
+  const end = text(parent, "");
+  const r = {
+    blk: null,
+    show(branch, value) {
+      r.drop();
+      if (!branch) return;
+      r.blk = new Block();
+      const frag = document.createDocumentFragment();
+      branch(r.blk, frag, value);
+      end.parentNode.insertBefore(frag, end);
+    },
+    drop() {
+      if (r.blk) r.blk.destroy();
+      r.blk = null;
+      clear(start, end);
+    },
+  };
+  return r;
+}
+
+/** `{#await}`: `pending` while the promise runs, then `then(value)` or `caught(error)`. */
+export function await_block(b, parent, get, deps, pending, then, caught) {
+  const r = region(parent);
+  let token = 0;
+  b.u(null, (dirty) => {
+    if (dirty !== undefined && !hit(dirty, deps)) {
+      if (r.blk) r.blk.p(dirty);
+      return;
+    }
+    const p = get();
+    const mine = ++token;
+    if (!p || typeof p.then !== "function") return r.show(then, p);
+    r.show(pending);
+    p.then(
+      (v) => mine === token && r.show(then, v),
+      (e) => {
+        if (mine !== token) return;
+        r.show(caught, e);
+        if (!caught) console.error("hfx: {#await} without {:catch}:", e);
+      },
+    );
+  });
+  b.cleanups.push(() => {
+    token++;
+    r.drop();
+  });
+}
+
+/** `{#key value}`: the content is made anew whenever `value` changes. */
+export function key_block(b, parent, get, deps, body) {
+  const r = region(parent);
+  let value;
+  b.u(null, (dirty) => {
+    if (dirty !== undefined && !hit(dirty, deps)) {
+      if (r.blk) r.blk.p(dirty);
+      return;
+    }
+    const v = get();
+    if (r.blk && v === value) return r.blk.p(dirty);
+    value = v;
+    r.show(body);
+  });
+  b.cleanups.push(() => r.drop());
+}
+
+/** Positions of a longest strictly increasing subsequence of `seq` (entries < 0 never count). */
+function longestIncreasing(seq) {
+  const tails = []; // tails[l]: position of the smallest end of an increasing run of length l+1
+  const prev = new Array(seq.length);
+  for (let i = 0; i < seq.length; i++) {
+    if (seq[i] < 0) continue;
+    let lo = 0;
+    let hi = tails.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (seq[tails[mid]] < seq[i]) lo = mid + 1;
+      else hi = mid;
+    }
+    prev[i] = lo > 0 ? tails[lo - 1] : -1;
+    tails[lo] = i;
+  }
+  const stay = new Set();
+  for (let i = tails.length ? tails[tails.length - 1] : -1; i >= 0; i = prev[i]) stay.add(i);
+  return stay;
+}
+
 /** `{#each}`: keyed (or by index) list of item blocks, reused, moved and removed by key. */
 export function each(b, parent, list, deps, key, item, otherwise) {
   const end = text(parent, "");
@@ -679,18 +768,21 @@ export function each(b, parent, list, deps, key, item, otherwise) {
       entry.start.remove();
       entry.end.remove();
     }
-    // Place items in order, walking backwards from the end marker.
+    // Place items in order, walking backwards from the end marker. Rows on the longest run that
+    // kept its relative order stay where they are; only the others move.
     const host = end.parentNode;
     let before = end;
     if (values.length === 0) renderElse();
     else dropElse();
     if (elseStart) before = elseStart;
+    const was = new Map(order.map((k, i) => [k, i]));
+    const stay = longestIncreasing(nextOrder.map((k) => (next.get(k).frag ? -1 : was.get(k))));
     for (let i = nextOrder.length - 1; i >= 0; i--) {
       const entry = next.get(nextOrder[i]);
       if (entry.frag) {
         host.insertBefore(entry.frag, before);
         entry.frag = null;
-      } else if (entry.end.nextSibling !== before) {
+      } else if (!stay.has(i) && entry.end.nextSibling !== before) {
         moveRange(entry.start, entry.end, host, before);
       }
       before = entry.start;

@@ -303,6 +303,19 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 Node::Form(block) => self.form_block(block, parent, ctx),
                 Node::Snippet(_) => {}
                 Node::Render(span) => self.render_tag(*span, parent),
+                Node::Await(block) => self.await_block(block, parent, ctx),
+                Node::Key { value, body } => {
+                    let (code, deps) = self.expr(*value);
+                    let _ = writeln!(
+                        self.out,
+                        "$$rt.key_block($$b, {parent}, () => {code}, {}, ($$b, $$t) => {{",
+                        slots(&deps)
+                    );
+                    self.frames.push(Vec::new());
+                    self.nodes(body, "$$t", ctx);
+                    self.frames.pop();
+                    self.out.push_str("});\n");
+                }
             }
         }
     }
@@ -805,6 +818,70 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             self.out.push_str("},\n");
         }
         self.out.push_str("]);\n");
+    }
+
+    /// `{#await}`: a branch each for pending, then and catch (`null` when absent).
+    fn await_block(&mut self, block: &markup::AwaitBlock, parent: &str, ctx: Ctx) {
+        let (promise, deps) = self.expr(block.promise);
+        let _ = writeln!(
+            self.out,
+            "$$rt.await_block($$b, {parent}, () => {promise}, {}, ",
+            slots(&deps)
+        );
+        if block.pending.is_empty() {
+            self.out.push_str("null,\n");
+        } else {
+            self.out.push_str("($$b, $$t) => {\n");
+            self.frames.push(Vec::new());
+            self.nodes(&block.pending, "$$t", ctx);
+            self.frames.pop();
+            self.out.push_str("},\n");
+        }
+        for (i, branch) in [&block.then, &block.catch].into_iter().enumerate() {
+            let end = if i == 0 { ",\n" } else { ");\n" };
+            let Some((pattern, body)) = branch else {
+                self.out.push_str("null");
+                self.out.push_str(end);
+                continue;
+            };
+            self.out.push_str("($$b, $$t, $$v) => {\n");
+            let mut frame = Vec::new();
+            if let Some(span) = pattern {
+                let (names, code) = self.pattern(*span);
+                let _ = writeln!(self.out, "let {code} = $$v;");
+                frame.extend(names.into_iter().map(|name| Local {
+                    name,
+                    deps: BTreeSet::new(),
+                    writes: BTreeSet::new(),
+                }));
+            }
+            self.frames.push(frame);
+            self.nodes(body, "$$t", ctx);
+            self.frames.pop();
+            self.out.push('}');
+            self.out.push_str(end);
+        }
+    }
+
+    /// A binding pattern (`item`, `{ id, name }`): the names it binds and its code.
+    fn pattern(&mut self, span: Span) -> (Vec<String>, String) {
+        match self.fast.as_deref_mut() {
+            Some(unit) => match unit.pattern(span) {
+                Some(found) => found,
+                None => {
+                    self.sink.error(
+                        Code::Internal,
+                        span.start,
+                        "internal compiler error: pattern not analysed",
+                    );
+                    (Vec::new(), String::from("$$missing"))
+                }
+            },
+            None => (
+                js::pattern_names(self.alloc, self.sink, span).unwrap_or_default(),
+                self.src()[span.start..span.end].to_string(),
+            ),
+        }
     }
 
     fn each_block(&mut self, block: &markup::EachBlock, parent: &str, ctx: Ctx) {

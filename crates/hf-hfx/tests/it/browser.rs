@@ -31,6 +31,8 @@ const SCREENS: &[&str] = &[
     "ticker",
     "stepper",
     "lifecycle",
+    "await_key",
+    "big_list",
 ];
 const COMMIT: &str = "0000000000000000000000000000000000000000";
 const TOKEN: &str = "test-token";
