@@ -307,6 +307,70 @@ await screen("big_list", async (page) => {
   check("keyed: removing a row renumbers the rest in place", (await page.locator("#rows tr").nth(300).locator("td").first().textContent()) === "300");
 });
 
+await screen("typed_binds", async (page) => {
+  check("select: initial typed value selected", (await page.inputValue("#size")) === "25");
+  await page.selectOption("#size", "50");
+  check("select: option values keep their type", await eventually(page, "#size-out", "number:50"));
+  await page.locator(".flavour").nth(2).check();
+  check("bind:group checkbox adds", await eventually(page, "#flavours", "vanilla,mint"));
+  await page.locator(".flavour").nth(0).uncheck();
+  check("bind:group checkbox removes", await eventually(page, "#flavours", "mint"));
+  check("bind:group radio initial", await page.isChecked("#basic"));
+  await page.check("#pro");
+  check("bind:group radio", await eventually(page, "#plan", "pro"));
+  await page.selectOption("#multi", ["25", "50"]);
+  check("select multiple: typed array", await eventually(page, "#picked", "[25,50]"));
+  await page.click("#pick-more");
+  check("select multiple: state to options", await eventually(page, "#picked", "[25,50,10]"));
+  check("select multiple: push selects the option", (await page.evaluate(() => [...document.querySelector("#multi").selectedOptions].length)) === 3);
+  await page.fill("#amount", "12.5");
+  check("number input: a number", await eventually(page, "#amount-out", "number:12.5"));
+  await page.fill("#amount", "99999999999999999999.5");
+  check("number input: digits a double would lose stay text", await eventually(page, "#amount-out", "string:99999999999999999999.5"));
+  check("number input: the field keeps the digits", (await page.inputValue("#amount")) === "99999999999999999999.5");
+  await page.click("#which");
+  check("bind:this", await eventually(page, "#box-tag", "DIV"));
+});
+
+await screen("form_conflict", async (page) => {
+  await page.waitForFunction(() => document.querySelector("#name").value === "Acme", null, { timeout: 5000 });
+  check("form: loads the record", true);
+  await page.fill("#name", "Acme Mine");
+  // Someone else saves in between (no If-Match: always applies).
+  await page.evaluate(() => fetch("/data/crm/account/1", { method: "PATCH", headers: { authorization: "Bearer test-token", "content-type": "application/json" }, body: JSON.stringify({ name: "Acme Theirs" }) }));
+  await page.click("#save");
+  const shown = await page.waitForFunction(() => [...document.querySelectorAll(".hfx-form-errors li")].some((li) => li.textContent.includes("changed by someone else")), null, { timeout: 5000 }).then(() => true, () => false);
+  check("form: a 412 shows as a record-level error", shown);
+  check("form: f.conflict", (await page.locator("#reload").count()) === 1);
+  await page.click("#reload");
+  await page.waitForFunction(() => document.querySelector("#name").value === "Acme Theirs", null, { timeout: 5000 });
+  check("form: reload shows their version", true);
+  await page.fill("#name", "Acme Merged");
+  await page.click("#save");
+  let saved = null;
+  for (let i = 0; i < 50 && (!saved || saved.name !== "Acme Merged"); i++) {
+    await page.waitForTimeout(100);
+    saved = await page.evaluate(() => fetch("/data/crm/account/1", { headers: { authorization: "Bearer test-token" } }).then((r) => r.json()));
+  }
+  check("form: saving with the new version succeeds", saved.name === "Acme Merged", JSON.stringify(saved));
+  check("form: no error after it", (await page.locator(".hfx-form-errors li").count()) === 0);
+  await page.click("#delete");
+  check("form: remove() deletes and dispatches `deleted`", await eventually(page, "#deleted", "1"));
+}, [412]);
+
+await screen("query_options", async (page) => {
+  const calls = () => page.evaluate(() => performance.getEntriesByType("resource").filter((e) => e.name.endsWith("/data/query")).length);
+  await page.waitForFunction(() => document.querySelectorAll("#found li").length === 3, null, { timeout: 5000 });
+  check("query: count option gives the total", (await text(page, "#total")) === "3 in all");
+  check("query: first run is one query and its count", (await calls()) === 2, String(await calls()));
+  await page.locator("#filter").pressSequentially("glo", { delay: 20 });
+  await page.waitForFunction(() => document.querySelector("#total").textContent === "1 in all", null, { timeout: 5000 });
+  check("query: debounce runs once after typing pauses", (await calls()) === 4, String(await calls()));
+  await page.locator("#filter").pressSequentially("  ", { delay: 20 });
+  await page.waitForTimeout(400);
+  check("query: same parameter values do not run it again", (await calls()) === 4, String(await calls()));
+});
+
 await browser.close();
 console.log(`${passed} passed, ${failures} failed`);
 process.exit(failures === 0 ? 0 : 1);

@@ -468,8 +468,36 @@ export function attr(e, name, v) {
   else e.setAttribute(name, s);
 }
 
+/** Sets a DOM property; a dynamic `value` is also kept with its type (see `valueOf`). */
 export function prop(e, name, v) {
-  if (e[name] !== v) e[name] = name === "value" ? str(v) : v;
+  if (name === "value") {
+    e.__value = v;
+    if (e.value !== str(v)) e.value = str(v);
+  } else if (e[name] !== v) e[name] = v;
+}
+
+/** An option's or input's value with its type: `<option value={25}>` gives 25, not "25". */
+function valueOf(e) {
+  return "__value" in e ? e.__value : e.value;
+}
+
+function same(a, b) {
+  return a === b || (a != null && b != null && String(a) === String(b));
+}
+
+/**
+ * A number input's text as state: a number, or the text itself when a number would lose digits
+ * (`99999999999999999999.5`, a decimal field's value), or null when empty.
+ */
+function numberOf(text) {
+  if (text === "") return null;
+  const n = Number(text);
+  if (!Number.isFinite(n)) return text;
+  if (/e/i.test(text)) return n;
+  let t = text.trim().replace(/^[+-]/, "");
+  if (t.includes(".")) t = t.replace(/0+$/, "").replace(/\.$/, "");
+  t = t.replace(/^0+(?=\d)/, "").replace(/^\./, "0.");
+  return String(Math.abs(n)) === (t || "0") ? n : text;
 }
 
 /** The `class` attribute of a scoped screen: the author's classes plus the scope class. */
@@ -543,20 +571,49 @@ function numeric(e) {
   return e.type === "number" || e.type === "range";
 }
 
-/** `bind:value`: state to `value`, and `input`/`change` events back to state. */
+/**
+ * `bind:value`: state to `value`, and `input`/`change` events back to state. A select gives its
+ * options' typed values (an array for `<select multiple>`); a number input gives numbers, or the
+ * text when a number would lose digits.
+ */
 export function bind_value(b, e, get, set, deps) {
-  const isSelect = e.tagName === "SELECT";
+  if (e.tagName === "SELECT") {
+    b.u(deps, () => {
+      const v = get();
+      const options = [...e.options];
+      if (e.multiple) for (const o of options) o.selected = Array.isArray(v) && v.some((x) => same(x, valueOf(o)));
+      else e.selectedIndex = options.findIndex((o) => same(v, valueOf(o)));
+    });
+    e.addEventListener("change", () => {
+      const chosen = [...e.selectedOptions].map(valueOf);
+      set(e.multiple ? chosen : chosen[0]);
+    });
+    return;
+  }
   b.u(deps, () => {
     const v = get();
-    if (numeric(e)) {
+    if (numeric(e) && typeof v !== "string") {
       if (e.valueAsNumber !== v && !(v == null && e.value === "")) e.value = v == null ? "" : String(v);
     } else if (e.value !== str(v)) {
       e.value = str(v);
     }
   });
-  e.addEventListener(isSelect ? "change" : "input", () => {
-    if (numeric(e)) set(e.value === "" ? null : e.valueAsNumber);
-    else set(e.value);
+  e.addEventListener("input", () => set(numeric(e) ? numberOf(e.value) : e.value));
+}
+
+/** `bind:group`: radios give the checked one's value, checkboxes the array of checked values. */
+export function bind_group(b, e, get, set, deps) {
+  const radio = e.type === "radio";
+  b.u(deps, () => {
+    const g = get();
+    e.checked = radio ? same(g, valueOf(e)) : Array.isArray(g) && g.some((x) => same(x, valueOf(e)));
+  });
+  e.addEventListener("change", () => {
+    const v = valueOf(e);
+    if (radio) return e.checked && set(v);
+    const g = Array.isArray(get()) ? get() : [];
+    const without = g.filter((x) => !same(x, v));
+    set(e.checked ? [...without, v] : without);
   });
 }
 
@@ -810,7 +867,13 @@ export class HfxError extends Error {
 
 /** Calls the hf API with the configured bearer token; resolves to the JSON body. */
 export async function request(method, path, body, signal) {
+  return (await send(method, path, body, signal)).data;
+}
+
+/** `request`, also giving the response's `ETag` (a record's version) and sending `ifMatch`. */
+async function send(method, path, body, signal, ifMatch) {
   const headers = { accept: "application/json" };
+  if (ifMatch) headers["if-match"] = ifMatch;
   if (body !== undefined) headers["content-type"] = "application/json";
   if (config.token) headers.authorization = "Bearer " + config.token;
   let res;
@@ -837,7 +900,7 @@ export async function request(method, path, body, signal) {
     const errors = data && Array.isArray(data.errors) ? data.errors : [{ code: "HTTP_" + res.status, message: res.statusText || "HTTP " + res.status, scope: "request", target: null }];
     throw new HfxError(res.status, errors);
   }
-  return data;
+  return { data, etag: res.headers.get("etag") };
 }
 
 function errorsOf(e) {
@@ -852,32 +915,52 @@ export async function runQuery(hoqs, params, signal) {
 }
 
 /**
- * `{#query "HOQS", params as q}`: runs the query now and whenever its inputs change, and exposes
- * `q.loading`, `q.error`, `q.errors`, `q.records` and `q.refresh()` to the block's markup.
+ * `{#query "HOQS", params, options as q}`: runs the query now and whenever its text or parameter
+ * values change, and exposes `q.loading`, `q.error`, `q.errors`, `q.records`, `q.total` (with the
+ * `count` option) and `q.refresh()` to the block's markup.
  */
 export function query(ctx, b, parent, slot, get, deps, body) {
   let controller = null;
   let seq = 0;
+  let last = null; // the text, parameters and options of the last run, as JSON
+  let timer = null;
   const q = {
     loading: false,
     error: null,
     errors: [],
     records: [],
+    total: null,
     refresh() {
-      return run();
+      return run(true);
     },
   };
-  async function run() {
-    const [hoqs, params] = get();
+  // Runs when the query's text, parameter values or options changed (or on `refresh()`); with
+  // `debounce: ms`, a change waits until nothing changed for that long.
+  function run(force) {
+    const [hoqs, params, options] = get();
+    const opts = options || {};
+    const key = JSON.stringify([hoqs, params, opts]);
+    if (!force && key === last) return;
+    const first = last === null;
+    last = key;
+    clearTimeout(timer);
+    if (force || first || !(opts.debounce > 0)) return exec(hoqs, params, opts);
+    timer = setTimeout(() => exec(hoqs, params, opts), opts.debounce);
+  }
+  async function exec(hoqs, params, opts) {
     if (controller) controller.abort();
     const mine = ++seq;
     controller = new AbortController();
     q.loading = true;
     ctx.u(undefined, slot);
     try {
-      const records = await runQuery(hoqs, params, controller.signal);
+      const [records, counted] = await Promise.all([
+        runQuery(hoqs, params, controller.signal),
+        opts.count ? runQuery(opts.count, params, controller.signal) : null,
+      ]);
       if (mine !== seq) return;
       q.records = records;
+      q.total = counted && counted[0] ? Object.values(counted[0])[0] : null;
       q.errors = [];
       q.error = null;
     } catch (e) {
@@ -890,10 +973,11 @@ export function query(ctx, b, parent, slot, get, deps, body) {
   }
   body(b, parent, q);
   b.u(deps, () => {
-    run();
+    run(false);
   });
   b.cleanups.push(() => {
     seq++;
+    clearTimeout(timer);
     if (controller) controller.abort();
   });
 }
@@ -914,12 +998,15 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
   list.setAttribute("role", "alert");
   const base = "/data/" + encodeURIComponent(moduleKey) + "/" + encodeURIComponent(objectKey);
   let loaded = {};
+  let version = null; // the ETag of the loaded record, sent as If-Match
   let seq = 0;
+  const url = () => base + "/" + encodeURIComponent(f.id);
   const f = {
     id: null,
     values: {},
     errors: {},
     recordErrors: [],
+    conflict: false,
     loading: false,
     saving: false,
     record: null,
@@ -927,20 +1014,23 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
       f.saving = true;
       f.errors = {};
       f.recordErrors = [];
+      f.conflict = false;
       ctx.u(undefined, slot);
       try {
         let record;
         if (f.id == null) {
           const body = {};
           for (const [k, v] of Object.entries(f.values)) if (v !== undefined && !SYSTEM_FIELDS.has(k)) body[k] = v;
-          record = await request("POST", base, body);
+          record = (await send("POST", base, body)).data;
           f.values = {};
         } else {
           const body = {};
           for (const [k, v] of Object.entries(f.values)) {
             if (!SYSTEM_FIELDS.has(k) && JSON.stringify(v) !== JSON.stringify(loaded[k])) body[k] = v;
           }
-          record = await request("PATCH", base + "/" + encodeURIComponent(f.id), body);
+          const res = await send("PATCH", url(), body, undefined, version);
+          record = res.data;
+          version = res.etag;
           loaded = { ...record };
           f.values = { ...record };
         }
@@ -951,6 +1041,7 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
         return record;
       } catch (err) {
         const errors = errorsOf(err);
+        f.conflict = err instanceof HfxError && err.status === 412;
         const byField = {};
         const other = [];
         for (const x of errors) {
@@ -964,6 +1055,26 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
         return null;
       }
     },
+    /** Loads the record again (after a conflict: the other person's version). */
+    reload() {
+      return load(f.id);
+    },
+    /** Deletes the record (`If-Match` its loaded version); resolves to whether it was deleted. */
+    async remove() {
+      if (f.id == null) return false;
+      f.recordErrors = [];
+      try {
+        await send("DELETE", url(), undefined, undefined, version);
+      } catch (err) {
+        f.conflict = err instanceof HfxError && err.status === 412;
+        f.recordErrors = errorsOf(err).map((x) => x.message);
+        ctx.u(undefined, slot);
+        return false;
+      }
+      e.dispatchEvent(new CustomEvent("deleted", { detail: f.id, bubbles: true }));
+      await load(null);
+      return true;
+    },
     reset() {
       f.values = f.id == null ? {} : { ...loaded };
       f.errors = {};
@@ -976,6 +1087,8 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
     f.id = id;
     f.errors = {};
     f.recordErrors = [];
+    f.conflict = false;
+    version = null;
     if (id == null) {
       loaded = {};
       f.values = {};
@@ -986,8 +1099,10 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
     f.loading = true;
     ctx.u(undefined, slot);
     try {
-      const record = await request("GET", base + "/" + encodeURIComponent(id));
+      const res = await send("GET", url());
       if (mine !== seq) return;
+      const record = res.data;
+      version = res.etag;
       loaded = { ...record };
       f.values = { ...record };
       f.record = record;

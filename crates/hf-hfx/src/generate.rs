@@ -478,8 +478,8 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     attr.start,
                     format!("`{name}` needs a handler expression: `{name}={{handler}}` or `on:{}={{handler}}`", &name[2..]),
                 );
-            } else if let Some(kind) = name.strip_prefix("bind:") {
-                self.binding(el, attr, kind, v);
+            } else if name.starts_with("bind:") {
+                // After the other attributes: see below.
             } else if let Some(action) = name.strip_prefix("use:") {
                 self.action(attr, action, v);
             } else if name.starts_with("class:") {
@@ -536,6 +536,13 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         if !has_class && !has_spread {
             if let Some(scope) = &self.scope {
                 let _ = writeln!(self.out, "$$rt.attr({v}, \"class\", {});", js_string(scope));
+            }
+        }
+        // Bindings read the element's `value` (a radio's in `bind:group`, a select's options),
+        // so they come after the attributes that set it.
+        for attr in &el.attrs {
+            if let Some(kind) = attr.name.strip_prefix("bind:") {
+                self.binding(el, attr, kind, v);
             }
         }
         // `class:name` toggles come after the `class` attribute and the scope class, wherever
@@ -657,11 +664,17 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             .collect();
         let writes = self.resolve(&root).1;
         let (code, deps) = self.expr(span);
+        // A deeply reactive variable keeps its proxy (`bind:group` assigns arrays).
+        let whole = root.len() == text.trim().len();
+        let value = match writes.iter().collect::<Vec<_>>().as_slice() {
+            [slot] if whole && self.script.deep.contains(slot) => format!("$$.deep($$v, {slot})"),
+            _ => "$$v".to_string(),
+        };
         let assign = if writes.is_empty() {
-            format!("{code} = $$v")
+            format!("{code} = {value}")
         } else {
             let list: Vec<String> = writes.iter().map(ToString::to_string).collect();
-            format!("$$.u({code} = $$v, {})", list.join(", "))
+            format!("$$.u({code} = {value}, {})", list.join(", "))
         };
         (code, assign, deps)
     }
@@ -669,7 +682,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     fn binding(&mut self, el: &Element, attr: &Attr, kind: &str, v: &str) {
         let fits = match kind {
             "value" => matches!(el.name.as_str(), "input" | "textarea" | "select"),
-            "checked" => el.name == "input",
+            "checked" | "group" => el.name == "input",
             "this" => true,
             _ => false,
         };
@@ -677,7 +690,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             self.sink.error(
                 Code::InvalidDirective,
                 attr.start,
-                format!("`bind:{kind}` is not supported on <{}> (use bind:value, bind:checked or bind:this)", el.name),
+                format!("`bind:{kind}` is not supported on <{}> (use bind:value, bind:checked, bind:group or bind:this)", el.name),
             );
             return;
         }
@@ -1136,10 +1149,18 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             }
             None => "undefined".into(),
         };
+        let options = match block.options {
+            Some(span) => {
+                let (code, d) = self.expr(span);
+                deps.extend(d);
+                code
+            }
+            None => "undefined".into(),
+        };
         let name = self.src()[block.name.start..block.name.end].to_string();
         let _ = writeln!(
             self.out,
-            "$$rt.query($$, $$b, {parent}, {slot}, () => [{query}, {params}], {}, ($$b, $$t, {name}) => {{",
+            "$$rt.query($$, $$b, {parent}, {slot}, () => [{query}, {params}, {options}], {}, ($$b, $$t, {name}) => {{",
             slots(&deps)
         );
         let slot_set = BTreeSet::from([slot]);

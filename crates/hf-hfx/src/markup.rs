@@ -112,6 +112,8 @@ pub(crate) struct EachBlock {
 pub(crate) struct QueryBlock {
     pub(crate) query: Span,
     pub(crate) params: Option<Span>,
+    /// `{ debounce: ms, count: "HOQS" }`.
+    pub(crate) options: Option<Span>,
     pub(crate) name: Span,
     pub(crate) body: Vec<Node>,
 }
@@ -1154,16 +1156,28 @@ impl Parser<'_, '_> {
             ),
             None => (head, None),
         };
-        if query.start == query.end || params.is_some_and(|p| p.start == p.end) {
+        let (params, options) = match params {
+            Some(p) => match scan::first_top_level(&self.src[p.start..p.end], |c| c == b',') {
+                Some(comma) => (
+                    Some(trimmed(self.src, p.start, p.start + comma)),
+                    Some(trimmed(self.src, p.start + comma + 1, p.end)),
+                ),
+                None => (Some(p), None),
+            },
+            None => (None, None),
+        };
+        let empty = |s: Option<Span>| s.is_some_and(|s| s.start == s.end);
+        if query.start == query.end || empty(params) || empty(options) {
             return self.fail(
                 Code::InvalidBlock,
                 start,
-                "expected `{#query \"HOQS\", params as name}`",
+                "expected `{#query \"HOQS\", params, options as name}`",
             );
         }
         Some(QueryBlock {
             query,
             params,
+            options,
             name,
             body: Vec::new(),
         })

@@ -397,8 +397,8 @@ fn collect(nodes: &[Node], out: &mut Vec<Piece>) {
             Node::Const { value, .. } => push(Kind::Expr, *value, out),
             Node::Query(block) => {
                 push(Kind::Expr, block.query, out);
-                if let Some(params) = block.params {
-                    push(Kind::Expr, params, out);
+                for span in block.params.iter().chain(&block.options) {
+                    push(Kind::Expr, *span, out);
                 }
                 collect(&block.body, out);
             }

@@ -200,7 +200,8 @@ proptest! {
         Just("<script>import C from 'screen:m/c';</script>"), Just("{@render children?.()}"),
         Just("<script>let s = $state([]); const d = $derived(s.length); $effect(() => s.push(d));</script>"),
         Just("{#await p}"), Just("{:then v}"), Just("{:catch e}"), Just("{/await}"), Just("{#key k}"), Just("{/key}"),
-        Just("{#await p then {a}}"),
+        Just("{#await p then {a}}"), Just("{#query \"q\", p, { debounce: 1, count: \"c\" } as q}"),
+        Just("<input type=\"radio\" bind:group={g} value={1}>"), Just("<select multiple bind:value={s}>"),
         Just("<p use:act={x}>"), Just("<C bind:value={x} />"), Just("$state("), Just("$effect"),
     ], 0..40)) {
         let source: String = parts.concat();
