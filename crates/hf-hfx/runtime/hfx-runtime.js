@@ -313,24 +313,47 @@ export function mount(C, target, props) {
   return app;
 }
 
+/** Where the rendering frame is served again (with the session cookie) after a reload. */
+const FRAME_PATH = "/hfx/modules/frame";
+const SCREEN = /^[a-z][a-z0-9_]*\/[a-z][a-z0-9_]*$/;
+
 /**
  * Boots the rendering frame (the page `GET /auth/session/exchange` serves): uses the session token
- * for the API, resolves `session.screen` (`module/screen`) to its module URL, imports the module
- * (the browser sends the session cookie) and mounts it into `target`. Afterwards `target` carries
- * `data-hfx-state="mounted"`, or `"failed"` with the reason shown as text.
+ * for the API and shows the screen the URL's hash names (`#module/screen?name=value`, the values
+ * are the screen's props), or else `session.screen`. The address becomes
+ * `/hfx/modules/frame#module/screen…`, which the server answers again on a reload while the
+ * session cookie is valid; `navigate` (or the Back button) changes the screen. Afterwards
+ * `target` carries `data-hfx-state="mounted"`, or `"failed"` with the reason shown as text.
  */
 export async function boot(session, target) {
   configure({ token: (session && session.token) || null });
-  const screen = session && session.screen;
-  if (!screen) return null;
+  const hash = location.hash || (session && session.screen ? "#" + session.screen : "");
+  if (!hash) return null;
+  // Also takes the one-time code out of the address bar and the history.
+  if (location.pathname !== FRAME_PATH || location.hash !== hash) history.replaceState(null, "", FRAME_PATH + hash);
+  window.addEventListener("hashchange", () => show(target));
+  return show(target);
+}
+
+let shown = null;
+
+async function show(target) {
+  const route = location.hash.slice(1);
+  const at = route.indexOf("?");
+  const screen = decodeURIComponent(at < 0 ? route : route.slice(0, at));
+  const props = Object.fromEntries(new URLSearchParams(at < 0 ? "" : route.slice(at + 1)));
+  if (shown) shown.destroy();
+  shown = null;
+  while (target.firstChild) target.firstChild.remove();
   try {
-    const [moduleKey, screenKey] = String(screen).split("/");
-    const path = "/hfx/resolve/" + encodeURIComponent(moduleKey) + "/" + encodeURIComponent(screenKey || "");
-    const { moduleUrl } = await request("GET", path);
+    if (!SCREEN.test(screen)) throw new Error("not a screen name (module/screen)");
+    const [moduleKey, screenKey] = screen.split("/");
+    const { moduleUrl } = await request("GET", "/hfx/resolve/" + moduleKey + "/" + screenKey);
     const mod = await import(moduleUrl);
-    const app = mount(mod.default, target, {});
+    shown = mount(mod.default, target, props);
     target.setAttribute("data-hfx-state", "mounted");
-    return app;
+    target.setAttribute("data-hfx-screen", screen);
+    return shown;
   } catch (error) {
     const box = el(target, "p");
     box.setAttribute("class", "hfx-boot-error");
@@ -340,6 +363,12 @@ export async function boot(session, target) {
     console.error("hfx: could not load the screen " + screen, error);
     return null;
   }
+}
+
+/** Opens another screen in the rendering frame: `navigate("crm/account_edit", { id })`. */
+export function navigate(screen, params) {
+  const query = new URLSearchParams(params || {}).toString();
+  location.hash = screen + (query ? "?" + query : "");
 }
 
 /** Loads another screen of the same snapshot (`import X from "screen:m/s"`). */
