@@ -507,7 +507,7 @@ impl FromRequest for Admin {
 
 /// The token a request presents: the Bearer header, or on `/hfx/modules/*` only, the session
 /// cookie. A malformed Authorization header is an error even where a cookie is also present.
-fn presented_token(req: &HttpRequest) -> Result<String, ApiError> {
+pub(crate) fn presented_token(req: &HttpRequest) -> Result<String, ApiError> {
     let unauthenticated = |message: &str| ApiError::new(Code::Unauthenticated, message);
     if let Some(value) = req.headers().get(header::AUTHORIZATION) {
         let text = value
