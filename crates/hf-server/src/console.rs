@@ -65,6 +65,16 @@ const SCREENS: &[Source] = &[
         sidecar: Some(include_str!("../console/schema.ts")),
     },
     Source {
+        name: "screens",
+        hfx: include_str!("../console/screens.hfx"),
+        sidecar: Some(include_str!("../console/screens.ts")),
+    },
+    Source {
+        name: "people",
+        hfx: include_str!("../console/people.hfx"),
+        sidecar: Some(include_str!("../console/people.ts")),
+    },
+    Source {
         name: "system",
         hfx: include_str!("../console/system.hfx"),
         sidecar: Some(include_str!("../console/system.ts")),

@@ -9,6 +9,7 @@
 import { chromium } from "playwright-core";
 import { gzipSync } from "node:zlib";
 import { mkdirSync } from "node:fs";
+import { generateKeyPairSync } from "node:crypto";
 
 const [base, ...wanted] = process.argv.slice(2);
 const admin = { name: process.env.HF_ADMIN_NAME, password: process.env.HF_ADMIN_PASSWORD };
@@ -116,6 +117,24 @@ async function eventuallyValue(locator, want) {
   return false;
 }
 
+/** An OpenSSH ed25519 public key line for a fresh key. */
+function sshKey(comment) {
+  const { publicKey } = generateKeyPairSync("ed25519");
+  const raw = publicKey.export({ format: "der", type: "spki" }).subarray(-32);
+  const part = (b) => Buffer.concat([Buffer.from([0, 0, 0, b.length]), b]);
+  return `ssh-ed25519 ${Buffer.concat([part(Buffer.from("ssh-ed25519")), part(raw)]).toString("base64")} ${comment}`;
+}
+
+/** Waits until `locator` matches `want` elements (5 s at most). */
+async function eventuallyCount(locator, want) {
+  const deadline = Date.now() + 5000;
+  while (Date.now() < deadline) {
+    if ((await locator.count()) === want) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return false;
+}
+
 const headers = (page, selector) => page.locator(`${selector} thead th`).allTextContents();
 
 const scenarios = {
@@ -212,6 +231,7 @@ const scenarios = {
         check("query: numbers are formatted", (await page.locator("table.records td.num").first().textContent()) === "33");
         await page.getByRole("link", { name: "System" }).click();
         await page.getByRole("link", { name: "Query" }).click();
+        await eventually(page.locator(".history li").nth(2), /./);
         const recent = await page.locator(".history li").allTextContents();
         check("query: the recent queries stay while the page is open", recent.length === 3 && recent[0] === "SELECT COUNT(id) FROM crm.account", JSON.stringify(recent));
         await page.locator(".history button").nth(2).click();
@@ -390,12 +410,141 @@ const scenarios = {
 
         // The new object takes records, and the rollup sums them.
         await page.goto(`${base}/#/data/crm/invoice`);
+        await page.locator(".data-view h1", { hasText: "Invoice" }).waitFor();
         await page.getByRole("button", { name: "New record" }).click();
         await page.locator("#rec-total").fill("10.5");
         await page.getByRole("button", { name: "Create" }).click();
-        check("schema: the applied object takes records with formulas", await eventually(page.locator("table.records tbody td.num").first(), "21"), JSON.stringify(await page.locator("table.records tbody td").allTextContents()));
+        check("schema: the applied object takes records with formulas", await eventually(page.locator("table.records tbody td.num").first(), "21"), await page.locator("main").textContent());
       },
       { expectedStatus: [400, 404, 409, 422] },
+    );
+  },
+
+  async screens() {
+    await consolePage(
+      "screens",
+      async (page) => {
+        await login(page, admin);
+        await page.getByRole("link", { name: "Screens" }).click();
+        check("screens: says what to do", await eventually(page.locator(".work .empty"), /Choose a screen/));
+        await page.locator(".side").getByRole("link", { name: /Counter/ }).click();
+        const source = page.getByLabel("HFX source");
+        check("screens: shows the source", await eventuallyValue(source, "<script>let count = 0;</script>\n<button on:click={() => count += 1}>{count}</button>\n"), await source.inputValue().catch(() => ""));
+        check("screens: it compiles", await eventually(page.locator("#compile-status"), "Compiles."));
+        const frame = page.frameLocator("iframe");
+        await frame.locator("#hf-root[data-hfx-state=mounted]").waitFor({ timeout: 10000 });
+        check("screens: the preview runs the screen in the rendering frame", (await frame.locator("button").textContent()) === "0");
+        await frame.locator("button").click();
+        check("screens: the preview is live", await eventually(frame.locator("button"), "1"));
+        await source.fill("<script>let count = 0;</script>\n<button on:click={() => count +* 1}>{count}</button>\n");
+        check("screens: a compile error shows as you type, at its place", await eventually(page.locator(".diagnostics .where"), /^line 2, column/), await page.locator("main").textContent());
+        check("screens: underlined", (await page.locator(".diagnostics mark.at").count()) >= 1);
+        await shot(page, "screens-error");
+        await source.fill("<script>let count = 10;</script>\n<button on:click={() => count += 1}>Pressed {count}</button>\n");
+        check("screens: the fixed source compiles", await eventually(page.locator("#compile-status"), "Compiles."));
+        await page.getByRole("button", { name: "Save" }).click();
+        check("screens: saves", await eventually(page.locator("p.notice"), "Saved to the live branch."));
+        check("screens: the preview shows the saved screen", await eventually(page.frameLocator("iframe").locator("button"), "Pressed 10", 10000));
+        await shot(page, "screens");
+        await page.getByLabel("Key").fill("hello");
+        await page.getByRole("button", { name: "Create screen" }).click();
+        check("screens: creates a screen from a starter", await eventually(page.locator(".object-title"), /^hello/));
+        await page.frameLocator("iframe").locator("#hf-root[data-hfx-state=mounted]").waitFor({ timeout: 10000 });
+        check("screens: and previews it", (await page.frameLocator("iframe").locator("button").textContent()) === "Clicked 0 times");
+      },
+      { expectedStatus: [422] },
+    );
+  },
+
+  async people() {
+    const newcomer = { name: `${user.name}_new`, password: "newcomer-password-1" };
+    await consolePage(
+      "people",
+      async (page) => {
+        await login(page, admin);
+        await page.getByRole("link", { name: "People" }).click();
+        const rows = page.locator("table.principals tbody tr");
+        await rows.first().waitFor();
+        check("people: lists the principals", (await rows.count()) === 2, String(await rows.count()));
+        await page.getByLabel("Name").fill(newcomer.name);
+        await page.getByRole("button", { name: "Create principal" }).click();
+        check("people: shows the setup token once", await eventually(page.locator("#token-title"), `Setup token for ${newcomer.name}`));
+        const token = (await page.locator("#setup-token-value").textContent()).trim();
+        check("people: the token is there", token.length > 16, token);
+        await shot(page, "people");
+        await page.getByRole("button", { name: "Done" }).click();
+
+        // The newcomer chooses a password with the token, on the login page.
+        const context = await browser.newContext();
+        const other = await context.newPage();
+        await other.goto(`${base}/`);
+        await other.getByText("First start? Use your setup token").click();
+        await other.getByLabel("Setup token").fill(token);
+        await other.getByLabel("New password").fill(newcomer.password);
+        await other.getByRole("button", { name: "Set password and log in" }).click();
+        await other.getByRole("button", { name: "Log out" }).waitFor({ timeout: 10000 });
+        check("people: the newcomer logs in with the setup token", (await other.locator(".who").textContent()) === newcomer.name, await other.locator(".who").textContent());
+        await context.close();
+
+        // SSH keys: a bad one is refused next to its input, a good one listed, then revoked.
+        await page.getByRole("button", { name: `Credentials of ${newcomer.name}` }).click();
+        check("people: the newcomer has a password", await eventually(page.locator(".credentials .pill").first(), "password"));
+        await page.getByLabel("SSH public key").fill("ssh-ed25519 not-a-key");
+        await page.getByRole("button", { name: "Add SSH key" }).click();
+        check("people: a bad key is refused next to its input", await eventually(page.locator("#ssh-key + .field-error"), /./), await page.locator(".credentials").textContent());
+        await page.getByLabel("SSH public key").fill(sshKey("laptop"));
+        await page.getByRole("button", { name: "Add SSH key" }).click();
+        check("people: a key is added", await eventually(page.locator(".credentials li .pill").nth(1), "ssh"));
+        await page.getByRole("button", { name: "Revoke key laptop" }).click();
+        check("people: and revoked", await eventually(page.locator(".credentials li .pill").last(), "password"));
+
+        // Admin flag, setup token, delete.
+        const row = rows.filter({ hasText: newcomer.name });
+        await row.getByRole("checkbox").check();
+        check("people: makes an administrator", await eventually(page.locator("table.principals tbody tr", { hasText: newcomer.name }).locator("td").first(), newcomer.name) && (await call(admin, "GET", "/iam/principals")).body.some((p) => p.pgRole === newcomer.name && p.isAdmin));
+        await page.getByRole("button", { name: `New setup token for ${newcomer.name}` }).click();
+        check("people: issues a new setup token", await eventually(page.locator("#token-title"), `Setup token for ${newcomer.name}`));
+        await page.getByRole("button", { name: `Delete ${newcomer.name}` }).click();
+        await page.getByRole("button", { name: `Delete ${newcomer.name}` }).click();
+        check("people: deletes after confirmation", await eventuallyCount(rows, 2), String(await rows.count()));
+
+        // One's own password (set to the same value, so the other scenarios still log in).
+        await page.getByLabel("New password").fill("short");
+        await page.getByRole("button", { name: "Change password" }).click();
+        check("people: a weak password is refused next to its input", await eventually(page.locator("#new-password ~ .field-error"), /./), await page.locator("main").textContent());
+        await page.getByLabel("New password").fill(admin.password);
+        await page.getByRole("button", { name: "Change password" }).click();
+        check("people: changes one's own password", await eventually(page.locator("p.notice"), "Your password is changed."));
+      },
+      { expectedStatus: [422] },
+    );
+  },
+
+  async nonadmin() {
+    if (!user.name) return;
+    await consolePage(
+      "nonadmin",
+      async (page) => {
+        await login(page, user);
+        check("nonadmin: no admin badge", (await page.locator(".who .badge").count()) === 0);
+        await page.goto(`${base}/#/schema`);
+        check("nonadmin: the schema is readable and says who may change it", await eventually(page.locator(".schema-view p.warning"), /Only administrators change it/));
+        check("nonadmin: no write controls", (await page.getByRole("button", { name: "Plan and apply…" }).count()) === 0 && (await page.getByRole("button", { name: "New object" }).count()) === 0);
+        check("nonadmin: the diagram shows", (await page.locator("svg.diagram .box").count()) >= 4);
+        await page.getByRole("link", { name: "People" }).click();
+        check("nonadmin: principals are refused politely", await eventually(page.locator(".people-view p.warning"), /Only administrators manage principals/));
+        check("nonadmin: own credentials are shown", await eventually(page.locator(".credentials .pill").first(), "password"));
+        await shot(page, "nonadmin-people");
+        await page.getByRole("link", { name: "Data" }).click();
+        await page.locator(".side").getByRole("link", { name: "Account" }).click();
+        check("nonadmin: data follows the database grants", await eventually(page.locator("p.meta[role=status]"), /^Records 1–25/));
+        await page.getByRole("link", { name: "Screens" }).click();
+        await page.locator(".side").getByRole("link", { name: /Counter/ }).click();
+        check("nonadmin: screens are read-only", await eventually(page.locator(".screen-editor p.meta").last(), "Only administrators change screens."));
+        await page.getByRole("link", { name: "System" }).click();
+        check("nonadmin: system status works", await eventually(page.locator("#sys-service + dl .pill").first(), "ok"));
+      },
+      { expectedStatus: [403] },
     );
   },
 
