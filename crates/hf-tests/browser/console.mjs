@@ -548,6 +548,46 @@ const scenarios = {
     );
   },
 
+  async timings() {
+    await consolePage("timings", async (page) => {
+      await login(page, admin);
+      // Each area, opened from another one: the time until its content is on the page.
+      const views = [
+        ["schema", "#/schema", "svg.diagram .box"],
+        ["data", "#/data/crm/account", "table.records tbody tr"],
+        ["query", "#/query", "#query-text"],
+        ["screens", "#/screens", ".screens-view .side a"],
+        ["people", "#/people", "table.principals tbody tr"],
+        ["system", "#/system", "#sys-db"],
+      ];
+      for (const [name, hash, selector] of views) {
+        await page.goto(`${base}/#/nowhere`);
+        await page.locator("h1", { hasText: "Nothing here" }).waitFor();
+        const started = Date.now();
+        await page.goto(`${base}/${hash}`);
+        await page.locator(selector).first().waitFor();
+        console.log(`view ${name}: content shown ${Date.now() - started} ms after navigation`);
+      }
+      // 100,000 contacts: every page comes from the server.
+      const started = Date.now();
+      await page.goto(`${base}/#/data/crm/contact`);
+      check("timings: 100,000 records page", await eventually(page.locator("p.meta[role=status]"), /^Records 1–25 of 100,000 records/, 20000), await page.locator("main").textContent());
+      console.log(`100k: first page shown ${Date.now() - started} ms after navigation`);
+      for (const [label, act, want] of [
+        ["next page", () => page.getByRole("button", { name: "Next" }).click(), /^Records 26–50 of 100,000/],
+        ["last page", () => page.getByRole("button", { name: "Last" }).click(), /^Records 99,976–100,000 of 100,000/],
+        ["sort by name, descending", async () => { await page.locator("th button.sort").filter({ hasText: /^name$/ }).click(); }, /^Records 1–25 of 100,000/],
+      ]) {
+        const t = Date.now();
+        await act();
+        check(`timings: 100k ${label}`, await eventually(page.locator("p.meta[role=status]"), want, 20000), await page.locator("p.meta[role=status]").textContent());
+        console.log(`100k: ${label} shown ${Date.now() - t} ms after the click`);
+      }
+      check("timings: the table holds one page only", (await page.locator("table.records tbody tr").count()) === 25);
+      await shot(page, "data-100k");
+    });
+  },
+
   async system() {
     await consolePage("system", async (page) => {
       await login(page, admin);
