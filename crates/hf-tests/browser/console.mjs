@@ -550,8 +550,17 @@ const scenarios = {
         check("nonadmin: screens are read-only", await eventually(page.locator(".screen-editor p.meta").last(), "Only administrators change screens."));
         await page.getByRole("link", { name: "System" }).click();
         check("nonadmin: system status works", await eventually(page.locator("#sys-service + dl .pill").first(), "ok"));
+
+        // The principal is deleted while the console is open: its token stops working, and the
+        // console returns to the login form instead of breaking.
+        const principals = (await call(admin, "GET", "/iam/principals")).body;
+        const me = principals.find((p) => p.pgRole === user.name);
+        check("nonadmin: (an administrator deletes the principal)", (await call(admin, "DELETE", `/iam/principals/${me.id}`)).status === 204);
+        await page.getByRole("link", { name: "Schema" }).click();
+        check("nonadmin: a refused token ends the session", await eventually(page.locator(".login .notice"), "Your session has ended. Please log in again."));
+        check("nonadmin: and forgets it", (await page.evaluate(() => sessionStorage.getItem("hf.console.session"))) === null);
       },
-      { expectedStatus: [403] },
+      { expectedStatus: [401, 403] },
     );
   },
 
