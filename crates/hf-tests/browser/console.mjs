@@ -135,6 +135,16 @@ async function eventuallyCount(locator, want) {
   return false;
 }
 
+/** Waits until the element with id `id` has the focus (5 s at most). */
+async function eventuallyFocused(page, id) {
+  const deadline = Date.now() + 5000;
+  while (Date.now() < deadline) {
+    if ((await page.evaluate(() => document.activeElement && document.activeElement.id)) === id) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return false;
+}
+
 const headers = (page, selector) => page.locator(`${selector} thead th`).allTextContents();
 
 const scenarios = {
@@ -272,6 +282,12 @@ const scenarios = {
         await page.locator("#filter-text").fill("acm");
         await page.locator("#filter-text").press("Enter");
         check("data: the filter runs on the server", await eventually(page.locator("p.meta[role=status]"), /^Records 1–1 of 1 record matching/), await page.locator("p.meta[role=status]").textContent());
+
+        // Keyboard: the editor takes the focus, Escape closes it.
+        await page.getByRole("button", { name: "New record" }).click();
+        check("data: the editor takes the focus", await eventually(page.locator(".editor h2"), "New account") && (await eventuallyFocused(page, "rec-email")));
+        await page.keyboard.press("Escape");
+        check("data: Escape closes the editor", await eventuallyCount(page.locator(".editor"), 0));
 
         // Create, with a rule failing next to its field first.
         await page.getByRole("button", { name: "New record" }).click();
