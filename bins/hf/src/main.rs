@@ -84,6 +84,29 @@ pub struct ServeArgs {
     /// HTTP worker threads (default: one per core).
     #[arg(long, env = "HF_WORKERS")]
     pub workers: Option<usize>,
+    /// The address users reach the service at, e.g. `https://hf.example.com`; when it is https,
+    /// the `hf_runtime` cookie carries `Secure` even though TLS ends at a proxy.
+    #[arg(long, env = "HF_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Reverse proxies whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed: addresses
+    /// or CIDR ranges, comma-separated (none by default).
+    #[arg(long, env = "HF_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<String>,
+    /// Seconds a client may take to send a request's head (answered 408 after).
+    #[arg(long, env = "HF_HEADER_TIMEOUT", default_value_t = 5)]
+    pub header_timeout: u64,
+    /// Seconds a client may take to send a request's whole body after its head (408 after).
+    #[arg(long, env = "HF_BODY_TIMEOUT", default_value_t = 15)]
+    pub body_timeout: u64,
+    /// Seconds an idle keep-alive connection stays open.
+    #[arg(long, env = "HF_KEEP_ALIVE", default_value_t = 5)]
+    pub keep_alive: u64,
+    /// Open connections in all (beyond it, new connections wait in the listen backlog).
+    #[arg(long, env = "HF_MAX_CONNECTIONS", default_value_t = 10_000)]
+    pub max_connections: usize,
+    /// Open connections from one client address (beyond it: 429 and closed).
+    #[arg(long, env = "HF_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 256)]
+    pub max_connections_per_address: usize,
     /// Load the demo CRM (`fixtures/demo`) into an empty live branch and apply it.
     #[arg(long)]
     pub demo: bool,

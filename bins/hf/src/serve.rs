@@ -2,7 +2,7 @@
 //! and shuts everything down in order on SIGTERM or SIGINT.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use hf_server::{AppState, ServerConfig};
@@ -100,7 +100,19 @@ async fn serve(
     let mut config = ServerConfig::new(args.listen.clone(), metadata_path.clone());
     config.body_limit = args.body_limit;
     config.workers = args.workers;
+    config.limits = hf_server::limits::Limits {
+        header_timeout: Duration::from_secs(args.header_timeout),
+        body_timeout: Duration::from_secs(args.body_timeout),
+        keep_alive: Duration::from_secs(args.keep_alive),
+        max_connections: args.max_connections,
+        max_connections_per_address: args.max_connections_per_address,
+        ..hf_server::limits::Limits::default()
+    };
     config.auth = auth_config;
+    config.public_access = hf_server::public_access::PublicAccess::new(
+        args.public_url.as_deref(),
+        &args.trusted_proxies,
+    )?;
     let state = AppState {
         pool,
         metadata_path: metadata_path.display().to_string(),

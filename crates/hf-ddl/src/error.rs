@@ -53,12 +53,27 @@ pub enum Error {
         /// The targets of the destructive changes.
         targets: Vec<String>,
     },
-    /// The plan carries error diagnostics, so it is incomplete.
-    #[error("the plan has {count} error diagnostics and cannot be applied")]
+    /// The plan carries error diagnostics, so it is incomplete. The diagnostics travel with the
+    /// error, so whoever reports it can name each item at fault.
+    #[error("the plan cannot be applied: {}", describe(errors))]
     InvalidPlan {
-        /// How many errors.
-        count: usize,
+        /// The error diagnostics of the plan (never empty), each naming its target.
+        errors: Vec<crate::Diagnostic>,
     },
+}
+
+/// The first error of a plan with its target, and how many more there are.
+fn describe(errors: &[crate::Diagnostic]) -> String {
+    match errors {
+        [] => "it has error diagnostics".to_owned(),
+        [only] => format!("`{}`: {}", only.target, only.message),
+        [first, rest @ ..] => format!(
+            "`{}`: {} (and {} more error diagnostics)",
+            first.target,
+            first.message,
+            rest.len()
+        ),
+    }
 }
 
 /// What kind of failure an [`Error`] is, so callers map it without matching on text.

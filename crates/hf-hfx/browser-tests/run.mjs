@@ -172,6 +172,83 @@ await screen("form_record", async (page) => {
   check("form: errors cleared", (await page.locator(".hfx-field-error:visible").count()) === 0);
 }, [422]);
 
+await screen("class_directive_scoped", async (page) => {
+  const classes = (sel) => page.evaluate((s) => [...document.querySelector(s).classList], sel);
+  const alone = await classes("#alone");
+  check("class: directive alone survives the scope class", alone.includes("active") && alone.some((c) => c.startsWith("hfx-")), JSON.stringify(alone));
+  const after = await classes("#after");
+  check("class: directive before class= survives it", after.includes("active") && after.includes("note") && after.some((c) => c.startsWith("hfx-")), JSON.stringify(after));
+  check("class: directive in {#each} rows on first render", (await page.locator("li.odd").count()) === 1);
+  await page.click("#toggle");
+  await page.waitForFunction(() => !document.querySelector("#alone").classList.contains("active"));
+  const off = await classes("#after");
+  check("class: directive toggles off, keeps the rest", !off.includes("active") && off.includes("note"), JSON.stringify(off));
+});
+
+await screen("composition", async (page) => {
+  check("snippets: children render inside the component", (await text(page, "#inside")) === "Count is 0");
+  check("snippets: a named snippet prop renders", (await text(page, "#footer")) === "total: 0", await text(page, "#footer"));
+  await page.click("#inc");
+  check("snippets: children follow the owner's state", await eventually(page, "#inside", "Count is 1"));
+  check("snippets: a snippet rendered in a snippet follows too", await eventually(page, "#footer", "total: 1"));
+  const people = () => page.locator(".person").allTextContents();
+  check("snippets: a row snippet gets its arguments", JSON.stringify(await people()) === JSON.stringify(["1. Ada", "2. Grace"]), JSON.stringify(await people()));
+  await page.evaluate(() => (document.querySelector(".person").__mark = "kept"));
+  await page.click("#rename");
+  await page.waitForFunction(() => document.querySelector(".person").textContent === "1. Ada L.");
+  check("snippets: new arguments update the row in place", await page.evaluate(() => document.querySelector(".person").__mark === "kept"));
+  check("snippets: a component without children shows none", (await page.locator("#empty-card .body").textContent()) === "");
+  await page.locator("h3", { hasText: "Counter" }).click();
+  check("snippets: closing the card removes the children", (await page.locator("#inside").count()) === 0);
+  await page.click("#outside");
+  await page.locator("h3", { hasText: "Counter" }).click();
+  check("snippets: reopening renders the current state", await eventually(page, "#inside", "Count is 11"));
+  check("spread: attributes from an object", (await page.getAttribute("#spread", "data-kind")) === "spread" && (await page.getAttribute("#spread", "title")) === "from a spread");
+  const classes = await page.evaluate(() => [...document.querySelector("#spread").classList]);
+  check("spread: class directive kept next to it", classes.includes("wide"), JSON.stringify(classes));
+  await page.click("#clear");
+  check("snippets: the {:else} snippet", await eventually(page, ".list li", "nobody"));
+});
+
+await screen("lifecycle", async (page) => {
+  const data = (key) => page.evaluate((k) => document.body.dataset[k], key);
+  const until = async (key, want) =>
+    page.waitForFunction(([k, w]) => document.body.dataset[k] === w, [key, want], { timeout: 5000 }).then(() => true, () => false);
+  // 4 tickers (one in the {#if}, three rows) with a timer and an effect each, 4 actions.
+  check("lifecycle: onMount, $effect and actions ran", await until("live", "12"), await data("live"));
+  check("lifecycle: the effect ran after mount", (await data("shown")) === "0");
+  await page.click("#inc");
+  check("effect: re-runs after the DOM update", await until("shown", "1"), await data("shown"));
+  check("effect: its cleanup ran before", (await data("cleaned")) === "1", await data("cleaned"));
+  check("action: update gets the new parameter", (await page.getAttribute("#shown i", "data-action")) === "if 1");
+  await page.click("#toggle");
+  check("destroy: {#if} false cleans its component and action", await until("live", "9"), await data("live"));
+  check("destroy: onDestroy ran", (await data("destroyed")) === "1");
+  await page.click("#drop");
+  check("destroy: a removed {#each} row cleans up", await until("live", "6"), await data("live"));
+  check("state: splice on $state array updates", (await page.locator("li").count()) === 2);
+  await page.click("#rename");
+  check("state: nested assignment in a $state array", await eventually(page, "li .ticker", "row 10"));
+  await page.click("#toggle");
+  check("lifecycle: re-created {#if} content mounts again", await until("live", "9"), await data("live"));
+  await page.click("#push");
+  await page.click("#push");
+  check("state: push updates the page and $derived", await eventually(page, "#items", "2 items, derived 4, many"));
+  await page.click("#splice");
+  check("state: splice updates", await eventually(page, "#items", "1 items, derived 2, few"));
+  await page.click("#move");
+  check("state: nested object assignment", await eventually(page, "#city", "Lyon"));
+  await page.click(".step");
+  check("bind:prop: the child's change reaches the parent", await eventually(page, "#count", "2"));
+  check("bind:prop: and comes back down", await eventually(page, ".step", "step 2"));
+  await page.click("#wait");
+  check("tick: resolves after the DOM update", await until("afterTick", "42"), await data("afterTick"));
+  await page.evaluate(() => window.hfxApp.destroy());
+  check("destroy: unmounting the screen cleans everything", await until("live", "0"), await data("live"));
+  const ticks = await page.evaluate(() => new Promise((r) => setTimeout(() => r(document.querySelectorAll(".ticker").length), 200)));
+  check("destroy: nothing left in the DOM", ticks === 0);
+});
+
 await browser.close();
 console.log(`${passed} passed, ${failures} failed`);
 process.exit(failures === 0 ? 0 : 1);

@@ -26,8 +26,15 @@ class Context {
   constructor(props) {
     this.props = props || {};
     this.setters = Object.create(null);
+    // The last value of each bound prop (`bind:name` in the parent) known to both sides.
+    this.shared = Object.create(null);
     this.dirty = new Set();
-    this.root = null;
+    this.deriveds = [];
+    this.effects = [];
+    this.root = new Block();
+    // Blocks of this component's snippets rendered elsewhere (by a child component): they
+    // depend on this component's state, so its flushes reach them.
+    this.extra = new Set();
     this.live = false;
     this.scheduled = false;
   }
@@ -41,17 +48,35 @@ class Context {
     return value;
   }
   /** Declares a prop: returns the caller's value, or `current` (the default) without one. */
-  prop(name, current, slot, set) {
-    if (set) this.setter(name, slot, set);
+  prop(name, current, slot, set, get) {
+    if (set) this.setter(name, slot, set, get);
     const given = this.props[name];
     return given === undefined ? current : given;
   }
-  /** Remembers how to change a prop (`set(value)`) and which state slot it is. */
-  setter(name, slot, set) {
-    this.setters[name] = [slot, set];
+  /** Remembers how to change a prop (`set(value)`), read it, and which state slot it is. */
+  setter(name, slot, set, get) {
+    this.setters[name] = [slot, set, get];
+    this.shared[name] = this.props[name];
+  }
+  /** `$state(value)`: plain objects and arrays become deeply reactive (see `deep`). */
+  deep(value, slot) {
+    return deep(this, value, slot);
+  }
+  /** `$derived`: computes the value now, and again in each flush where `deps` changed. */
+  derived(get, slot, deps, set) {
+    const d = { get, slot, deps, set, value: get() };
+    this.deriveds.push(d);
+    return d.value;
+  }
+  /** `$effect(fn, deps)`: runs after mount, then after each flush where `deps` changed. */
+  effect(fn, deps) {
+    const e = { fn, deps, cleanup: null };
+    this.effects.push(e);
+    afterMount(this.root, () => runEffect(e));
   }
   flush() {
     this.scheduled = false;
+    const changed = new Set();
     for (let round = 0; this.dirty.size > 0; round++) {
       if (round === MAX_FLUSH_ROUNDS) {
         console.error("hfx: updates keep changing state; stopped after " + MAX_FLUSH_ROUNDS + " rounds");
@@ -60,9 +85,120 @@ class Context {
       }
       const dirty = this.dirty;
       this.dirty = new Set();
-      if (this.root) this.root.p(dirty);
+      for (const d of this.deriveds) {
+        if (!hit(dirty, d.deps)) continue;
+        const v = d.get();
+        if (v !== d.value) {
+          d.value = v;
+          d.set(v);
+          dirty.add(d.slot);
+        }
+      }
+      this.root.p(dirty);
+      for (const blk of [...this.extra]) blk.p(dirty);
+      for (const s of dirty) changed.add(s);
     }
+    if (this.root.dead) return;
+    // Bound props the component assigned itself go back to the parent.
+    for (const name in this.setters) {
+      const [slot, , get] = this.setters[name];
+      const back = this.props["$$bind:" + name];
+      if (back && get && changed.has(slot) && get() !== this.shared[name]) {
+        this.shared[name] = get();
+        back(this.shared[name]);
+      }
+    }
+    for (const e of this.effects) if (hit(changed, e.deps)) runEffect(e);
   }
+}
+
+function runEffect(e) {
+  if (e.cleanup) e.cleanup();
+  const r = e.fn();
+  e.cleanup = typeof r === "function" ? r : null;
+}
+
+// The component being set up: `onMount` and `onDestroy` register with it.
+let current = null;
+// Functions to run once what was just rendered is in the document: [block, fn] pairs.
+let mountQueue = [];
+let mountScheduled = false;
+
+function afterMount(block, fn) {
+  mountQueue.push([block, fn]);
+  if (!mountScheduled) {
+    mountScheduled = true;
+    queueMicrotask(runMounts);
+  }
+}
+
+function runMounts() {
+  mountScheduled = false;
+  const queue = mountQueue;
+  mountQueue = [];
+  for (const [block, fn] of queue) {
+    if (block.dead) continue;
+    const r = fn();
+    if (typeof r === "function") block.cleanups.push(r);
+  }
+}
+
+function setting(what) {
+  if (!current) throw new Error("hfx: " + what + " is called while a component is set up (at the top level of its script)");
+  return current;
+}
+
+/** Runs `fn` once the component is in the document; a function it returns runs on destroy. */
+export function onMount(fn) {
+  afterMount(setting("onMount").root, fn);
+}
+
+/** Runs `fn` when the component is destroyed. */
+export function onDestroy(fn) {
+  setting("onDestroy").root.cleanups.push(fn);
+}
+
+/** Resolves once the pending updates are in the DOM. */
+export function tick() {
+  return new Promise((resolve) => queueMicrotask(resolve));
+}
+
+// Deep state: a proxy per plain object or array, made once (so `a === a` holds), that marks its
+// root's slot dirty on every write below it.
+const RAW = Symbol("hfx.raw");
+const proxies = new WeakMap();
+
+function plain(v) {
+  if (v === null || typeof v !== "object") return false;
+  const proto = Object.getPrototypeOf(v);
+  return Array.isArray(v) || proto === Object.prototype || proto === null;
+}
+
+function deep(ctx, value, slot) {
+  if (!plain(value) || value[RAW]) return value;
+  const known = proxies.get(value);
+  if (known) return known;
+  const proxy = new Proxy(value, {
+    get(target, key, receiver) {
+      if (key === RAW) return target;
+      const v = Reflect.get(target, key, receiver);
+      return plain(v) ? deep(ctx, v, slot) : v;
+    },
+    set(target, key, v, receiver) {
+      const raw = v && v[RAW] ? v[RAW] : v;
+      const before = target[key];
+      const ok = Reflect.set(target, key, raw, receiver);
+      if (before !== raw || key === "length") ctx.u(undefined, slot);
+      return ok;
+    },
+    deleteProperty(target, key) {
+      const ok = Reflect.deleteProperty(target, key);
+      ctx.u(undefined, slot);
+      return ok;
+    },
+  });
+  proxies.set(value, proxy);
+  return proxy;
 }
 
 function hit(dirty, deps) {
@@ -87,7 +223,9 @@ class Block {
       if (hit(dirty, this.ups[i])) this.ups[i + 1](dirty);
     }
   }
+  /** Runs every cleanup registered below this block (nested blocks register theirs here). */
   destroy() {
+    this.dead = true;
     const cleanups = this.cleanups;
     this.cleanups = [];
     this.ups = [];
@@ -127,9 +265,18 @@ function instantiate(C, props, parent, anchor) {
   if (!C || C.hfx !== 1) throw new TypeError("hfx: not a compiled HFX component");
   injectCss(C.scope, C.css);
   const ctx = new Context(props);
-  const render = C.setup(ctx, ctx.props);
-  const block = new Block();
-  ctx.root = block;
+  const block = ctx.root;
+  const outer = current;
+  current = ctx;
+  let render;
+  try {
+    render = C.setup(ctx, ctx.props);
+  } finally {
+    current = outer;
+  }
+  block.cleanups.push(() => {
+    for (const e of ctx.effects) if (e.cleanup) e.cleanup();
+  });
   const frag = document.createDocumentFragment();
   const start = text(frag, "");
   render(block, frag);
@@ -142,8 +289,11 @@ function instantiate(C, props, parent, anchor) {
       for (const name of Object.keys(next || {})) {
         const entry = ctx.setters[name];
         if (entry) {
+          ctx.shared[name] = next[name];
           entry[1](next[name]);
           ctx.u(undefined, entry[0]);
+        } else if (name.startsWith("$$bind:")) {
+          ctx.props[name] = next[name];
         }
       }
     },
@@ -158,7 +308,9 @@ function instantiate(C, props, parent, anchor) {
 
 /** Mounts a component into `target`; returns `{ set(props), destroy() }`. */
 export function mount(C, target, props) {
-  return instantiate(C, props || {}, target, null);
+  const app = instantiate(C, props || {}, target, null);
+  runMounts();
+  return app;
 }
 
 /**
@@ -218,6 +370,61 @@ export function child(b, parent, C, props, deps) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Snippets
+
+/** What calling a snippet gives: the snippet and its arguments, for `{@render}`. */
+class Rendered {
+  constructor(snip, args) {
+    this.snip = snip;
+    this.args = args;
+  }
+}
+
+/**
+ * `{#snippet name(params)}`: a function of the arguments whose call `{@render}` shows. `slot` is
+ * the owner's slot that stands for the arguments: updaters reading a parameter depend on it.
+ */
+export function snippet(ctx, slot, body) {
+  const snip = { ctx, slot, body };
+  return (...args) => new Rendered(snip, args);
+}
+
+/** `{@render name(args)}`: shows the snippet; new arguments update it in place. */
+export function render(b, parent, get, deps) {
+  const end = text(parent, "");
+  let snip = null;
+  let blk = null;
+  let start = null;
+  function drop() {
+    if (!blk) return;
+    snip.ctx.extra.delete(blk);
+    blk.destroy();
+    clear(start, end);
+    start.remove();
+    blk = snip = start = null;
+  }
+  b.u(deps, () => {
+    const r = get();
+    if (r != null && !(r instanceof Rendered)) throw new TypeError("hfx: {@render} needs a snippet call, like {@render children()}");
+    if (blk && r && r.snip === snip) {
+      if (blk.set) blk.set(r.args);
+      blk.p(new Set([snip.slot]));
+      return;
+    }
+    drop();
+    if (!r) return;
+    snip = r.snip;
+    blk = new Block();
+    const frag = document.createDocumentFragment();
+    start = text(frag, "");
+    snip.body(blk, frag, r.args);
+    snip.ctx.extra.add(blk);
+    end.parentNode.insertBefore(frag, end);
+  });
+  b.cleanups.push(drop);
+}
+
+// ---------------------------------------------------------------------------------------------
 // DOM helpers
 
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -269,6 +476,41 @@ export function prop(e, name, v) {
 export function cls(v, scope) {
   const s = v == null || v === false ? "" : String(v);
   return s ? s + " " + scope : scope;
+}
+
+/** `use:action={param}`: `action(e, param)` once `e` is in the document, `update`, `destroy`. */
+export function action(ctx, b, e, fn, param, deps) {
+  let handle = null;
+  let started = false;
+  afterMount(b, () => {
+    started = true;
+    handle = fn(e, param()) || null;
+  });
+  b.u(deps, () => {
+    if (started && handle && handle.update) handle.update(param());
+  });
+  b.cleanups.push(() => {
+    if (handle && handle.destroy) handle.destroy();
+  });
+}
+
+/**
+ * `{...object}` on an element: its entries as attributes (functions and `on*` keys skipped). A
+ * scoped screen's elements keep the scope class (`ownClass`: a `class` attribute sets it).
+ */
+export function spread(b, e, get, deps, scope, ownClass) {
+  let prev = [];
+  b.u(deps, () => {
+    const values = get() || {};
+    const keys = Object.keys(values).filter((k) => typeof values[k] !== "function" && !/^on/i.test(k));
+    for (const k of prev) if (!keys.includes(k)) attr(e, k, null);
+    for (const k of keys) {
+      if (k === "value" || k === "checked") prop(e, k, values[k]);
+      else attr(e, k, k === "class" && scope ? cls(values[k], scope) : values[k]);
+    }
+    if (scope && !ownClass && !keys.includes("class")) attr(e, "class", scope);
+    prev = keys;
+  });
 }
 
 export function toggle_class(e, name, on) {

@@ -288,7 +288,7 @@ fn compile_screen(
             start: *end,
             end: *end,
             text: format!(
-                "\n{name} = $$.prop(\"{name}\", {name}, {slot}, ($$v) => {{ {name} = $$v; }});"
+                "\n{name} = $$.prop(\"{name}\", {name}, {slot}, ($$v) => {{ {name} = $$v; }}, () => {name});"
             ),
             rank: (3, 0),
         });
@@ -357,7 +357,7 @@ fn compile_in_one_pass(
     module.push_str(&script_code);
     for (name, slot, _) in &script.props {
         module.push_str(&format!(
-            "\t$$.setter({}, {slot}, ($$v) => {{ {name} = $$v; }});\n",
+            "\t$$.setter({}, {slot}, ($$v) => {{ {name} = $$v; }}, () => {name});\n",
             generate::quote(name)
         ));
     }

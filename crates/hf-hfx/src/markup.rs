@@ -9,6 +9,9 @@
 use crate::diagnostics::{DiagnosticCode as Code, Sink};
 use crate::scan;
 
+/// The name of a spread attribute (`{...object}`), which no real attribute can have.
+pub(crate) const SPREAD: &str = "...";
+
 /// The deepest nesting of elements and blocks a screen may have.
 pub(crate) const MAX_DEPTH: usize = 256;
 
@@ -43,6 +46,10 @@ pub(crate) enum Node {
     },
     Query(QueryBlock),
     Form(FormBlock),
+    /// `{#snippet name(params)}…{/snippet}`.
+    Snippet(SnippetBlock),
+    /// `{@render expression}`: the expression calls a snippet (`name(args)`).
+    Render(Span),
 }
 
 #[derive(Debug)]
@@ -103,6 +110,14 @@ pub(crate) struct QueryBlock {
 }
 
 #[derive(Debug)]
+pub(crate) struct SnippetBlock {
+    pub(crate) name: Span,
+    /// The text between the parentheses (may be empty).
+    pub(crate) params: Span,
+    pub(crate) body: Vec<Node>,
+}
+
+#[derive(Debug)]
 pub(crate) struct FormBlock {
     pub(crate) module: String,
     pub(crate) object: String,
@@ -155,6 +170,10 @@ enum Frame {
         start: usize,
         block: FormBlock,
     },
+    Snippet {
+        start: usize,
+        block: SnippetBlock,
+    },
 }
 
 impl Frame {
@@ -164,7 +183,8 @@ impl Frame {
             Frame::If { start, .. }
             | Frame::Each { start, .. }
             | Frame::Query { start, .. }
-            | Frame::Form { start, .. } => *start,
+            | Frame::Form { start, .. }
+            | Frame::Snippet { start, .. } => *start,
         }
     }
 
@@ -176,6 +196,7 @@ impl Frame {
             Frame::Each { .. } => "{#each}".into(),
             Frame::Query { .. } => "{#query}".into(),
             Frame::Form { .. } => "{#form}".into(),
+            Frame::Snippet { .. } => "{#snippet}".into(),
         }
     }
 
@@ -186,6 +207,7 @@ impl Frame {
             Frame::Each { .. } => "{/each}".into(),
             Frame::Query { .. } => "{/query}".into(),
             Frame::Form { .. } => "{/form}".into(),
+            Frame::Snippet { .. } => "{/snippet}".into(),
         }
     }
 
@@ -202,6 +224,7 @@ impl Frame {
             }
             Frame::Query { block, .. } => &mut block.body,
             Frame::Form { block, .. } => &mut block.body,
+            Frame::Snippet { block, .. } => &mut block.body,
         }
     }
 
@@ -222,6 +245,7 @@ impl Frame {
             Frame::Each { block, .. } => Node::Each(block),
             Frame::Query { block, .. } => Node::Query(block),
             Frame::Form { block, .. } => Node::Form(block),
+            Frame::Snippet { block, .. } => Node::Snippet(block),
         }
     }
 }
@@ -516,11 +540,30 @@ impl Parser<'_, '_> {
                         );
                     };
                     let inner = self.src[at + 1..end].trim();
+                    if inner.starts_with("...") {
+                        let raw = &self.src[at + 1..end];
+                        let dots = at + 1 + (raw.len() - raw.trim_start().len());
+                        let value = trimmed(self.src, dots + 3, end);
+                        if value.start == value.end {
+                            return self.fail(
+                                Code::InvalidExpression,
+                                at,
+                                "expected `{...expression}`",
+                            );
+                        }
+                        el.attrs.push(Attr {
+                            name: SPREAD.to_string(),
+                            start: at,
+                            value: AttrValue::Expr(value),
+                        });
+                        self.pos = end + 1;
+                        continue;
+                    }
                     if !is_identifier(inner) {
                         return self.fail(
                             Code::InvalidName,
                             at,
-                            "only `{name}` shorthand attributes are supported (spread `{...x}` is not)",
+                            "expected `{name}` (shorthand for `name={name}`) or `{...object}`",
                         );
                     }
                     let span = trimmed(self.src, at + 1, end);
@@ -708,6 +751,7 @@ impl Parser<'_, '_> {
             (Closer::Block(b), Frame::Each { .. }) => *b == "each",
             (Closer::Block(b), Frame::Query { .. }) => *b == "query",
             (Closer::Block(b), Frame::Form { .. }) => *b == "form",
+            (Closer::Block(b), Frame::Snippet { .. }) => *b == "snippet",
             _ => false,
         };
         match self.stack.last() {
@@ -821,8 +865,23 @@ impl Parser<'_, '_> {
                 let block = self.form_header(start, rest)?;
                 self.open(Frame::Form { start, block })
             }
+            (Some(b'#'), "snippet") => {
+                let block = self.snippet_header(start, rest)?;
+                self.open(Frame::Snippet { start, block })
+            }
+            (Some(b'@'), "render") => {
+                if !has_rest {
+                    return self.fail(
+                        Code::InvalidBlock,
+                        start,
+                        "expected `{@render name(arguments)}`",
+                    );
+                }
+                self.push_node(Node::Render(rest));
+                Some(())
+            }
             (Some(b':'), "else") => self.else_branch(start, kw_end, end),
-            (Some(b'/'), kw @ ("if" | "each" | "query" | "form")) => {
+            (Some(b'/'), kw @ ("if" | "each" | "query" | "form" | "snippet")) => {
                 if has_rest {
                     return self.fail(
                         Code::InvalidBlock,
@@ -1037,6 +1096,41 @@ impl Parser<'_, '_> {
             query,
             params,
             name,
+            body: Vec::new(),
+        })
+    }
+
+    /// `name(params)`: an identifier, then the parameter list in parentheses.
+    fn snippet_header(&mut self, start: usize, rest: Span) -> Option<SnippetBlock> {
+        let text = &self.src[rest.start..rest.end];
+        let name_len = text.bytes().take_while(|b| is_ident_byte(*b)).count();
+        let after = text[name_len..].trim_start();
+        let open = rest.start + (text.len() - after.len());
+        if name_len == 0
+            || !is_identifier(&text[..name_len])
+            || !after.starts_with('(')
+            || !after.ends_with(')')
+            || after.len() < 2
+        {
+            return self.fail(
+                Code::InvalidBlock,
+                start,
+                "expected `{#snippet name(parameters)}`",
+            );
+        }
+        if text[..name_len].starts_with("$$") {
+            return self.fail(
+                Code::ReservedName,
+                rest.start,
+                "names starting with `$$` are reserved",
+            );
+        }
+        Some(SnippetBlock {
+            name: Span {
+                start: rest.start,
+                end: rest.start + name_len,
+            },
+            params: trimmed(self.src, open + 1, rest.end - 1),
             body: Vec::new(),
         })
     }

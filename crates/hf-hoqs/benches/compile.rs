@@ -15,8 +15,9 @@ fn bench(c: &mut Criterion) {
     let Ok(model) = hf_model::files::load_dir(&demo) else {
         panic!("cannot load {}", demo.display());
     };
-    let mut params = serde_json::Map::new();
-    params.insert("stage".into(), "open".into());
+    let Ok(params) = serde_json::from_str::<hf_hoqs::RequestParams>(r#"{"stage": "open"}"#) else {
+        panic!("the parameters are not JSON");
+    };
     c.bench_function("parse_only", |b| {
         b.iter(|| hf_hoqs_syntax::parse_query(std::hint::black_box(QUERY)))
     });

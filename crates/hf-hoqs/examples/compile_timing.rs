@@ -30,8 +30,9 @@ fn main() {
     let Ok(model) = hf_model::files::load_dir(&demo) else {
         panic!("cannot load the demo model from {}", demo.display());
     };
-    let mut params = serde_json::Map::new();
-    params.insert("stage".into(), "open".into());
+    let Ok(params) = serde_json::from_str::<hf_hoqs::RequestParams>(r#"{"stage": "open"}"#) else {
+        panic!("the parameters are not JSON");
+    };
     for _ in 0..10_000 {
         std::hint::black_box(hf_hoqs::compile_query(&model, QUERY, &params).ok());
     }

@@ -13,10 +13,9 @@ use hf_hoqs_syntax::ast::{Ident, Path, Span};
 use hf_hoqs_syntax::functions::{check_function_names, did_you_mean};
 use hf_hoqs_syntax::{parse_expression, Diagnostic};
 use hf_model::{Field, FieldKind, FieldPath, Model, QualifiedName, RollupFunction, ScalarType};
-use serde_json::{Map, Value};
 
 use crate::diagnostics as diag;
-use crate::params::Params;
+use crate::params::{Params, RequestParams};
 use crate::types::Type;
 use crate::Error;
 
@@ -121,7 +120,7 @@ pub(crate) struct Compiler<'a> {
     pub(crate) model: &'a Model,
     pub(crate) params: Params,
     /// The request's parameters; `None` where parameters are not allowed at all.
-    pub(crate) request: Option<&'a Map<String, Value>>,
+    pub(crate) request: Option<&'a RequestParams>,
     pub(crate) diagnostics: Vec<Diagnostic>,
     internal: Option<Error>,
     next_alias: usize,
@@ -136,7 +135,7 @@ impl<'a> Compiler<'a> {
     pub(crate) fn new(
         model: &'a Model,
         params: Params,
-        request: Option<&'a Map<String, Value>>,
+        request: Option<&'a RequestParams>,
         alias_prefix_start: usize,
     ) -> Compiler<'a> {
         Compiler {

@@ -243,7 +243,7 @@ pub(crate) fn invalid_literal(ty: Type, text: &str, span: Span) -> Diagnostic {
 pub(crate) fn param_type(name: &str, ty: Type, expected: &str, span: Span) -> Diagnostic {
     type_error(
         format!(
-            "the parameter `:{name}` is used as {} here, so its value must be {expected}",
+            "the parameter `:{name}` is used as {} here: {expected}",
             a(ty)
         ),
         span,
@@ -260,7 +260,7 @@ pub(crate) fn param_not_array(name: &str, span: Span) -> Diagnostic {
 pub(crate) fn param_element_type(name: &str, ty: Type, expected: &str, span: Span) -> Diagnostic {
     type_error(
         format!(
-            "the elements of `:{name}` are compared with {} here, so each must be {expected}",
+            "the elements of `:{name}` are compared with {} here: {expected}",
             a(ty)
         ),
         span,

@@ -14,9 +14,11 @@
 
 use hf_hoqs_syntax::ast::{BinaryOp, Expr, ExprKind, Literal, Span, UnaryOp};
 
+use hf_model::ScalarType;
+
 use crate::compile::{Compiler, Cx, Frag, Level, Purpose, Row};
 use crate::diagnostics as diag;
-use crate::params::{is_date, is_datetime, is_uuid, natural_type, param_text};
+use crate::params::{array_elements, natural_type, param_text};
 use crate::types::{unify, widest_numeric, Type};
 
 /// Whether an operand takes its type from its neighbour: `NULL`, a parameter, a text literal.
@@ -169,25 +171,32 @@ impl Compiler<'_> {
                 Err(_) => (Type::Decimal, digits.clone()),
             },
             Literal::Decimal(text) => (Type::Decimal, text.clone()),
-            Literal::Date(text) => (Type::Date, text.clone()),
-            Literal::DateTime(text) => (Type::Datetime, text.clone()),
+            Literal::Date(text) | Literal::DateTime(text) => {
+                let scalar = match literal {
+                    Literal::Date(_) => ScalarType::Date,
+                    _ => ScalarType::Datetime,
+                };
+                let ty = Type::from_scalar(scalar);
+                match scalar.parse_text(text) {
+                    Ok(value) => (ty, value),
+                    Err(_) => {
+                        self.report(diag::invalid_literal(ty, text, span));
+                        return None;
+                    }
+                }
+            }
             Literal::String(text) => {
                 let ty = match hint {
                     Some(ty @ (Type::Uuid | Type::Date | Type::Datetime | Type::Json)) => ty,
                     _ => Type::Text,
                 };
-                let valid = match ty {
-                    Type::Uuid => is_uuid(text),
-                    Type::Date => is_date(text),
-                    Type::Datetime => is_datetime(text),
-                    Type::Json => serde_json::from_str::<serde_json::Value>(text).is_ok(),
-                    _ => true,
-                };
-                if !valid {
-                    self.report(diag::invalid_literal(ty, text, span));
-                    return None;
+                match ty.scalar().map(|scalar| scalar.parse_text(text)) {
+                    Some(Ok(value)) => (ty, value),
+                    _ => {
+                        self.report(diag::invalid_literal(ty, text, span));
+                        return None;
+                    }
                 }
-                (ty, text.clone())
             }
         };
         Some(Frag::new(self.literal(ty, text), ty))
@@ -209,7 +218,7 @@ impl Compiler<'_> {
         let text = match param_text(value, ty) {
             Ok(text) => text,
             Err(expected) => {
-                self.report(diag::param_type(name, ty, expected, span));
+                self.report(diag::param_type(name, ty, &expected, span));
                 return None;
             }
         };
@@ -456,7 +465,7 @@ impl Compiler<'_> {
             self.report(diag::unknown_param(name, array.span));
             return None;
         };
-        let serde_json::Value::Array(items) = given else {
+        let Some(items) = array_elements(given) else {
             self.report(diag::param_not_array(name, array.span));
             return None;
         };
@@ -466,7 +475,7 @@ impl Compiler<'_> {
             match param_text(item, ty) {
                 Ok(text) => elements.push(text),
                 Err(expected) => {
-                    self.report(diag::param_element_type(name, ty, expected, array.span));
+                    self.report(diag::param_element_type(name, ty, &expected, array.span));
                     return None;
                 }
             }

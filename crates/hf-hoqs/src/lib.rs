@@ -37,10 +37,9 @@ mod types;
 use hf_hoqs_syntax::functions::{check_function_names, check_query_function_names};
 use hf_hoqs_syntax::{parse_expression, parse_query};
 use hf_model::{Model, QualifiedName, ScalarType};
-use serde_json::{Map, Value};
 
 pub use hf_hoqs_syntax::{Code, Diagnostic};
-pub use params::Params;
+pub use params::{Params, RequestParams};
 pub use query::{DEFAULT_LIMIT, MAX_LIMIT, MAX_SELECT_ITEMS};
 pub use types::Type;
 
@@ -89,7 +88,7 @@ pub struct QueryOutput {
 pub fn compile_query(
     model: &Model,
     source: &str,
-    params: &Map<String, Value>,
+    params: &RequestParams,
 ) -> Result<QueryOutput, Error> {
     let parsed = parse_query(source);
     let Some(query) = parsed.query else {

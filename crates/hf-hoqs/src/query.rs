@@ -13,7 +13,6 @@ use hf_hoqs_syntax::ast::{
 use hf_hoqs_syntax::functions::{lookup, FunctionKind};
 use hf_hoqs_syntax::printer::print_expr;
 use hf_model::{FieldKind, QualifiedName};
-use serde_json::Value;
 
 use crate::compile::{Aggregates, Compiler, Cx, Frag, Level, Purpose, Row};
 use crate::diagnostics as diag;
@@ -313,12 +312,9 @@ impl Compiler<'_> {
                     self.report(diag::unknown_param(name, *span));
                     return None;
                 };
-                match found {
-                    Value::Number(number) if number.as_u64().is_some() => {
-                        let value = number.as_u64().unwrap_or(u64::MAX);
-                        (value, *span, value.to_string())
-                    }
-                    _ => {
+                match found.get().trim().parse::<u64>() {
+                    Ok(value) => (value, *span, value.to_string()),
+                    Err(_) => {
                         self.report(diag::row_count_type(clause, name, *span));
                         return None;
                     }

@@ -9,6 +9,7 @@ use utoipa_actix_web::AppExt;
 use crate::error::ErrorBody;
 use crate::extract::{self, BodyLimit};
 use crate::middleware::RouteTable;
+use crate::public_access::PublicAccess;
 use crate::routes::system;
 use crate::state::AppState;
 
@@ -151,6 +152,7 @@ where
 pub fn build(
     state: AppState,
     body_limit: usize,
+    public_access: PublicAccess,
 ) -> App<
     impl ServiceFactory<
         ServiceRequest,
@@ -164,12 +166,13 @@ pub fn build(
     let app = App::new()
         .app_data(web::Data::new(state))
         .app_data(BodyLimit(body_limit))
+        .app_data(web::Data::new(public_access))
         .app_data(extract::query_config())
         .app_data(extract::path_config())
         .app_data(extract::json_config(body_limit))
         .app_data(web::PayloadConfig::new(body_limit))
         .app_data(web::Data::new(OpenApiDocument {
-            json: openapi_json(&doc),
+            json: serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".to_owned()),
         }))
         .app_data(web::Data::new(RouteTable::from_openapi(&doc)))
         .into_utoipa_app();
@@ -180,13 +183,15 @@ pub fn build(
         .wrap(middleware::from_fn(crate::middleware::edge))
 }
 
-/// The OpenAPI document of every route.
-pub fn openapi() -> utoipa::openapi::OpenApi {
+/// The OpenAPI document of every route, as served at `/openapi.json`.
+pub fn openapi() -> serde_json::Value {
+    crate::openapi::finish(&generated_openapi())
+}
+
+/// The document as utoipa generates it from the route annotations, before
+/// [`crate::openapi::finish`] gives it literal metadata paths, error codes and patterns.
+pub fn generated_openapi() -> utoipa::openapi::OpenApi {
     register(App::new().into_utoipa_app().openapi(ApiDoc::openapi()))
         .split_for_parts()
         .1
-}
-
-fn openapi_json(doc: &utoipa::openapi::OpenApi) -> String {
-    doc.to_pretty_json().unwrap_or_else(|_| "{}".to_owned())
 }

@@ -11,9 +11,9 @@
 //! that database notifications keep current ([`hf_storage::auth::PrincipalCache`]); the IAM
 //! routes also clear its entry themselves before they answer.
 //!
-//! Client addresses for login throttling are the TCP peer addresses. Behind a reverse proxy they
-//! would all be the proxy's; such a deployment needs a trusted forwarded-for header, which is
-//! deliberately not read here because any client can send one.
+//! Client addresses for login throttling are the TCP peer addresses, except that a peer listed
+//! in `HF_TRUSTED_PROXIES` has its `X-Forwarded-For` believed (`crate::public_access`); from
+//! anyone else that header is ignored, because any client can send one.
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -73,6 +73,22 @@ error_codes! {
     InUse = "IN_USE" => CONFLICT,
     InvalidReference = "INVALID_REFERENCE" => UNPROCESSABLE_ENTITY,
     InvalidMetadata = "INVALID_METADATA" => UNPROCESSABLE_ENTITY,
+    // The model's validation diagnostics (`hf_model::diagnostics::Code`), each with its status.
+    LabelTooLong = "LABEL_TOO_LONG" => UNPROCESSABLE_ENTITY,
+    ControlCharacter = "CONTROL_CHARACTER" => UNPROCESSABLE_ENTITY,
+    InvalidIdentity = "INVALID_IDENTITY" => UNPROCESSABLE_ENTITY,
+    ExtendsCycle = "EXTENDS_CYCLE" => UNPROCESSABLE_ENTITY,
+    ExtensionWithoutParent = "EXTENSION_WITHOUT_PARENT" => UNPROCESSABLE_ENTITY,
+    RedefinedField = "REDEFINED_FIELD" => UNPROCESSABLE_ENTITY,
+    RedefinedRule = "REDEFINED_RULE" => UNPROCESSABLE_ENTITY,
+    LookupToAbstract = "LOOKUP_TO_ABSTRACT" => UNPROCESSABLE_ENTITY,
+    RollupSourceNotLookup = "ROLLUP_SOURCE_NOT_LOOKUP" => UNPROCESSABLE_ENTITY,
+    RollupSourceMismatch = "ROLLUP_SOURCE_MISMATCH" => UNPROCESSABLE_ENTITY,
+    RollupFieldRequired = "ROLLUP_FIELD_REQUIRED" => UNPROCESSABLE_ENTITY,
+    RollupFieldType = "ROLLUP_FIELD_TYPE" => UNPROCESSABLE_ENTITY,
+    InvalidExpression = "INVALID_EXPRESSION" => UNPROCESSABLE_ENTITY,
+    InvalidHfxVersion = "INVALID_HFX_VERSION" => UNPROCESSABLE_ENTITY,
+    InvalidRenameHint = "INVALID_RENAME_HINT" => UNPROCESSABLE_ENTITY,
     MetadataUnreadable = "METADATA_UNREADABLE" => UNPROCESSABLE_ENTITY,
     MetadataConflict = "METADATA_CONFLICT" => CONFLICT,
     DestructiveChange = "DESTRUCTIVE_CHANGE" => CONFLICT,
@@ -97,6 +113,10 @@ error_codes! {
     UniqueViolation = "UNIQUE_VIOLATION" => CONFLICT,
     NotUniqueField = "NOT_UNIQUE_FIELD" => BAD_REQUEST,
     PreconditionFailed = "PRECONDITION_FAILED" => PRECONDITION_FAILED,
+    RequestTimeout = "REQUEST_TIMEOUT" => REQUEST_TIMEOUT,
+    UriTooLong = "URI_TOO_LONG" => URI_TOO_LONG,
+    HeadersTooLarge = "HEADERS_TOO_LARGE" => REQUEST_HEADER_FIELDS_TOO_LARGE,
+    TooManyConnections = "TOO_MANY_CONNECTIONS" => TOO_MANY_REQUESTS,
     Internal = "INTERNAL" => INTERNAL_SERVER_ERROR,
 }
 
@@ -134,6 +154,7 @@ pub struct ErrorEntry {
     /// What `target` refers to.
     pub scope: Scope,
     /// The field key, property path or record id concerned; always present, often null.
+    #[schema(required = true)]
     pub target: Option<String>,
     /// The failing rule's key, only with `RULE_FAILED`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -141,6 +162,37 @@ pub struct ErrorEntry {
     /// Where in a source text the problem is, only for language errors.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub location: Option<Location>,
+}
+
+impl ErrorEntry {
+    /// An entry without rule or location. The contract gives `target` only to `field` (a field
+    /// key or property path) and `record` (a record id) entries; every other scope has
+    /// `target: null` and names the item in its message, so a target given with another scope is
+    /// dropped here, where every entry is made.
+    pub fn new(
+        code: Code,
+        message: impl Into<String>,
+        scope: Scope,
+        target: Option<String>,
+    ) -> Self {
+        Self {
+            code: code.as_str(),
+            message: message.into(),
+            scope,
+            target,
+            rule: None,
+            location: None,
+        }
+        .with_contract_target()
+    }
+
+    /// The entry with `target` null unless its scope is `field` or `record`.
+    fn with_contract_target(mut self) -> Self {
+        if !matches!(self.scope, Scope::Field | Scope::Record) {
+            self.target = None;
+        }
+        self
+    }
 }
 
 /// The body of every error response.
@@ -165,7 +217,8 @@ impl ApiError {
         Self::entry(code, message, Scope::Request, None)
     }
 
-    /// A single error with an explicit scope and target.
+    /// A single error with an explicit scope and target. Only field and record entries carry a
+    /// target; every other scope's target is null (see [`ErrorEntry::new`]).
     pub fn entry(
         code: Code,
         message: impl Into<String>,
@@ -174,14 +227,7 @@ impl ApiError {
     ) -> Self {
         Self {
             status: code.status(),
-            entries: vec![ErrorEntry {
-                code: code.as_str(),
-                message: message.into(),
-                scope,
-                target,
-                rule: None,
-                location: None,
-            }],
+            entries: vec![ErrorEntry::new(code, message, scope, target)],
             retry_after: None,
             request_id: None,
         }
@@ -194,10 +240,32 @@ impl ApiError {
         }
         Self {
             status,
-            entries,
+            entries: entries
+                .into_iter()
+                .map(ErrorEntry::with_contract_target)
+                .collect(),
             retry_after: None,
             request_id: None,
         }
+    }
+
+    /// Several entries, each with its code; the status is the table's status of those codes, or
+    /// the validation status 422 when they differ (a unique value taken and a rule failing).
+    pub fn from_coded_entries(entries: Vec<(Code, ErrorEntry)>) -> Self {
+        let status = match entries.first() {
+            Some((first, _))
+                if entries
+                    .iter()
+                    .all(|(code, _)| code.status() == first.status()) =>
+            {
+                first.status()
+            }
+            _ => StatusCode::UNPROCESSABLE_ENTITY,
+        };
+        Self::from_entries(
+            status,
+            entries.into_iter().map(|(_, entry)| entry).collect(),
+        )
     }
 
     /// A field-scoped error naming the property or field key.
@@ -278,11 +346,9 @@ impl From<hf_storage::Error> for ApiError {
             hf_storage::Error::Metadata(error) => return error.into(),
             hf_storage::Error::Ddl(error) => return ddl_error(error),
             hf_storage::Error::BranchDiverged { branch } => {
-                return ApiError::entry(
+                return ApiError::new(
                     Code::BranchDiverged,
                     format!("Branch `{branch}` does not descend from the live head; merge the live branch into it first."),
-                    Scope::Request,
-                    Some(branch),
                 )
             }
             other => other,
@@ -359,42 +425,30 @@ impl From<hf_metastore::Error> for ApiError {
                 Code::InvalidBranch,
                 format!("`{branch}` is not a valid branch id."),
             ),
-            E::BranchNotFound { branch } => ApiError::entry(
+            E::BranchNotFound { branch } => ApiError::new(
                 Code::BranchNotFound,
                 format!("There is no branch `{branch}`."),
-                Scope::Request,
-                Some(branch),
             ),
             E::Invalid { diagnostics, .. } => {
                 let entries = diagnostics
                     .iter()
                     .map(|diagnostic| {
-                        let code = if diagnostic.code.is_missing_reference() {
-                            Code::InvalidReference.as_str()
-                        } else {
-                            diagnostic.code.name()
-                        };
-                        ErrorEntry {
+                        let code = model_diagnostic_code(diagnostic.code);
+                        let target = diagnostic
+                            .property
+                            .map_or_else(|| diagnostic.target.to_string(), str::to_owned);
+                        let message = format!("{} ({})", diagnostic.message, diagnostic.file());
+                        (
                             code,
-                            message: format!("{} ({})", diagnostic.message, diagnostic.file()),
-                            scope: Scope::Field,
-                            target: Some(
-                                diagnostic
-                                    .property
-                                    .map_or_else(|| diagnostic.target.to_string(), str::to_owned),
-                            ),
-                            rule: None,
-                            location: None,
-                        }
+                            ErrorEntry::new(code, message, Scope::Field, Some(target)),
+                        )
                     })
                     .collect();
-                ApiError::from_entries(StatusCode::UNPROCESSABLE_ENTITY, entries)
+                ApiError::from_coded_entries(entries)
             }
-            E::Conflict { branch, .. } | E::Contention { branch, .. } => ApiError::entry(
+            E::Conflict { branch, .. } | E::Contention { branch, .. } => ApiError::new(
                 Code::MetadataConflict,
                 format!("Branch `{branch}` is changing too fast; retry the write."),
-                Scope::Request,
-                Some(branch),
             ),
             other => {
                 tracing::error!(error = %other, "metadata store failure");
@@ -404,14 +458,41 @@ impl From<hf_metastore::Error> for ApiError {
     }
 }
 
+/// The envelope code of a model validation diagnostic: references to something missing are the
+/// contract's `INVALID_REFERENCE`, every other diagnostic keeps its own name.
+fn model_diagnostic_code(code: hf_model::Code) -> Code {
+    use hf_model::Code as D;
+    match code {
+        D::InvalidKey => Code::InvalidKey,
+        D::LabelTooLong => Code::LabelTooLong,
+        D::ControlCharacter => Code::ControlCharacter,
+        D::InvalidIdentity => Code::InvalidIdentity,
+        D::ExtendsCycle => Code::ExtendsCycle,
+        D::ExtensionWithoutParent => Code::ExtensionWithoutParent,
+        D::RedefinedField => Code::RedefinedField,
+        D::RedefinedRule => Code::RedefinedRule,
+        D::LookupToAbstract => Code::LookupToAbstract,
+        D::RollupSourceNotLookup => Code::RollupSourceNotLookup,
+        D::RollupSourceMismatch => Code::RollupSourceMismatch,
+        D::RollupFieldRequired => Code::RollupFieldRequired,
+        D::RollupFieldType => Code::RollupFieldType,
+        D::InvalidExpression => Code::InvalidExpression,
+        D::InvalidHfxVersion => Code::InvalidHfxVersion,
+        D::InvalidRenameHint => Code::InvalidRenameHint,
+        D::MissingParent
+        | D::MissingLookupTarget
+        | D::MissingRollupSource
+        | D::MissingRollupField
+        | D::MissingRuleField => Code::InvalidReference,
+    }
+}
+
 impl From<hf_model::Error> for ApiError {
     fn from(error: hf_model::Error) -> Self {
         use hf_model::Error as E;
         let message = format!("{error}.");
         match error {
-            E::InvalidKey { key, .. } => {
-                ApiError::entry(Code::InvalidKey, message, Scope::Request, Some(key))
-            }
+            E::InvalidKey { .. } => ApiError::new(Code::InvalidKey, message),
             E::InvalidBranch { .. } => ApiError::new(Code::InvalidBranch, message),
             E::InvalidName { .. } => ApiError::new(Code::InvalidBody, message),
             E::UnknownValue { property, .. }
@@ -419,33 +500,14 @@ impl From<hf_model::Error> for ApiError {
             | E::PropertyNotAllowed { property, .. } => {
                 ApiError::field(Code::InvalidBody, message, property)
             }
-            E::ModuleNotFound { module } => {
-                ApiError::entry(Code::ModuleNotFound, message, Scope::Request, Some(module))
-            }
-            E::ObjectNotFound { object } => ApiError::entry(
-                Code::ObjectNotFound,
-                message,
-                Scope::Request,
-                Some(object.object.clone()),
-            ),
+            E::ModuleNotFound { .. } => ApiError::new(Code::ModuleNotFound, message),
+            E::ObjectNotFound { .. } => ApiError::new(Code::ObjectNotFound, message),
             E::FieldNotFound { field, .. } => {
                 ApiError::entry(Code::FieldNotFound, message, Scope::Field, Some(field))
             }
-            E::ScreenNotFound { screen, .. } => {
-                ApiError::entry(Code::ScreenNotFound, message, Scope::Request, Some(screen))
-            }
-            E::AlreadyExists { target } => ApiError::entry(
-                Code::AlreadyExists,
-                message,
-                Scope::Request,
-                Some(target.key().to_owned()),
-            ),
-            E::InUse { target, .. } => ApiError::entry(
-                Code::InUse,
-                message,
-                Scope::Request,
-                Some(target.key().to_owned()),
-            ),
+            E::ScreenNotFound { .. } => ApiError::new(Code::ScreenNotFound, message),
+            E::AlreadyExists { .. } => ApiError::new(Code::AlreadyExists, message),
+            E::InUse { .. } => ApiError::new(Code::InUse, message),
             other if other.kind() == hf_model::ErrorKind::BrokenMetadata => ApiError::new(
                 Code::MetadataUnreadable,
                 format!("The branch's metadata cannot be read: {other}."),
@@ -466,27 +528,21 @@ fn ddl_error(error: hf_ddl::Error) -> ApiError {
     use hf_ddl::Error as E;
     let lock_timeout = error.kind() == hf_ddl::ErrorKind::LockTimeout;
     match error {
-        E::Statement { target, sql, .. } if lock_timeout => ApiError::entry(
+        E::Statement { target, sql, .. } if lock_timeout => ApiError::new(
             Code::ApplyFailed,
             format!(
                 "Applying `{sql}` waited longer than the lock timeout: another database session holds a lock on `{target}`. Nothing was changed; retry once that session ends."
             ),
-            Scope::Request,
-            Some(target),
         )
         .with_retry_after(2),
         E::Destructive { targets } => {
             let entries = targets
                 .into_iter()
-                .map(|target| ErrorEntry {
-                    code: Code::DestructiveChange.as_str(),
-                    message: format!(
+                .map(|target| {
+                    let message = format!(
                         "Applying this would lose the data of `{target}`; repeat with allowDestructive=true to accept that."
-                    ),
-                    scope: Scope::Request,
-                    target: Some(target),
-                    rule: None,
-                    location: None,
+                    );
+                    ErrorEntry::new(Code::DestructiveChange, message, Scope::Request, None)
                 })
                 .collect();
             ApiError::from_entries(StatusCode::CONFLICT, entries)
@@ -495,26 +551,39 @@ fn ddl_error(error: hf_ddl::Error) -> ApiError {
             target,
             sql,
             source,
-        } => ApiError::entry(
+        } => ApiError::new(
             Code::ApplyFailed,
             format!(
-                "Applying `{sql}` failed: {}.",
+                "Applying `{sql}` to `{target}` failed: {}.",
                 source
                     .as_db_error()
                     .map_or_else(|| source.to_string(), |db| db.message().to_owned())
             ),
-            Scope::Request,
-            Some(target),
         ),
+        E::InvalidPlan { errors } => {
+            let entries = errors
+                .into_iter()
+                .map(|diagnostic| ErrorEntry {
+                    code: Code::ApplyFailed.as_str(),
+                    message: format!(
+                        "The plan cannot be applied: `{}`: {}.",
+                        diagnostic.target, diagnostic.message
+                    ),
+                    scope: Scope::Request,
+                    target: Some(diagnostic.target),
+                    rule: None,
+                    location: None,
+                })
+                .collect();
+            ApiError::from_entries(StatusCode::UNPROCESSABLE_ENTITY, entries)
+        }
         E::Precheck {
             target,
             sql,
             reason,
-        } => ApiError::entry(
+        } => ApiError::new(
             Code::ApplyFailed,
-            format!("`{sql}` would fail: {reason}."),
-            Scope::Request,
-            Some(target),
+            format!("`{sql}` on `{target}` would fail: {reason}."),
         ),
         other => {
             tracing::error!(error = %other, "DDL failure");
@@ -531,7 +600,6 @@ fn ddl_error(error: hf_ddl::Error) -> ApiError {
 pub fn record_errors(problems: Vec<hf_storage::records::Problem>) -> ApiError {
     use hf_storage::records::{ProblemCode as P, Target};
     let mut entries = Vec::with_capacity(problems.len());
-    let mut statuses = Vec::with_capacity(problems.len());
     for problem in problems {
         let code = match problem.code {
             P::InvalidKey => Code::InvalidKey,
@@ -558,21 +626,11 @@ pub fn record_errors(problems: Vec<hf_storage::records::Problem>) -> ApiError {
             Target::Record(id) => (Scope::Record, id),
             Target::Request => (Scope::Request, None),
         };
-        statuses.push(code.status());
-        entries.push(ErrorEntry {
-            code: code.as_str(),
-            message: problem.message,
-            scope,
-            target,
-            rule: problem.rule,
-            location: None,
-        });
+        let mut entry = ErrorEntry::new(code, problem.message, scope, target);
+        entry.rule = problem.rule;
+        entries.push((code, entry));
     }
-    let status = match statuses.first() {
-        Some(first) if statuses.iter().all(|status| status == first) => *first,
-        _ => StatusCode::UNPROCESSABLE_ENTITY,
-    };
-    ApiError::from_entries(status, entries)
+    ApiError::from_coded_entries(entries)
 }
 
 /// Compile errors of an HFX source (or its sidecar), each with its location.
@@ -611,6 +669,14 @@ pub fn for_status(status: StatusCode) -> ApiError {
         StatusCode::UNSUPPORTED_MEDIA_TYPE => (
             Code::UnsupportedMediaType,
             "The request body must be application/json.",
+        ),
+        StatusCode::REQUEST_TIMEOUT => {
+            (Code::RequestTimeout, "The request did not arrive in time.")
+        }
+        StatusCode::URI_TOO_LONG => (Code::UriTooLong, "The request URL is too long."),
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => (
+            Code::HeadersTooLarge,
+            "The request's header fields are too large.",
         ),
         StatusCode::SERVICE_UNAVAILABLE => (
             Code::DatabaseUnavailable,

@@ -11,7 +11,10 @@ pub mod console;
 pub mod dto;
 pub mod error;
 pub mod extract;
+pub mod limits;
 pub mod middleware;
+pub mod openapi;
+pub mod public_access;
 pub mod routes;
 pub mod state;
 
@@ -39,6 +42,10 @@ pub struct ServerConfig {
     pub shutdown_timeout: Duration,
     /// Tokens, secrets, login throttling and the bootstrap administrator.
     pub auth: auth::AuthConfig,
+    /// The public URL and the trusted reverse proxies (`HF_PUBLIC_URL`, `HF_TRUSTED_PROXIES`).
+    pub public_access: public_access::PublicAccess,
+    /// Timeouts and caps of every phase of a request.
+    pub limits: limits::Limits,
 }
 
 impl ServerConfig {
@@ -51,6 +58,8 @@ impl ServerConfig {
             workers: None,
             shutdown_timeout: Duration::from_secs(30),
             auth: auth::AuthConfig::default(),
+            public_access: public_access::PublicAccess::default(),
+            limits: limits::Limits::default(),
         }
     }
 }
@@ -116,12 +125,22 @@ pub async fn prepare_database(pool: &hf_storage::Pool) -> Result<(), Error> {
 /// (the CLI on SIGTERM/SIGINT, tests when they finish) through [`Server::handle`].
 pub fn bind(config: &ServerConfig, state: AppState) -> Result<Server, Error> {
     let body_limit = config.body_limit;
-    let mut http = HttpServer::new(move || app::build(state.clone(), body_limit))
-        .disable_signals()
-        .shutdown_timeout(config.shutdown_timeout.as_secs());
-    if let Some(workers) = config.workers {
-        http = http.workers(workers);
-    }
+    let public_access = config.public_access.clone();
+    let limits = config.limits;
+    let slots = limits::AddressSlots::new(limits.max_connections_per_address);
+    let workers = config.workers.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    let http = HttpServer::new(move || {
+        app::build(state.clone(), body_limit, public_access.clone()).app_data(limits)
+    })
+    .disable_signals()
+    .shutdown_timeout(config.shutdown_timeout.as_secs())
+    .workers(workers)
+    .client_request_timeout(limits.header_timeout)
+    .keep_alive(limits.keep_alive)
+    .max_connections(limits.max_connections_per_worker(workers))
+    .on_connect(move |io, data| slots.on_connect(io, data));
     let http = http.bind(&config.listen).map_err(|source| Error::Bind {
         address: config.listen.clone(),
         source,

@@ -13,19 +13,36 @@ use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
 use futures_util::FutureExt;
 
 use crate::error::{self, ApiError, Code};
+use crate::limits::Limits;
 
 /// The request id header, echoed when the client sends a sensible one.
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The middleware function wrapped around the whole application.
 pub async fn edge(
-    req: ServiceRequest,
+    mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     let started = Instant::now();
     let request_id = request_id(&req);
     let method = req.method().clone();
     let path = req.path().to_owned();
+
+    let limits = req.app_data::<Limits>().copied();
+    let mut body_expired = None;
+    if let Some(limits) = &limits {
+        if let Err(error) = crate::limits::check_head(&req, limits) {
+            log_request(
+                &method,
+                &path,
+                error.status_code().as_u16(),
+                started,
+                &request_id,
+            );
+            return Err(error.with_request_id(request_id).into());
+        }
+        body_expired = crate::limits::limit_body(&mut req, limits);
+    }
 
     let outcome = AssertUnwindSafe(next.call(req)).catch_unwind().await;
     // Failures that never became a response carry no request to build one from; they go back to
@@ -42,6 +59,15 @@ pub async fn edge(
             tracing::error!(%request_id, %method, %path, panic = %message, "handler panicked");
             Err(ApiError::internal())
         }
+    };
+    // A body that missed its deadline is the answer, whatever the extractor made of the broken
+    // stream (ours says 408; actix's `Bytes` would say 400).
+    let failure = match failure {
+        Ok(response) if response.status().is_success() => Ok(response),
+        _ if body_expired.as_ref().is_some_and(|expired| expired.get()) => {
+            Err(crate::limits::body_timeout(limits.as_ref()))
+        }
+        other => other,
     };
     let mut response = match failure {
         Ok(response) => response,
@@ -129,16 +155,13 @@ pub async fn not_found(req: HttpRequest) -> HttpResponse {
     response
 }
 
-/// Whether one path segment fits one template segment. `{branchRoot}` routes are served only
-/// behind the `metadata_root` guard, so only metadata roots fit it.
+/// Whether one path segment fits one template segment. The document's `metadata@{branch}`
+/// fits only a valid branch id, as the `metadata_root` guard of the served routes admits.
 fn segment_matches(template: &str, segment: &str) -> bool {
     match template {
-        "{branchRoot}" => {
-            segment == "metadata"
-                || segment
-                    .strip_prefix("metadata@")
-                    .is_some_and(hf_model::key::is_valid_branch_id)
-        }
+        "metadata@{branch}" => segment
+            .strip_prefix("metadata@")
+            .is_some_and(hf_model::key::is_valid_branch_id),
         t if t.starts_with('{') => !segment.is_empty(),
         t => t == segment,
     }
@@ -153,19 +176,13 @@ pub struct RouteTable {
 
 impl RouteTable {
     /// Builds the table from the OpenAPI document, the single list of what is served.
-    pub fn from_openapi(doc: &utoipa::openapi::OpenApi) -> Self {
+    pub fn from_openapi(doc: &serde_json::Value) -> Self {
         let mut routes = Vec::new();
-        for (path, item) in &doc.paths.paths {
+        let paths = doc["paths"].as_object().into_iter().flatten();
+        for (path, item) in paths {
             let segments: Vec<String> = path.split('/').map(str::to_owned).collect();
-            let methods = [
-                ("GET", item.get.is_some()),
-                ("POST", item.post.is_some()),
-                ("PUT", item.put.is_some()),
-                ("PATCH", item.patch.is_some()),
-                ("DELETE", item.delete.is_some()),
-            ];
-            for (method, present) in methods {
-                if present {
+            for method in ["GET", "POST", "PUT", "PATCH", "DELETE"] {
+                if item.get(method.to_ascii_lowercase()).is_some() {
                     routes.push((method.to_owned(), segments.clone()));
                 }
             }
@@ -283,6 +300,12 @@ mod tests {
         let doc = crate::app::openapi();
         let table = super::RouteTable::from_openapi(&doc);
         assert_eq!(table.methods_for("/health"), ["GET"]);
+        assert_eq!(table.methods_for("/metadata/crm"), ["GET"]);
+        assert_eq!(
+            table.methods_for("/metadata@main/crm"),
+            ["DELETE", "GET", "POST", "PUT"]
+        );
+        assert!(table.methods_for("/metadata@a..b/crm").is_empty());
         assert!(table.methods_for("/nothing").is_empty());
     }
 }

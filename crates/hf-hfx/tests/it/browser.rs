@@ -24,6 +24,13 @@ const SCREENS: &[&str] = &[
     "with_sidecar",
     "query_list",
     "form_record",
+    "class_directive_scoped",
+    "card",
+    "list_view",
+    "composition",
+    "ticker",
+    "stepper",
+    "lifecycle",
 ];
 const COMMIT: &str = "0000000000000000000000000000000000000000";
 const TOKEN: &str = "test-token";

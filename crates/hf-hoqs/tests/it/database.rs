@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use hf_hoqs::{compile_query, ExprCompiler, ExprUse, Params};
+use hf_hoqs::{compile_query, ExprCompiler, ExprUse, Params, RequestParams};
 use hf_model::{Model, QualifiedName, ScalarType};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio_postgres::types::Type as PgType;
 use tokio_postgres::{Client, NoTls};
 
@@ -145,7 +145,7 @@ async fn run_fixture(client: &Client, path: &Path) -> Result<Vec<Value>, String>
     let source = std::fs::read_to_string(path).unwrap();
     let model = model(directive(&source, "model").unwrap_or("demo"));
     if path.extension().is_some_and(|ext| ext == "hoqs") {
-        let params: Map<String, Value> = directive(&source, "params")
+        let params: RequestParams = directive(&source, "params")
             .map(|json| serde_json::from_str(json).unwrap())
             .unwrap_or_default();
         let compiled = compile_query(model, &source, &params)

@@ -13,6 +13,45 @@ use utoipa::ToSchema;
 
 use crate::error::{ApiError, Code};
 
+/// Declares a string schema whose values are a list the model owns, so the document's enum and
+/// the values the service accepts come from one place.
+macro_rules! string_enum_schema {
+    ($(#[$doc:meta])* $name:ident => $values:expr) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $name;
+
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .enum_values(Some($values))
+                    .into()
+            }
+        }
+
+        impl ToSchema for $name {}
+    };
+}
+
+string_enum_schema! {
+    /// `fieldType`: a scalar type of the model.
+    FieldType => ScalarType::ALL.iter().map(|t| t.as_str())
+}
+
+string_enum_schema! {
+    /// `rollupFunction`: how a rollup aggregates.
+    RollupFunctionName => RollupFunction::ALL.iter().map(|f| f.as_str())
+}
+
+string_enum_schema! {
+    /// `fieldKind`: which variant a field is.
+    FieldKindName => FIELD_KINDS
+}
+
+/// The field kinds of the contract; a field body's `fieldKind` selects one.
+pub const FIELD_KINDS: [&str; 4] = ["scalar", "formula", "lookup", "rollup"];
+
 /// A module.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -105,12 +144,15 @@ pub struct FieldDto {
     module_key: String,
     object_key: String,
     field_key: String,
+    #[schema(value_type = FieldKindName)]
     field_kind: &'static str,
     label: String,
     description: Option<String>,
+    #[schema(value_type = Option<FieldType>)]
     field_type: Option<&'static str>,
     formula: Option<String>,
     lookup_target: Option<String>,
+    #[schema(value_type = Option<RollupFunctionName>)]
     rollup_function: Option<&'static str>,
     indexed: bool,
     required: bool,
@@ -311,9 +353,13 @@ impl ObjectBody {
     }
 }
 
-/// Body of a field write: `fieldKind` picks the variant, whose properties sit beside it.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(tag = "fieldKind", rename_all = "lowercase")]
+/// Body of a field write: `fieldKind` picks the variant, whose properties sit beside it. Each
+/// variant is a complete object that holds its own `fieldKind`, so the document's `oneOf` has
+/// exactly one matching branch for every valid body; the route reads `fieldKind` first and then
+/// that variant (see `routes::metadata`).
+#[derive(Debug, ToSchema)]
+#[serde(untagged)]
+#[schema(example = json!({"fieldKind": "scalar", "label": "Name", "fieldType": "text", "required": true}))]
 pub enum FieldBody {
     /// A stored value.
     Scalar(ScalarBody),
@@ -325,12 +371,27 @@ pub enum FieldBody {
     Rollup(RollupBody),
 }
 
+/// `fieldKind` of a scalar field body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ScalarKind {
+    /// The only value.
+    Scalar,
+}
+
 /// Properties of a scalar field.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ScalarBody {
+    /// Always `scalar`.
+    #[expect(
+        dead_code,
+        reason = "read to select the variant; kept so the schema has it"
+    )]
+    field_kind: ScalarKind,
     label: String,
     description: Option<String>,
+    #[schema(value_type = FieldType)]
     field_type: String,
     #[serde(default)]
     required: bool,
@@ -343,23 +404,52 @@ pub struct ScalarBody {
     renamed_from: Option<String>,
 }
 
+/// `fieldKind` of a formula field body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FormulaKind {
+    /// The only value.
+    Formula,
+}
+
 /// Properties of a formula field.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FormulaBody {
+    /// Always `formula`.
+    #[expect(
+        dead_code,
+        reason = "read to select the variant; kept so the schema has it"
+    )]
+    field_kind: FormulaKind,
     label: String,
     description: Option<String>,
     formula: String,
+    #[schema(value_type = FieldType)]
     field_type: String,
     /// The key this item had before (a rename): the old item moves to the new key, and the DDL
     /// renames instead of dropping. Kept in the metadata file; not shown by reads.
     renamed_from: Option<String>,
 }
 
+/// `fieldKind` of a lookup field body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LookupKind {
+    /// The only value.
+    Lookup,
+}
+
 /// Properties of a lookup field.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LookupBody {
+    /// Always `lookup`.
+    #[expect(
+        dead_code,
+        reason = "read to select the variant; kept so the schema has it"
+    )]
+    field_kind: LookupKind,
     label: String,
     description: Option<String>,
     lookup_target: String,
@@ -372,16 +462,32 @@ pub struct LookupBody {
     renamed_from: Option<String>,
 }
 
+/// `fieldKind` of a rollup field body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RollupKind {
+    /// The only value.
+    Rollup,
+}
+
 /// Properties of a rollup field.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RollupBody {
+    /// Always `rollup`.
+    #[expect(
+        dead_code,
+        reason = "read to select the variant; kept so the schema has it"
+    )]
+    field_kind: RollupKind,
     label: String,
     description: Option<String>,
+    #[schema(value_type = RollupFunctionName)]
     rollup_function: String,
     source: String,
     field: Option<String>,
     filter: Option<String>,
+    #[schema(value_type = FieldType)]
     field_type: String,
     /// The key this item had before (a rename): the old item moves to the new key, and the DDL
     /// renames instead of dropping. Kept in the metadata file; not shown by reads.

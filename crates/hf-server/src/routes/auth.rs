@@ -14,6 +14,7 @@ use utoipa::ToSchema;
 use crate::auth::{Authenticated, COOKIE_PATH, SESSION_COOKIE};
 use crate::error::{ApiError, Code, ErrorBody};
 use crate::extract::{JsonBody, OptionalJsonBody};
+use crate::public_access::PublicAccess;
 use crate::routes::iam::{EmptyBody, PrincipalBody};
 use crate::state::AppState;
 
@@ -138,10 +139,14 @@ fn invalid_signature(detail: &str) -> ApiError {
     )
 }
 
-/// The client address login failures are counted against: the TCP peer (see `crate::auth`).
+/// The client address login failures are counted against: the TCP peer, or behind a trusted
+/// proxy the address it forwards (see `crate::public_access`).
 fn client_address(req: &HttpRequest) -> String {
-    req.peer_addr()
-        .map_or_else(|| "unknown".to_owned(), |addr| addr.ip().to_string())
+    let address = match req.app_data::<web::Data<PublicAccess>>() {
+        Some(access) => access.client_ip(req),
+        None => req.peer_addr().map(|addr| addr.ip()),
+    };
+    address.map_or_else(|| "unknown".to_owned(), |address| address.to_string())
 }
 
 /// A username that could be a principal's; anything else is treated as unknown without asking
@@ -388,7 +393,7 @@ pub async fn session(
     params(ExchangeQuery),
     responses(
         (status = 200, description = "The rendering frame; sets the `hf_runtime` cookie", content_type = "text/html"),
-        (status = 400, description = "INVALID_QUERY: `screen` is not `<moduleKey>/<screenKey>`", body = ErrorBody),
+        (status = 400, description = "INVALID_QUERY: `code` is missing, or `screen` is not `<moduleKey>/<screenKey>`", body = ErrorBody),
         (status = 401, description = "INVALID_CODE: unknown, used or expired", body = ErrorBody),
     )
 )]
@@ -408,18 +413,25 @@ pub async fn exchange(
             ));
         }
     }
+    let code = code.ok_or_else(|| {
+        ApiError::field(
+            Code::InvalidQuery,
+            "The query parameter `code` is required.",
+            "code",
+        )
+    })?;
     let invalid = || ApiError::new(Code::InvalidCode, "The code is unknown, used or expired.");
-    let code = code.ok_or_else(invalid)?;
     let principal = hf_storage::auth::consume_session_code(&state.pool, &hash_secret(&code))
         .await?
         .ok_or_else(invalid)?;
     let token = state.auth.issue_token(&state.pool, &principal).await?;
     let max_age = state.auth.token_ttl_secs();
-    let secure = if req.app_config().secure() {
-        "; Secure"
-    } else {
-        ""
+    // `Secure` whenever the browser reached us over TLS, also when a proxy ended it.
+    let https = match req.app_data::<web::Data<PublicAccess>>() {
+        Some(access) => access.is_https(&req),
+        None => req.app_config().secure(),
     };
+    let secure = if https { "; Secure" } else { "" };
     let cookie = format!(
         "{SESSION_COOKIE}={token}; Path={COOKIE_PATH}; HttpOnly; SameSite=Strict; \
          Max-Age={max_age}{secure}"

@@ -373,19 +373,15 @@ fn find_screen<'m>(
     screen_key: &str,
 ) -> Result<&'m Screen, ApiError> {
     let module = model.modules.get(module_key).ok_or_else(|| {
-        ApiError::entry(
+        ApiError::new(
             Code::ModuleNotFound,
             format!("There is no module `{module_key}`."),
-            Scope::Request,
-            Some(module_key.to_owned()),
         )
     })?;
     module.screens.get(screen_key).ok_or_else(|| {
-        ApiError::entry(
+        ApiError::new(
             Code::ScreenNotFound,
             format!("There is no screen `{screen_key}` in module `{module_key}`."),
-            Scope::Request,
-            Some(screen_key.to_owned()),
         )
     })
 }

@@ -201,11 +201,9 @@ pub async fn create_principal(
             format!("The name is not allowed: {reason}."),
             "name",
         )),
-        CreatePrincipal::NameTaken => Err(ApiError::entry(
+        CreatePrincipal::NameTaken => Err(ApiError::new(
             Code::AlreadyExists,
-            "A principal or another database role already has this name.",
-            Scope::Record,
-            Some(name),
+            format!("A principal or another database role is already named `{name}`."),
         )),
     }
 }

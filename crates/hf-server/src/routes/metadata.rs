@@ -1,9 +1,11 @@
 //! The `metadata` group: reads of any branch, writes (admin), and `GET /branches`.
 //!
 //! Every route is registered once, on `/{branchRoot}/...`, where the first segment is
-//! `metadata` (the live branch, reads only) or `metadata@<branchId>`. The OpenAPI document also
-//! lists the live read paths `/metadata/...` of the contract (see `app::openapi`), which these same
-//! handlers serve. A write to the live branch applies its DDL atomically with the commit.
+//! `metadata` (the live branch, reads only) or `metadata@<branchId>`. The OpenAPI document lists
+//! them under the contract's literal paths, `/metadata/...` for reads and `/metadata@{branch}/...`
+//! for reads and writes (`crate::openapi::finish`); these same handlers serve both. The error
+//! responses name the codes particular to each route; the document adds those every read or
+//! write can answer. A write to the live branch applies its DDL atomically with the commit.
 
 use std::sync::Arc;
 
@@ -18,7 +20,7 @@ use utoipa::IntoParams;
 use crate::auth_gate::{MetadataReader, MetadataWriter};
 use crate::dto::metadata::{
     ApplyDto, BranchDto, FieldBody, FieldDto, ModuleBody, ModuleDto, ObjectBody, ObjectDto,
-    ScreenBody, ScreenDto, WriteResponse,
+    ScreenBody, ScreenDto, WriteResponse, FIELD_KINDS,
 };
 use crate::error::{ApiError, Code, ErrorBody};
 use crate::extract::JsonBody;
@@ -91,11 +93,9 @@ async fn blocking<T: Send + 'static>(
 fn module<'m>(model: &'m Model, module_key: &str) -> Result<&'m hf_model::Module, ApiError> {
     key(KeyKind::Module, module_key)?;
     model.modules.get(module_key).ok_or_else(|| {
-        ApiError::entry(
+        ApiError::new(
             Code::ModuleNotFound,
             format!("There is no module `{module_key}`."),
-            crate::error::Scope::Request,
-            Some(module_key.to_owned()),
         )
     })
 }
@@ -108,11 +108,9 @@ fn object<'m>(
     let module = module(model, module_key)?;
     key(KeyKind::Object, object_key)?;
     module.objects.get(object_key).ok_or_else(|| {
-        ApiError::entry(
+        ApiError::new(
             Code::ObjectNotFound,
             format!("There is no object `{module_key}.{object_key}`."),
-            crate::error::Scope::Request,
-            Some(object_key.to_owned()),
         )
     })
 }
@@ -195,7 +193,7 @@ fn fields_of(
 /// Every module of a branch, sorted by key.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
     params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`")),
-    responses((status = 200, body = [ModuleDto]), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, body = [ModuleDto])))]
 #[get("/{branchRoot}", guard = "metadata_root")]
 pub async fn list_modules(
     state: web::Data<AppState>,
@@ -216,7 +214,7 @@ pub async fn list_modules(
 /// Every object of a branch, sorted by module then key.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
     params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ObjectFilter),
-    responses((status = 200, body = [ObjectDto]), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, body = [ObjectDto])))]
 #[get("/{branchRoot}/objects", guard = "metadata_root")]
 pub async fn list_all_objects(
     state: web::Data<AppState>,
@@ -234,7 +232,7 @@ pub async fn list_all_objects(
 /// Every field of a branch, sorted by module, object, then key.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
     params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), FieldFilter),
-    responses((status = 200, body = [FieldDto]), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, body = [FieldDto])))]
 #[get("/{branchRoot}/fields", guard = "metadata_root")]
 pub async fn list_all_fields(
     state: web::Data<AppState>,
@@ -260,7 +258,7 @@ pub async fn list_all_fields(
 /// One module.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
     params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ("moduleKey" = String, Path)),
-    responses((status = 200, body = ModuleDto), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, body = ModuleDto), (status = 404, description = "MODULE_NOT_FOUND", body = ErrorBody)))]
 #[get("/{branchRoot}/{moduleKey}", guard = "metadata_root")]
 pub async fn get_module(
     state: web::Data<AppState>,
@@ -278,7 +276,7 @@ pub async fn get_module(
 /// The objects of one module.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
     params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ("moduleKey" = String, Path), ObjectFilter),
-    responses((status = 200, body = [ObjectDto]), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, body = [ObjectDto]), (status = 404, description = "MODULE_NOT_FOUND", body = ErrorBody)))]
 #[get("/{branchRoot}/{moduleKey}/objects", guard = "metadata_root")]
 pub async fn list_objects(
     state: web::Data<AppState>,
@@ -296,7 +294,7 @@ pub async fn list_objects(
 /// One object (without its fields).
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
     params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ("moduleKey" = String, Path), ("objectKey" = String, Path)),
-    responses((status = 200, body = ObjectDto), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, body = ObjectDto), (status = 404, description = "MODULE_NOT_FOUND or OBJECT_NOT_FOUND", body = ErrorBody)))]
 #[get(
     "/{branchRoot}/{moduleKey}/objects/{objectKey}",
     guard = "metadata_root"
@@ -315,7 +313,7 @@ pub async fn get_object(
 /// The fields declared on one object.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
     params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ("moduleKey" = String, Path), ("objectKey" = String, Path), FieldFilter),
-    responses((status = 200, body = [FieldDto]), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, body = [FieldDto]), (status = 404, description = "MODULE_NOT_FOUND or OBJECT_NOT_FOUND", body = ErrorBody)))]
 #[get(
     "/{branchRoot}/{moduleKey}/objects/{objectKey}/fields",
     guard = "metadata_root"
@@ -341,7 +339,7 @@ pub async fn list_fields(
 /// One field.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
     params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ("moduleKey" = String, Path), ("objectKey" = String, Path), ("fieldKey" = String, Path)),
-    responses((status = 200, body = FieldDto), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, body = FieldDto), (status = 404, description = "MODULE_NOT_FOUND, OBJECT_NOT_FOUND or FIELD_NOT_FOUND", body = ErrorBody)))]
 #[get(
     "/{branchRoot}/{moduleKey}/objects/{objectKey}/fields/{fieldKey}",
     guard = "metadata_root"
@@ -372,7 +370,7 @@ pub async fn get_field(
 /// The screens of one module.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
     params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ("moduleKey" = String, Path)),
-    responses((status = 200, body = [ScreenDto]), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, body = [ScreenDto]), (status = 404, description = "MODULE_NOT_FOUND", body = ErrorBody)))]
 #[get("/{branchRoot}/{moduleKey}/screens", guard = "metadata_root")]
 pub async fn list_screens(
     state: web::Data<AppState>,
@@ -394,7 +392,7 @@ pub async fn list_screens(
 /// One screen.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
     params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ("moduleKey" = String, Path), ("screenKey" = String, Path)),
-    responses((status = 200, body = ScreenDto), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, body = ScreenDto), (status = 404, description = "MODULE_NOT_FOUND or SCREEN_NOT_FOUND", body = ErrorBody)))]
 #[get(
     "/{branchRoot}/{moduleKey}/screens/{screenKey}",
     guard = "metadata_root"
@@ -409,11 +407,9 @@ pub async fn get_screen(
     let found = module(&snapshot.model, &module_key)?;
     key(KeyKind::Screen, &screen_key)?;
     let screen = found.screens.get(&screen_key).ok_or_else(|| {
-        ApiError::entry(
+        ApiError::new(
             Code::ScreenNotFound,
             format!("There is no screen `{screen_key}` in module `{module_key}`."),
-            crate::error::Scope::Request,
-            Some(screen_key.clone()),
         )
     })?;
     Ok(web::Json(ScreenDto::new(&module_key, screen)))
@@ -421,7 +417,7 @@ pub async fn get_screen(
 
 /// Every branch of the metadata repository with its head.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
-    responses((status = 200, body = [BranchDto]), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, body = [BranchDto])))]
 #[get("/branches")]
 pub async fn list_branches(
     state: web::Data<AppState>,
@@ -490,7 +486,7 @@ where
 /// Creates a module.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])), request_body = ModuleBody,
         params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), WriteQuery),
-        responses((status = 201, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+        responses((status = 201, body = WriteResponse), (status = 409, description = "ALREADY_EXISTS, or another write got there first (METADATA_CONFLICT), or the live apply would lose data (DESTRUCTIVE_CHANGE)", body = ErrorBody)))]
 #[post("/{branchRoot}/{moduleKey}", guard = "metadata_root")]
 pub async fn create_module(
     state: web::Data<AppState>,
@@ -516,7 +512,7 @@ pub async fn create_module(
 /// Replaces a module's definition.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])), request_body = ModuleBody,
         params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), WriteQuery),
-        responses((status = 200, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+        responses((status = 200, body = WriteResponse), (status = 404, description = "MODULE_NOT_FOUND", body = ErrorBody)))]
 #[put("/{branchRoot}/{moduleKey}", guard = "metadata_root")]
 pub async fn replace_module(
     state: web::Data<AppState>,
@@ -542,7 +538,7 @@ pub async fn replace_module(
 /// Deletes a module that has no objects or screens left.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
         params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), WriteQuery),
-        responses((status = 200, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+        responses((status = 200, body = WriteResponse), (status = 404, description = "MODULE_NOT_FOUND", body = ErrorBody), (status = 409, description = "IN_USE: the module still has objects", body = ErrorBody)))]
 #[delete("/{branchRoot}/{moduleKey}", guard = "metadata_root")]
 pub async fn delete_module(
     state: web::Data<AppState>,
@@ -566,7 +562,7 @@ pub async fn delete_module(
 /// Creates an object.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])), request_body = ObjectBody,
         params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), ("objectKey" = String, Path), WriteQuery),
-        responses((status = 201, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+        responses((status = 201, body = WriteResponse), (status = 404, description = "MODULE_NOT_FOUND", body = ErrorBody), (status = 409, description = "ALREADY_EXISTS", body = ErrorBody)))]
 #[post(
     "/{branchRoot}/{moduleKey}/objects/{objectKey}",
     guard = "metadata_root"
@@ -596,7 +592,7 @@ pub async fn create_object(
 /// Replaces an object's definition (its fields stay).
 #[utoipa::path(tag = "metadata", security(("bearer" = [])), request_body = ObjectBody,
         params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), ("objectKey" = String, Path), WriteQuery),
-        responses((status = 200, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+        responses((status = 200, body = WriteResponse), (status = 404, description = "MODULE_NOT_FOUND or OBJECT_NOT_FOUND", body = ErrorBody)))]
 #[put(
     "/{branchRoot}/{moduleKey}/objects/{objectKey}",
     guard = "metadata_root"
@@ -626,7 +622,7 @@ pub async fn replace_object(
 /// Deletes an object nothing extends or looks up.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
         params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), ("objectKey" = String, Path), WriteQuery),
-        responses((status = 200, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+        responses((status = 200, body = WriteResponse), (status = 404, description = "MODULE_NOT_FOUND or OBJECT_NOT_FOUND", body = ErrorBody), (status = 409, description = "IN_USE: extended, looked up or rolled up over", body = ErrorBody)))]
 #[delete(
     "/{branchRoot}/{moduleKey}/objects/{objectKey}",
     guard = "metadata_root"
@@ -655,7 +651,7 @@ pub async fn delete_object(
 /// Creates a field; `fieldKind` selects the variant.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])), request_body = FieldBody,
         params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), ("objectKey" = String, Path), ("fieldKey" = String, Path), WriteQuery),
-        responses((status = 201, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+        responses((status = 201, body = WriteResponse), (status = 404, description = "MODULE_NOT_FOUND or OBJECT_NOT_FOUND", body = ErrorBody), (status = 409, description = "ALREADY_EXISTS", body = ErrorBody)))]
 #[post(
     "/{branchRoot}/{moduleKey}/objects/{objectKey}/fields/{fieldKey}",
     guard = "metadata_root"
@@ -687,7 +683,7 @@ pub async fn create_field(
 /// Replaces a field's definition.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])), request_body = FieldBody,
         params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), ("objectKey" = String, Path), ("fieldKey" = String, Path), WriteQuery),
-        responses((status = 200, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+        responses((status = 200, body = WriteResponse), (status = 404, description = "MODULE_NOT_FOUND, OBJECT_NOT_FOUND or FIELD_NOT_FOUND", body = ErrorBody)))]
 #[put(
     "/{branchRoot}/{moduleKey}/objects/{objectKey}/fields/{fieldKey}",
     guard = "metadata_root"
@@ -719,7 +715,7 @@ pub async fn replace_field(
 /// Deletes a field nothing refers to.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
         params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), ("objectKey" = String, Path), ("fieldKey" = String, Path), WriteQuery),
-        responses((status = 200, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+        responses((status = 200, body = WriteResponse), (status = 404, description = "MODULE_NOT_FOUND, OBJECT_NOT_FOUND or FIELD_NOT_FOUND", body = ErrorBody), (status = 409, description = "IN_USE: a rollup, a rule or a screen uses it", body = ErrorBody)))]
 #[delete(
     "/{branchRoot}/{moduleKey}/objects/{objectKey}/fields/{fieldKey}",
     guard = "metadata_root"
@@ -749,7 +745,7 @@ pub async fn delete_field(
 /// Creates a screen; its HFX must compile.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])), request_body = ScreenBody,
         params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), ("screenKey" = String, Path), WriteQuery),
-        responses((status = 201, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+        responses((status = 201, body = WriteResponse), (status = 404, description = "MODULE_NOT_FOUND", body = ErrorBody), (status = 409, description = "ALREADY_EXISTS", body = ErrorBody), (status = 422, description = "HFX_COMPILE_ERROR, each with its `location`", body = ErrorBody)))]
 #[post(
     "/{branchRoot}/{moduleKey}/screens/{screenKey}",
     guard = "metadata_root"
@@ -780,7 +776,7 @@ pub async fn create_screen(
 /// Replaces a screen; its HFX must compile.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])), request_body = ScreenBody,
         params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), ("screenKey" = String, Path), WriteQuery),
-        responses((status = 200, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+        responses((status = 200, body = WriteResponse), (status = 404, description = "MODULE_NOT_FOUND or SCREEN_NOT_FOUND", body = ErrorBody), (status = 422, description = "HFX_COMPILE_ERROR, each with its `location`", body = ErrorBody)))]
 #[put(
     "/{branchRoot}/{moduleKey}/screens/{screenKey}",
     guard = "metadata_root"
@@ -811,7 +807,7 @@ pub async fn replace_screen(
 /// Deletes a screen.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
         params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), ("screenKey" = String, Path), WriteQuery),
-        responses((status = 200, body = WriteResponse), (status = "4XX", body = ErrorBody)))]
+        responses((status = 200, body = WriteResponse), (status = 404, description = "MODULE_NOT_FOUND or SCREEN_NOT_FOUND", body = ErrorBody)))]
 #[delete(
     "/{branchRoot}/{moduleKey}/screens/{screenKey}",
     guard = "metadata_root"
@@ -839,9 +835,10 @@ pub async fn delete_screen(
 /// Reads a field body: `fieldKind` first (so an unknown kind is named as such), then the
 /// variant's own properties.
 fn field_body(value: serde_json::Value) -> Result<FieldBody, ApiError> {
-    const KINDS: [&str; 4] = ["scalar", "formula", "lookup", "rollup"];
-    match value.get("fieldKind") {
-        Some(serde_json::Value::String(kind)) if KINDS.contains(&kind.as_str()) => {}
+    let kind = match value.get("fieldKind") {
+        Some(serde_json::Value::String(kind)) if FIELD_KINDS.contains(&kind.as_str()) => {
+            kind.clone()
+        }
         Some(other) => {
             return Err(ApiError::field(
                 Code::InvalidBody,
@@ -856,19 +853,11 @@ fn field_body(value: serde_json::Value) -> Result<FieldBody, ApiError> {
                 "fieldKind",
             ))
         }
-    }
+    };
     // Deserialise the variant's own struct, so a shape error names its property (serde loses
-    // the path inside internally tagged enums).
-    let mut value = value;
-    let kind = value
-        .as_object_mut()
-        .and_then(|map| map.remove("fieldKind"));
-    let kind = kind
-        .as_ref()
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or("");
+    // the path inside tagged enums).
     use crate::extract::from_value;
-    Ok(match kind {
+    Ok(match kind.as_str() {
         "scalar" => FieldBody::Scalar(from_value(value)?),
         "formula" => FieldBody::Formula(from_value(value)?),
         "lookup" => FieldBody::Lookup(from_value(value)?),

@@ -8,7 +8,7 @@
 use actix_web::http::StatusCode;
 use actix_web::{post, web, HttpResponse};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::auth::Authenticated;
@@ -25,10 +25,10 @@ pub const MAX_QUERY_BYTES: usize = 8 * 1024;
 pub struct QueryRequest {
     /// The HOQS query (at most 8 KiB), e.g. `SELECT name FROM crm.account WHERE industry = :i`.
     pub query: String,
-    /// The values of the query's `:name` parameters.
+    /// The values of the query's `:name` parameters, kept as sent so numbers keep every digit.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
-    pub params: Option<Map<String, Value>>,
+    pub params: Option<hf_hoqs::RequestParams>,
 }
 
 /// `POST /data/query` answer.

@@ -94,7 +94,11 @@ fn branch_or_live(state: &AppState, branch: Option<String>) -> Result<String, Ap
 
 /// Dry run: the DDL that would bring the database to the branch's metadata.
 #[utoipa::path(tag = "system", security(("bearer" = [])), request_body(content = PlanRequest, description = "Optional"),
-    responses((status = 200, body = PlanResponse), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, body = PlanResponse),
+        (status = 400, description = "INVALID_BRANCH", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN: not an administrator", body = ErrorBody),
+        (status = 404, description = "BRANCH_NOT_FOUND", body = ErrorBody),
+        (status = 422, description = "METADATA_UNREADABLE: the branch's files do not parse", body = ErrorBody)))]
 #[post("/plan")]
 pub async fn plan(
     state: web::Data<AppState>,
@@ -129,7 +133,12 @@ pub async fn plan(
 
 /// Applies a branch's metadata to the database in one transaction.
 #[utoipa::path(tag = "system", security(("bearer" = [])), request_body(content = ApplyRequest, description = "Optional"),
-    responses((status = 200, body = ApplyResponse), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, body = ApplyResponse),
+        (status = 400, description = "INVALID_BRANCH", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN: not an administrator", body = ErrorBody),
+        (status = 404, description = "BRANCH_NOT_FOUND", body = ErrorBody),
+        (status = 409, description = "BRANCH_DIVERGED, DESTRUCTIVE_CHANGE (without allowDestructive) or METADATA_CONFLICT", body = ErrorBody),
+        (status = 422, description = "APPLY_FAILED (nothing changed) or METADATA_UNREADABLE", body = ErrorBody)))]
 #[post("/apply")]
 pub async fn apply(
     state: web::Data<AppState>,

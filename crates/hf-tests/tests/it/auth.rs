@@ -1238,15 +1238,14 @@ async fn session_exchange_sets_the_cookie_and_serves_the_frame() {
         .unwrap();
     assert_ne!(response.status(), 401);
 
-    // Replayed, unknown, missing and expired codes get the JSON envelope, never a page.
-    for query in [
-        format!("?code={code}"),
-        "?code=nope".to_owned(),
-        String::new(),
-    ] {
+    // Replayed and unknown codes get the JSON envelope, never a page; a missing one is a
+    // missing required parameter, 400.
+    for query in [format!("?code={code}"), "?code=nope".to_owned()] {
         let response = exchange(query).await.unwrap();
         assert_envelope(response, 401, "INVALID_CODE").await;
     }
+    let response = exchange(String::new()).await.unwrap();
+    assert_envelope(response, 400, "INVALID_QUERY").await;
     let fresh: Value = post_json_as(&server, &admin, "/auth/session", json!({}))
         .await
         .json()

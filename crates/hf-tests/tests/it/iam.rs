@@ -252,7 +252,12 @@ async fn names_of_existing_roles_and_principals_are_taken() {
         let status = if taken.contains(':') { 400 } else { 409 };
         let body = assert_envelope(response, status, expected).await;
         if status == 409 {
-            assert_eq!(body["errors"][0]["target"], taken.as_str());
+            // A request-scope entry: no target; the message names the taken name.
+            assert_eq!(body["errors"][0]["target"], serde_json::Value::Null);
+            assert!(body["errors"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains(taken.as_str()));
         }
     }
     // Concurrent creations of one name: exactly one wins, the rest are told it is taken.

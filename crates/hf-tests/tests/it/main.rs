@@ -5,13 +5,17 @@
 mod auth;
 mod body;
 mod console;
+mod deploy;
 mod errors;
 mod hfx;
 mod iam;
+mod limits;
 mod metadata;
 mod openapi;
 mod query;
+mod query_apps;
 mod records;
 mod schema;
 mod support;
 mod system;
+mod targets;

@@ -581,7 +581,9 @@ async fn references_cycles_and_in_use() {
     )
     .await;
     let envelope = assert_envelope(response, 409, "ALREADY_EXISTS").await;
-    assert_eq!(envelope["errors"][0]["target"], "account");
+    assert_eq!(envelope["errors"][0]["target"], Value::Null);
+    let message = envelope["errors"][0]["message"].as_str().unwrap();
+    assert!(message.contains("crm.account"), "{message}");
     let response = send_json(
         &server,
         Method::PUT,
@@ -620,6 +622,47 @@ async fn huge_labels_are_refused() {
 }
 
 #[tokio::test]
+async fn control_characters_in_labels_and_descriptions_are_refused_at_write() {
+    let server = Ctx::start().await;
+    seed(&server, "metadata@main").await;
+    let head = git_head(&server, "main").unwrap();
+    for (body, property) in [
+        (json!({"label": "Bi\u{0}g"}), "label"),
+        (
+            json!({"label": "Big", "description": "a bell \u{7}"}),
+            "description",
+        ),
+        (json!({"label": "Two\nlines"}), "label"),
+    ] {
+        let response = send_json(
+            &server,
+            Method::POST,
+            "/metadata@main/crm/objects/big",
+            body.clone(),
+        )
+        .await;
+        let envelope = assert_envelope(response, 422, "CONTROL_CHARACTER").await;
+        assert_eq!(envelope["errors"][0]["scope"], "field", "{body}");
+        assert_eq!(envelope["errors"][0]["target"], property, "{body}");
+    }
+    assert_eq!(
+        git_head(&server, "main").unwrap(),
+        head,
+        "nothing committed"
+    );
+    // Line breaks and tabs are fine in a description, and the live write applies.
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/crm/objects/big",
+        json!({"label": "Big", "description": "Two\nlines\tand a tab"}),
+    )
+    .await;
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn destructive_live_writes_need_consent() {
     let server = Ctx::start().await;
     seed(&server, "metadata@main").await;
@@ -633,7 +676,9 @@ async fn destructive_live_writes_need_consent() {
     .await
     .unwrap();
     let envelope = assert_envelope(response, 409, "DESTRUCTIVE_CHANGE").await;
-    assert_eq!(envelope["errors"][0]["target"], "crm.account.name");
+    assert_eq!(envelope["errors"][0]["target"], Value::Null);
+    let message = envelope["errors"][0]["message"].as_str().unwrap();
+    assert!(message.contains("crm.account.name"), "{message}");
     assert_eq!(
         git_head(&server, "main").unwrap(),
         head,

@@ -1,4 +1,5 @@
-//! The OpenAPI document: version, and agreement with the routes that really exist.
+//! The OpenAPI document: version, and agreement with the routes that really exist and with the
+//! errors they really answer.
 
 use hf_testkit::TestServer;
 use serde_json::Value;
@@ -18,7 +19,7 @@ async fn document_is_openapi_3_1_and_every_operation_exists() {
     let paths = doc["paths"].as_object().unwrap();
     assert!(!paths.is_empty());
     for (path, item) in paths {
-        for (method, _) in item.as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
             let concrete = concrete_path(path);
             let request = server
                 .http
@@ -36,7 +37,46 @@ async fn document_is_openapi_3_1_and_every_operation_exists() {
                 code != "ROUTE_NOT_FOUND" && code != "METHOD_NOT_ALLOWED",
                 "{method} {path} is documented but not served ({status} {code})"
             );
+            // Unauthenticated and bodiless, most requests fail: with a status and a code the
+            // document lists for the operation.
+            if status >= 400 {
+                let response = &operation["responses"][status.to_string()];
+                let codes = &response["content"]["application/json"]["schema"]["properties"]
+                    ["errors"]["items"]["allOf"][1]["properties"]["code"]["enum"];
+                let listed = codes
+                    .as_array()
+                    .is_some_and(|codes| codes.iter().any(|c| c == code));
+                assert!(
+                    listed,
+                    "{method} {path} answered {status} {code}, which the document does not list"
+                );
+            }
         }
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn literal_metadata_paths_are_served() {
+    let server = TestServer::start().await;
+    let token = server.admin_token().await;
+    for path in [
+        "/metadata",
+        "/metadata/objects",
+        "/metadata/fields",
+        "/metadata@main",
+        "/metadata@main/objects",
+    ] {
+        let response = server
+            .http
+            .get(server.url(path))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        let list: Value = response.json().await.unwrap();
+        assert!(list.is_array(), "{path}: {list}");
     }
     server.stop().await;
 }
@@ -51,9 +91,14 @@ fn every_served_route_is_documented() {
         "register routes with .service(handler) so they are documented"
     );
     let doc = hf_server::app::openapi();
-    for path in ["/health", "/status", "/openapi.json"] {
+    for path in [
+        "/health",
+        "/status",
+        "/openapi.json",
+        "/metadata/{moduleKey}",
+    ] {
         assert!(
-            doc.paths.paths.contains_key(path),
+            doc["paths"].get(path).is_some(),
             "{path} missing from the document"
         );
     }
@@ -63,7 +108,7 @@ fn every_served_route_is_documented() {
 fn concrete_path(path: &str) -> String {
     path.split('/')
         .map(|segment| match segment {
-            "{branchRoot}" => "metadata@main",
+            "metadata@{branch}" => "metadata@main",
             s if s.starts_with('{') => "x",
             s => s,
         })

@@ -298,7 +298,9 @@ async fn keyword_keys_and_live_renames_keep_the_data() {
         )
         .await;
     let body = assert_envelope(refused, 409, "DESTRUCTIVE_CHANGE").await;
-    assert_eq!(body["errors"][0]["target"], "select.from.table");
+    assert_eq!(body["errors"][0]["target"], Value::Null);
+    let message = body["errors"][0]["message"].as_str().unwrap();
+    assert!(message.contains("select.from.table"), "{message}");
     assert_eq!(git_head(&server.metadata_path(), "main"), head);
     assert_eq!(database_state(&db).await, before);
     server.stop().await;
@@ -520,7 +522,8 @@ async fn a_held_lock_fails_a_live_write_within_the_lock_timeout() {
     let body = assert_envelope(failed, 422, "APPLY_FAILED").await;
     let message = body["errors"][0]["message"].as_str().unwrap();
     assert!(message.contains("lock timeout"), "{message}");
-    assert_eq!(body["errors"][0]["target"], "crm.account.name");
+    assert!(message.contains("crm.account.name"), "{message}");
+    assert_eq!(body["errors"][0]["target"], Value::Null);
     // lock_timeout is 2 s: the write waited for it, and not much longer.
     assert!(
         waited >= Duration::from_millis(1900) && waited < Duration::from_secs(8),
