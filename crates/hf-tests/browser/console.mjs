@@ -432,10 +432,27 @@ const scenarios = {
         await page.getByRole("button", { name: "Change it anyway" }).click();
         check("schema: then deletes", await eventually(page.locator("p.notice"), /^Field note deleted/));
 
-        // The new object takes records, and the rollup sums them.
+        // A validation rule: first written wrong, then right.
+        await page.getByRole("button", { name: "Add rule" }).click();
+        await page.getByLabel("Key").fill("total_positive");
+        await page.getByLabel("Must hold").fill("total >");
+        await page.getByLabel("Message when it fails").fill("The total must be positive.");
+        await page.getByLabel("Shown next to field").selectOption("total");
+        await page.getByRole("button", { name: "Save rule" }).click();
+        check("schema: a rule that does not parse is refused at its place", await eventually(page.locator('.field-error[data-field="assert"]'), /column 8/), await page.locator("main").textContent());
+        check("schema: underlined in the rule", (await page.locator(".panel mark.at").count()) === 1);
+        await page.getByLabel("Must hold").fill("total > 0");
+        await page.getByRole("button", { name: "Save rule" }).click();
+        check("schema: saves the rule", await eventually(page.locator("p.notice"), /^Rule total_positive saved\. Applied/), await page.locator("main").textContent());
+        check("schema: lists it", await eventually(page.locator(".rules code.assert"), "total > 0"));
+
+        // The new object takes records, its rule holds, and its formula computes.
         await page.goto(`${base}/#/data/crm/invoice`);
         await page.locator(".data-view h1", { hasText: "Invoice" }).waitFor();
         await page.getByRole("button", { name: "New record" }).click();
+        await page.locator("#rec-total").fill("-1");
+        await page.getByRole("button", { name: "Create" }).click();
+        check("schema: the new rule fails next to its field", await eventually(page.locator('.field-error[data-field="total"]'), "The total must be positive."), await page.locator(".editor").textContent());
         await page.locator("#rec-total").fill("10.5");
         await page.getByRole("button", { name: "Create" }).click();
         check("schema: the applied object takes records with formulas", await eventually(page.locator("table.records tbody td.num").first(), "21"), await page.locator("main").textContent());
@@ -508,6 +525,8 @@ const scenarios = {
         await other.getByRole("button", { name: "Set password and log in" }).click();
         await other.getByRole("button", { name: "Log out" }).waitFor({ timeout: 10000 });
         check("people: the newcomer logs in with the setup token", (await other.locator(".who").textContent()) === newcomer.name, await other.locator(".who").textContent());
+        await other.getByRole("link", { name: "People" }).click();
+        check("people: the newcomer is not an administrator: the area says so", await eventually(other.locator(".people-view p.warning"), /Only administrators manage principals/));
         await context.close();
 
         // SSH keys: a bad one is refused next to its input, a good one listed, then revoked.
