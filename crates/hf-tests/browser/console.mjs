@@ -432,6 +432,20 @@ const scenarios = {
         await page.getByRole("button", { name: "Change it anyway" }).click();
         check("schema: then deletes", await eventually(page.locator("p.notice"), /^Field note deleted/));
 
+        // Edit a field and the object; an object is deleted only after a confirmation.
+        await page.getByRole("button", { name: "Edit field doubled" }).click();
+        await page.getByLabel("Label").fill("Twice the total");
+        await page.getByRole("button", { name: "Save field" }).click();
+        check("schema: edits a field", await eventually(page.locator("p.notice"), /^Field doubled saved\. Applied/), await page.locator("main").textContent());
+        check("schema: the list shows the new label", (await page.locator("table.fields tbody tr", { hasText: "doubled" }).locator("td").nth(1).textContent()) === "Twice the total");
+        await page.getByRole("button", { name: "Edit object" }).click();
+        await page.getByLabel("Description").fill("What we bill.");
+        await page.getByRole("button", { name: "Save object" }).click();
+        check("schema: edits the object", await eventually(page.locator(".object-head p").last(), "What we bill."), await page.locator("main").textContent());
+        await page.getByRole("button", { name: "Delete object…" }).click();
+        check("schema: deleting an object asks first", await eventually(page.locator(".object-head span").last(), "Delete crm.invoice and its fields?"));
+        await page.getByRole("button", { name: "Keep it" }).click();
+
         // A validation rule: first written wrong, then right.
         await page.getByRole("button", { name: "Add rule" }).click();
         await page.getByLabel("Key").fill("total_positive");
