@@ -24,7 +24,8 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use actix_web::http::header;
-use actix_web::{get, web, HttpResponse};
+use actix_web::middleware::Compress;
+use actix_web::{web, HttpResponse};
 use sha2::{Digest, Sha256};
 
 use crate::error::{ApiError, Code};
@@ -63,6 +64,16 @@ const SCREENS: &[Source] = &[
         name: "schema",
         hfx: include_str!("../console/schema.hfx"),
         sidecar: Some(include_str!("../console/schema.ts")),
+    },
+    Source {
+        name: "screens",
+        hfx: include_str!("../console/screens.hfx"),
+        sidecar: Some(include_str!("../console/screens.ts")),
+    },
+    Source {
+        name: "people",
+        hfx: include_str!("../console/people.hfx"),
+        sidecar: Some(include_str!("../console/people.ts")),
     },
     Source {
         name: "system",
@@ -223,7 +234,6 @@ fn bundle() -> Result<&'static Bundle, ApiError> {
 }
 
 /// The console page.
-#[get("/")]
 pub async fn index() -> Result<HttpResponse, ApiError> {
     let bundle = bundle()?;
     Ok(HttpResponse::Ok()
@@ -236,7 +246,6 @@ pub async fn index() -> Result<HttpResponse, ApiError> {
 }
 
 /// A file of one console build; any other build or name is 404 `FILE_NOT_FOUND`.
-#[get("/console/{hash}/{file}")]
 pub async fn asset(path: web::Path<(String, String)>) -> Result<HttpResponse, ApiError> {
     let (hash, file) = path.into_inner();
     let bundle = bundle()?;
@@ -259,7 +268,8 @@ pub async fn asset(path: web::Path<(String, String)>) -> Result<HttpResponse, Ap
         .body(content.clone()))
 }
 
-/// Adds the console's routes to the application.
+/// Adds the console's routes to the application. Their responses are gzipped for browsers that
+/// accept it (the console's files shrink to about a quarter).
 pub fn register<T>(app: actix_web::App<T>) -> actix_web::App<T>
 where
     T: actix_web::dev::ServiceFactory<
@@ -269,7 +279,16 @@ where
         InitError = (),
     >,
 {
-    app.service(index).service(asset)
+    app.service(
+        web::resource("/")
+            .wrap(Compress::default())
+            .route(web::get().to(index)),
+    )
+    .service(
+        web::resource("/console/{hash}/{file}")
+            .wrap(Compress::default())
+            .route(web::get().to(asset)),
+    )
 }
 
 #[cfg(test)]

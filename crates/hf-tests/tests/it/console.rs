@@ -103,6 +103,19 @@ async fn the_console_works_in_chromium() {
             .unwrap();
         assert_eq!(response.status(), 201);
     }
+    // 100,000 contacts written with plain SQL, for the paging figures.
+    server
+        .db
+        .client()
+        .await
+        .execute(
+            "INSERT INTO crm.contact (name, email, title) \
+             SELECT 'Contact ' || lpad(g::text, 6, '0'), 'c' || g || '@example.com', 'Buyer' \
+             FROM generate_series(1, 100000) AS g",
+            &[],
+        )
+        .await
+        .unwrap();
     let user = server
         .create_principal(&format!("u{}_con", &server.db.name()[8..20]), false)
         .await;
