@@ -84,6 +84,31 @@ pub enum Code {
 }
 
 impl Code {
+    /// Every code, in declaration order (documentation and the HTTP layer list them).
+    pub const ALL: &'static [Code] = &[
+        Code::InvalidKey,
+        Code::LabelTooLong,
+        Code::ControlCharacter,
+        Code::InvalidIdentity,
+        Code::MissingParent,
+        Code::ExtendsCycle,
+        Code::ExtensionWithoutParent,
+        Code::RedefinedField,
+        Code::RedefinedRule,
+        Code::MissingLookupTarget,
+        Code::LookupToAbstract,
+        Code::MissingRollupSource,
+        Code::RollupSourceNotLookup,
+        Code::RollupSourceMismatch,
+        Code::RollupFieldRequired,
+        Code::MissingRollupField,
+        Code::RollupFieldType,
+        Code::MissingRuleField,
+        Code::InvalidExpression,
+        Code::InvalidHfxVersion,
+        Code::InvalidRenameHint,
+    ];
+
     /// The code in SCREAMING_SNAKE_CASE, stable across versions.
     pub fn name(self) -> &'static str {
         match self {

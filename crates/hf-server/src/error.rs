@@ -495,6 +495,20 @@ impl From<hf_metastore::Error> for ApiError {
     }
 }
 
+/// The envelope codes a model validation diagnostic can have, each once.
+pub fn model_diagnostic_codes() -> Vec<Code> {
+    let mut codes: Vec<Code> = Vec::new();
+    for code in hf_model::Code::ALL
+        .iter()
+        .map(|&code| model_diagnostic_code(code))
+    {
+        if !codes.contains(&code) {
+            codes.push(code);
+        }
+    }
+    codes
+}
+
 /// The envelope code of a model validation diagnostic: references to something missing are the
 /// contract's `INVALID_REFERENCE`, every other diagnostic keeps its own name.
 fn model_diagnostic_code(code: hf_model::Code) -> Code {

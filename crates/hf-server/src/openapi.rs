@@ -35,31 +35,19 @@ const METHODS: [&str; 5] = ["get", "put", "post", "delete", "patch"];
 /// Operations that answer without the database.
 const WITHOUT_DATABASE: [&str; 3] = ["health", "openapi", "vendor"];
 
-/// What a metadata write can answer besides the codes its annotation names: the model's
-/// validation of the result, the live branch's apply, and concurrent writers.
+/// What a metadata write can answer besides the codes its annotation names and the model's
+/// validation diagnostics ([`crate::error::model_diagnostic_codes`]): the live branch's apply
+/// and concurrent writers.
 const METADATA_WRITE_CODES: &[Code] = &[
     Code::Forbidden,
     Code::InUse,
-    Code::InvalidReference,
     Code::InvalidMetadata,
     Code::MetadataUnreadable,
     Code::MetadataConflict,
     Code::DestructiveChange,
     Code::ApplyFailed,
-    Code::LabelTooLong,
-    Code::InvalidIdentity,
-    Code::ExtendsCycle,
-    Code::ExtensionWithoutParent,
-    Code::RedefinedField,
-    Code::RedefinedRule,
-    Code::LookupToAbstract,
-    Code::RollupSourceNotLookup,
-    Code::RollupSourceMismatch,
-    Code::RollupFieldRequired,
-    Code::RollupFieldType,
-    Code::InvalidExpression,
-    Code::InvalidHfxVersion,
-    Code::InvalidRenameHint,
+    Code::StorageUnavailable,
+    Code::MetadataLocked,
 ];
 
 /// The finished document of the generated one.
@@ -151,6 +139,7 @@ fn metadata_items(item: &Value) -> (Option<Value>, Value) {
         } else {
             let mut extra = vec![Code::InvalidBranch];
             extra.extend_from_slice(METADATA_WRITE_CODES);
+            extra.extend(crate::error::model_diagnostic_codes());
             error_responses(&mut operation, &extra);
         }
         branch.insert(method.to_owned(), operation);
@@ -239,7 +228,8 @@ fn error_responses(operation: &mut Value, extra: &[Code]) {
         false
     });
     codes.extend_from_slice(extra);
-    codes.push(Code::Internal);
+    // Every request may meet the limits on its URL and headers.
+    codes.extend([Code::Internal, Code::UriTooLong, Code::HeadersTooLarge]);
     if bearer {
         codes.push(Code::Unauthenticated);
     }
@@ -249,6 +239,7 @@ fn error_responses(operation: &mut Value, extra: &[Code]) {
             Code::InvalidBody,
             Code::PayloadTooLarge,
             Code::UnsupportedMediaType,
+            Code::RequestTimeout,
         ]);
     }
     if has_query {
@@ -258,7 +249,7 @@ fn error_responses(operation: &mut Value, extra: &[Code]) {
         codes.push(Code::InvalidKey);
     }
     if !WITHOUT_DATABASE.contains(&id.as_str()) && !responses.contains_key("503") {
-        codes.push(Code::DatabaseUnavailable);
+        codes.extend([Code::DatabaseUnavailable, Code::PoolBusy]);
     }
 
     let mut by_status: BTreeMap<u16, Vec<&'static str>> = BTreeMap::new();
