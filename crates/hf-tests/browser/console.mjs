@@ -39,8 +39,18 @@ function check(name, ok, detail = "") {
   }
 }
 
+/**
+ * Writes a screenshot of the view, and checks that every form control on it has a label (a
+ * `<label>`, `aria-label` or `aria-labelledby`).
+ */
 async function shot(page, name) {
   if (shots) await page.screenshot({ path: `${shots}/${name}.png`, fullPage: false });
+  const unlabelled = await page.evaluate(() =>
+    Array.from(document.querySelectorAll("input, select, textarea"))
+      .filter((e) => e.type !== "hidden" && e.labels.length === 0 && !e.getAttribute("aria-label") && !e.getAttribute("aria-labelledby"))
+      .map((e) => e.outerHTML.slice(0, 80)),
+  );
+  check(`${name}: every input has a label`, unlabelled.length === 0, JSON.stringify(unlabelled));
 }
 
 /**
@@ -218,6 +228,22 @@ const scenarios = {
         await page.getByLabel("Username").waitFor();
         check("login: log out forgets the token", (await page.evaluate(() => sessionStorage.getItem("hf.console.session"))) === null);
         check("login: log out says so", (await page.locator(".notice").textContent()) === "You are logged out.");
+        // Keyboard only: the username has the focus, Tab moves to the password, Enter logs in.
+        await page.reload();
+        await page.getByLabel("Username").waitFor();
+        check("login: the username has the focus", await eventuallyFocused(page, "login-username"));
+        await page.keyboard.type(admin.name);
+        await page.keyboard.press("Tab");
+        await page.keyboard.type(admin.password);
+        await page.keyboard.press("Enter");
+        await page.getByRole("button", { name: "Log out" }).waitFor({ timeout: 10000 });
+        check("login: works from the keyboard", (await page.locator(".who").textContent()).includes(admin.name));
+        await page.keyboard.press("Tab");
+        const focused = await page.evaluate(() => {
+          const e = document.activeElement;
+          return { text: e.textContent, outline: getComputedStyle(e).outlineStyle };
+        });
+        check("login: the focus is visible", focused.text === "Skip to content" && focused.outline !== "none", JSON.stringify(focused));
       },
       { expectedStatus: [401] },
     );
