@@ -81,6 +81,18 @@ async fn the_console_page_is_served_with_a_strict_policy() {
         .await
         .unwrap();
     crate::support::assert_envelope(response, 404, "FILE_NOT_FOUND").await;
+    // The page is a GET route like any other: another method gets the envelope.
+    let response = server.http.delete(server.url("/")).send().await.unwrap();
+    crate::support::assert_envelope(response, 405, "METHOD_NOT_ALLOWED").await;
+    // Gzipped for a browser that accepts it.
+    let response = server
+        .http
+        .get(server.url(main))
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["content-encoding"], "gzip");
     server.stop().await;
 }
 
