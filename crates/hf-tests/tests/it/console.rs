@@ -6,7 +6,8 @@ use std::process::Command;
 use hf_testkit::TestServer;
 use serde_json::json;
 
-/// Where the browser run writes a screenshot of every view: `target/console-screenshots`.
+/// Where the browser run writes a screenshot of every view: `console-screenshots` in the cargo
+/// target directory.
 fn screenshot_dir() -> std::path::PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
         || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
