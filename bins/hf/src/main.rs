@@ -5,6 +5,7 @@
 
 mod compile;
 mod keys;
+mod memory;
 mod plan;
 mod principal;
 mod query;
@@ -107,6 +108,13 @@ pub struct ServeArgs {
     /// Open connections from one client address (beyond it: 429 and closed).
     #[arg(long, env = "HF_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 256)]
     pub max_connections_per_address: usize,
+    /// Web origins whose pages may call the API cross-origin, e.g. `https://app.example.com`,
+    /// comma-separated (none by default).
+    #[arg(long, env = "HF_CORS_ORIGINS", value_delimiter = ',')]
+    pub cors_origins: Vec<String>,
+    /// Seconds between returns of freed heap memory to the operating system (0: never).
+    #[arg(long, env = "HF_MEMORY_TRIM_INTERVAL", default_value_t = 10)]
+    pub memory_trim_interval: u64,
     /// Load the demo CRM (`fixtures/demo`) into an empty live branch and apply it.
     #[arg(long)]
     pub demo: bool,

@@ -90,12 +90,24 @@ pub enum ErrorKind {
     InvalidPlan,
     /// Talking to the database failed outside the plan's statements.
     Database,
+    /// The connection broke or the server is shutting down (no SQLSTATE, class 08, or class 57
+    /// operator intervention): nothing of the plan was committed, and retrying once the
+    /// database is back may succeed.
+    Unavailable,
 }
 
 impl Error {
     /// The kind of failure.
     pub fn kind(&self) -> ErrorKind {
         match self {
+            #[cfg(feature = "pg")]
+            Error::Catalog { source, .. }
+            | Error::Setup { source, .. }
+            | Error::Statement { source, .. }
+                if connection_lost(source) =>
+            {
+                ErrorKind::Unavailable
+            }
             #[cfg(feature = "pg")]
             Error::Catalog { .. } | Error::Setup { .. } => ErrorKind::Database,
             #[cfg(feature = "pg")]
@@ -109,6 +121,18 @@ impl Error {
             Error::Precheck { .. } => ErrorKind::ApplyFailed,
             Error::Destructive { .. } => ErrorKind::Destructive,
             Error::InvalidPlan { .. } => ErrorKind::InvalidPlan,
+        }
+    }
+}
+
+/// Whether a driver error means the connection is gone rather than that a statement failed.
+#[cfg(feature = "pg")]
+fn connection_lost(error: &tokio_postgres::Error) -> bool {
+    match error.code() {
+        None => true,
+        Some(state) => {
+            let code = state.code();
+            code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03")
         }
     }
 }

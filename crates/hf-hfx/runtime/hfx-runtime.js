@@ -313,24 +313,47 @@ export function mount(C, target, props) {
   return app;
 }
 
+/** Where the rendering frame is served again (with the session cookie) after a reload. */
+const FRAME_PATH = "/hfx/modules/frame";
+const SCREEN = /^[a-z][a-z0-9_]*\/[a-z][a-z0-9_]*$/;
+
 /**
  * Boots the rendering frame (the page `GET /auth/session/exchange` serves): uses the session token
- * for the API, resolves `session.screen` (`module/screen`) to its module URL, imports the module
- * (the browser sends the session cookie) and mounts it into `target`. Afterwards `target` carries
- * `data-hfx-state="mounted"`, or `"failed"` with the reason shown as text.
+ * for the API and shows the screen the URL's hash names (`#module/screen?name=value`, the values
+ * are the screen's props), or else `session.screen`. The address becomes
+ * `/hfx/modules/frame#module/screen…`, which the server answers again on a reload while the
+ * session cookie is valid; `navigate` (or the Back button) changes the screen. Afterwards
+ * `target` carries `data-hfx-state="mounted"`, or `"failed"` with the reason shown as text.
  */
 export async function boot(session, target) {
   configure({ token: (session && session.token) || null });
-  const screen = session && session.screen;
-  if (!screen) return null;
+  const hash = location.hash || (session && session.screen ? "#" + session.screen : "");
+  if (!hash) return null;
+  // Also takes the one-time code out of the address bar and the history.
+  if (location.pathname !== FRAME_PATH || location.hash !== hash) history.replaceState(null, "", FRAME_PATH + hash);
+  window.addEventListener("hashchange", () => show(target));
+  return show(target);
+}
+
+let shown = null;
+
+async function show(target) {
+  const route = location.hash.slice(1);
+  const at = route.indexOf("?");
+  const screen = decodeURIComponent(at < 0 ? route : route.slice(0, at));
+  const props = Object.fromEntries(new URLSearchParams(at < 0 ? "" : route.slice(at + 1)));
+  if (shown) shown.destroy();
+  shown = null;
+  while (target.firstChild) target.firstChild.remove();
   try {
-    const [moduleKey, screenKey] = String(screen).split("/");
-    const path = "/hfx/resolve/" + encodeURIComponent(moduleKey) + "/" + encodeURIComponent(screenKey || "");
-    const { moduleUrl } = await request("GET", path);
+    if (!SCREEN.test(screen)) throw new Error("not a screen name (module/screen)");
+    const [moduleKey, screenKey] = screen.split("/");
+    const { moduleUrl } = await request("GET", "/hfx/resolve/" + moduleKey + "/" + screenKey);
     const mod = await import(moduleUrl);
-    const app = mount(mod.default, target, {});
+    shown = mount(mod.default, target, props);
     target.setAttribute("data-hfx-state", "mounted");
-    return app;
+    target.setAttribute("data-hfx-screen", screen);
+    return shown;
   } catch (error) {
     const box = el(target, "p");
     box.setAttribute("class", "hfx-boot-error");
@@ -340,6 +363,12 @@ export async function boot(session, target) {
     console.error("hfx: could not load the screen " + screen, error);
     return null;
   }
+}
+
+/** Opens another screen in the rendering frame: `navigate("crm/account_edit", { id })`. */
+export function navigate(screen, params) {
+  const query = new URLSearchParams(params || {}).toString();
+  location.hash = screen + (query ? "?" + query : "");
 }
 
 /** Loads another screen of the same snapshot (`import X from "screen:m/s"`). */
@@ -468,8 +497,36 @@ export function attr(e, name, v) {
   else e.setAttribute(name, s);
 }
 
+/** Sets a DOM property; a dynamic `value` is also kept with its type (see `valueOf`). */
 export function prop(e, name, v) {
-  if (e[name] !== v) e[name] = name === "value" ? str(v) : v;
+  if (name === "value") {
+    e.__value = v;
+    if (e.value !== str(v)) e.value = str(v);
+  } else if (e[name] !== v) e[name] = v;
+}
+
+/** An option's or input's value with its type: `<option value={25}>` gives 25, not "25". */
+function valueOf(e) {
+  return "__value" in e ? e.__value : e.value;
+}
+
+function same(a, b) {
+  return a === b || (a != null && b != null && String(a) === String(b));
+}
+
+/**
+ * A number input's text as state: a number, or the text itself when a number would lose digits
+ * (`99999999999999999999.5`, a decimal field's value), or null when empty.
+ */
+function numberOf(text) {
+  if (text === "") return null;
+  const n = Number(text);
+  if (!Number.isFinite(n)) return text;
+  if (/e/i.test(text)) return n;
+  let t = text.trim().replace(/^[+-]/, "");
+  if (t.includes(".")) t = t.replace(/0+$/, "").replace(/\.$/, "");
+  t = t.replace(/^0+(?=\d)/, "").replace(/^\./, "0.");
+  return String(Math.abs(n)) === (t || "0") ? n : text;
 }
 
 /** The `class` attribute of a scoped screen: the author's classes plus the scope class. */
@@ -543,20 +600,49 @@ function numeric(e) {
   return e.type === "number" || e.type === "range";
 }
 
-/** `bind:value`: state to `value`, and `input`/`change` events back to state. */
+/**
+ * `bind:value`: state to `value`, and `input`/`change` events back to state. A select gives its
+ * options' typed values (an array for `<select multiple>`); a number input gives numbers, or the
+ * text when a number would lose digits.
+ */
 export function bind_value(b, e, get, set, deps) {
-  const isSelect = e.tagName === "SELECT";
+  if (e.tagName === "SELECT") {
+    b.u(deps, () => {
+      const v = get();
+      const options = [...e.options];
+      if (e.multiple) for (const o of options) o.selected = Array.isArray(v) && v.some((x) => same(x, valueOf(o)));
+      else e.selectedIndex = options.findIndex((o) => same(v, valueOf(o)));
+    });
+    e.addEventListener("change", () => {
+      const chosen = [...e.selectedOptions].map(valueOf);
+      set(e.multiple ? chosen : chosen[0]);
+    });
+    return;
+  }
   b.u(deps, () => {
     const v = get();
-    if (numeric(e)) {
+    if (numeric(e) && typeof v !== "string") {
       if (e.valueAsNumber !== v && !(v == null && e.value === "")) e.value = v == null ? "" : String(v);
     } else if (e.value !== str(v)) {
       e.value = str(v);
     }
   });
-  e.addEventListener(isSelect ? "change" : "input", () => {
-    if (numeric(e)) set(e.value === "" ? null : e.valueAsNumber);
-    else set(e.value);
+  e.addEventListener("input", () => set(numeric(e) ? numberOf(e.value) : e.value));
+}
+
+/** `bind:group`: radios give the checked one's value, checkboxes the array of checked values. */
+export function bind_group(b, e, get, set, deps) {
+  const radio = e.type === "radio";
+  b.u(deps, () => {
+    const g = get();
+    e.checked = radio ? same(g, valueOf(e)) : Array.isArray(g) && g.some((x) => same(x, valueOf(e)));
+  });
+  e.addEventListener("change", () => {
+    const v = valueOf(e);
+    if (radio) return e.checked && set(v);
+    const g = Array.isArray(get()) ? get() : [];
+    const without = g.filter((x) => !same(x, v));
+    set(e.checked ? [...without, v] : without);
   });
 }
 
@@ -615,6 +701,95 @@ export function if_block(b, parent, select, deps, branches) {
     }
   });
   b.cleanups.push(() => blk && blk.destroy());
+}
+
+/** Shows one branch between two markers: a fresh block for `branch`, or nothing. */
+function region(parent) {
+  const start = text(parent, "");
+  const end = text(parent, "");
+  const r = {
+    blk: null,
+    show(branch, value) {
+      r.drop();
+      if (!branch) return;
+      r.blk = new Block();
+      const frag = document.createDocumentFragment();
+      branch(r.blk, frag, value);
+      end.parentNode.insertBefore(frag, end);
+    },
+    drop() {
+      if (r.blk) r.blk.destroy();
+      r.blk = null;
+      clear(start, end);
+    },
+  };
+  return r;
+}
+
+/** `{#await}`: `pending` while the promise runs, then `then(value)` or `caught(error)`. */
+export function await_block(b, parent, get, deps, pending, then, caught) {
+  const r = region(parent);
+  let token = 0;
+  b.u(null, (dirty) => {
+    if (dirty !== undefined && !hit(dirty, deps)) {
+      if (r.blk) r.blk.p(dirty);
+      return;
+    }
+    const p = get();
+    const mine = ++token;
+    if (!p || typeof p.then !== "function") return r.show(then, p);
+    r.show(pending);
+    p.then(
+      (v) => mine === token && r.show(then, v),
+      (e) => {
+        if (mine !== token) return;
+        r.show(caught, e);
+        if (!caught) console.error("hfx: {#await} without {:catch}:", e);
+      },
+    );
+  });
+  b.cleanups.push(() => {
+    token++;
+    r.drop();
+  });
+}
+
+/** `{#key value}`: the content is made anew whenever `value` changes. */
+export function key_block(b, parent, get, deps, body) {
+  const r = region(parent);
+  let value;
+  b.u(null, (dirty) => {
+    if (dirty !== undefined && !hit(dirty, deps)) {
+      if (r.blk) r.blk.p(dirty);
+      return;
+    }
+    const v = get();
+    if (r.blk && v === value) return r.blk.p(dirty);
+    value = v;
+    r.show(body);
+  });
+  b.cleanups.push(() => r.drop());
+}
+
+/** Positions of a longest strictly increasing subsequence of `seq` (entries < 0 never count). */
+function longestIncreasing(seq) {
+  const tails = []; // tails[l]: position of the smallest end of an increasing run of length l+1
+  const prev = new Array(seq.length);
+  for (let i = 0; i < seq.length; i++) {
+    if (seq[i] < 0) continue;
+    let lo = 0;
+    let hi = tails.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (seq[tails[mid]] < seq[i]) lo = mid + 1;
+      else hi = mid;
+    }
+    prev[i] = lo > 0 ? tails[lo - 1] : -1;
+    tails[lo] = i;
+  }
+  const stay = new Set();
+  for (let i = tails.length ? tails[tails.length - 1] : -1; i >= 0; i = prev[i]) stay.add(i);
+  return stay;
 }
 
 /** `{#each}`: keyed (or by index) list of item blocks, reused, moved and removed by key. */
@@ -679,18 +854,21 @@ export function each(b, parent, list, deps, key, item, otherwise) {
       entry.start.remove();
       entry.end.remove();
     }
-    // Place items in order, walking backwards from the end marker.
+    // Place items in order, walking backwards from the end marker. Rows on the longest run that
+    // kept its relative order stay where they are; only the others move.
     const host = end.parentNode;
     let before = end;
     if (values.length === 0) renderElse();
     else dropElse();
     if (elseStart) before = elseStart;
+    const was = new Map(order.map((k, i) => [k, i]));
+    const stay = longestIncreasing(nextOrder.map((k) => (next.get(k).frag ? -1 : was.get(k))));
     for (let i = nextOrder.length - 1; i >= 0; i--) {
       const entry = next.get(nextOrder[i]);
       if (entry.frag) {
         host.insertBefore(entry.frag, before);
         entry.frag = null;
-      } else if (entry.end.nextSibling !== before) {
+      } else if (!stay.has(i) && entry.end.nextSibling !== before) {
         moveRange(entry.start, entry.end, host, before);
       }
       before = entry.start;
@@ -718,7 +896,13 @@ export class HfxError extends Error {
 
 /** Calls the hf API with the configured bearer token; resolves to the JSON body. */
 export async function request(method, path, body, signal) {
+  return (await send(method, path, body, signal)).data;
+}
+
+/** `request`, also giving the response's `ETag` (a record's version) and sending `ifMatch`. */
+async function send(method, path, body, signal, ifMatch) {
   const headers = { accept: "application/json" };
+  if (ifMatch) headers["if-match"] = ifMatch;
   if (body !== undefined) headers["content-type"] = "application/json";
   if (config.token) headers.authorization = "Bearer " + config.token;
   let res;
@@ -745,7 +929,7 @@ export async function request(method, path, body, signal) {
     const errors = data && Array.isArray(data.errors) ? data.errors : [{ code: "HTTP_" + res.status, message: res.statusText || "HTTP " + res.status, scope: "request", target: null }];
     throw new HfxError(res.status, errors);
   }
-  return data;
+  return { data, etag: res.headers.get("etag") };
 }
 
 function errorsOf(e) {
@@ -760,32 +944,52 @@ export async function runQuery(hoqs, params, signal) {
 }
 
 /**
- * `{#query "HOQS", params as q}`: runs the query now and whenever its inputs change, and exposes
- * `q.loading`, `q.error`, `q.errors`, `q.records` and `q.refresh()` to the block's markup.
+ * `{#query "HOQS", params, options as q}`: runs the query now and whenever its text or parameter
+ * values change, and exposes `q.loading`, `q.error`, `q.errors`, `q.records`, `q.total` (with the
+ * `count` option) and `q.refresh()` to the block's markup.
  */
 export function query(ctx, b, parent, slot, get, deps, body) {
   let controller = null;
   let seq = 0;
+  let last = null; // the text, parameters and options of the last run, as JSON
+  let timer = null;
   const q = {
     loading: false,
     error: null,
     errors: [],
     records: [],
+    total: null,
     refresh() {
-      return run();
+      return run(true);
     },
   };
-  async function run() {
-    const [hoqs, params] = get();
+  // Runs when the query's text, parameter values or options changed (or on `refresh()`); with
+  // `debounce: ms`, a change waits until nothing changed for that long.
+  function run(force) {
+    const [hoqs, params, options] = get();
+    const opts = options || {};
+    const key = JSON.stringify([hoqs, params, opts]);
+    if (!force && key === last) return;
+    const first = last === null;
+    last = key;
+    clearTimeout(timer);
+    if (force || first || !(opts.debounce > 0)) return exec(hoqs, params, opts);
+    timer = setTimeout(() => exec(hoqs, params, opts), opts.debounce);
+  }
+  async function exec(hoqs, params, opts) {
     if (controller) controller.abort();
     const mine = ++seq;
     controller = new AbortController();
     q.loading = true;
     ctx.u(undefined, slot);
     try {
-      const records = await runQuery(hoqs, params, controller.signal);
+      const [records, counted] = await Promise.all([
+        runQuery(hoqs, params, controller.signal),
+        opts.count ? runQuery(opts.count, params, controller.signal) : null,
+      ]);
       if (mine !== seq) return;
       q.records = records;
+      q.total = counted && counted[0] ? Object.values(counted[0])[0] : null;
       q.errors = [];
       q.error = null;
     } catch (e) {
@@ -798,10 +1002,11 @@ export function query(ctx, b, parent, slot, get, deps, body) {
   }
   body(b, parent, q);
   b.u(deps, () => {
-    run();
+    run(false);
   });
   b.cleanups.push(() => {
     seq++;
+    clearTimeout(timer);
     if (controller) controller.abort();
   });
 }
@@ -822,12 +1027,15 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
   list.setAttribute("role", "alert");
   const base = "/data/" + encodeURIComponent(moduleKey) + "/" + encodeURIComponent(objectKey);
   let loaded = {};
+  let version = null; // the ETag of the loaded record, sent as If-Match
   let seq = 0;
+  const url = () => base + "/" + encodeURIComponent(f.id);
   const f = {
     id: null,
     values: {},
     errors: {},
     recordErrors: [],
+    conflict: false,
     loading: false,
     saving: false,
     record: null,
@@ -835,20 +1043,23 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
       f.saving = true;
       f.errors = {};
       f.recordErrors = [];
+      f.conflict = false;
       ctx.u(undefined, slot);
       try {
         let record;
         if (f.id == null) {
           const body = {};
           for (const [k, v] of Object.entries(f.values)) if (v !== undefined && !SYSTEM_FIELDS.has(k)) body[k] = v;
-          record = await request("POST", base, body);
+          record = (await send("POST", base, body)).data;
           f.values = {};
         } else {
           const body = {};
           for (const [k, v] of Object.entries(f.values)) {
             if (!SYSTEM_FIELDS.has(k) && JSON.stringify(v) !== JSON.stringify(loaded[k])) body[k] = v;
           }
-          record = await request("PATCH", base + "/" + encodeURIComponent(f.id), body);
+          const res = await send("PATCH", url(), body, undefined, version);
+          record = res.data;
+          version = res.etag;
           loaded = { ...record };
           f.values = { ...record };
         }
@@ -859,6 +1070,7 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
         return record;
       } catch (err) {
         const errors = errorsOf(err);
+        f.conflict = err instanceof HfxError && err.status === 412;
         const byField = {};
         const other = [];
         for (const x of errors) {
@@ -872,6 +1084,26 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
         return null;
       }
     },
+    /** Loads the record again (after a conflict: the other person's version). */
+    reload() {
+      return load(f.id);
+    },
+    /** Deletes the record (`If-Match` its loaded version); resolves to whether it was deleted. */
+    async remove() {
+      if (f.id == null) return false;
+      f.recordErrors = [];
+      try {
+        await send("DELETE", url(), undefined, undefined, version);
+      } catch (err) {
+        f.conflict = err instanceof HfxError && err.status === 412;
+        f.recordErrors = errorsOf(err).map((x) => x.message);
+        ctx.u(undefined, slot);
+        return false;
+      }
+      e.dispatchEvent(new CustomEvent("deleted", { detail: f.id, bubbles: true }));
+      await load(null);
+      return true;
+    },
     reset() {
       f.values = f.id == null ? {} : { ...loaded };
       f.errors = {};
@@ -884,6 +1116,8 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
     f.id = id;
     f.errors = {};
     f.recordErrors = [];
+    f.conflict = false;
+    version = null;
     if (id == null) {
       loaded = {};
       f.values = {};
@@ -894,8 +1128,10 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
     f.loading = true;
     ctx.u(undefined, slot);
     try {
-      const record = await request("GET", base + "/" + encodeURIComponent(id));
+      const res = await send("GET", url());
       if (mine !== seq) return;
+      const record = res.data;
+      version = res.etag;
       loaded = { ...record };
       f.values = { ...record };
       f.record = record;

@@ -303,6 +303,19 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 Node::Form(block) => self.form_block(block, parent, ctx),
                 Node::Snippet(_) => {}
                 Node::Render(span) => self.render_tag(*span, parent),
+                Node::Await(block) => self.await_block(block, parent, ctx),
+                Node::Key { value, body } => {
+                    let (code, deps) = self.expr(*value);
+                    let _ = writeln!(
+                        self.out,
+                        "$$rt.key_block($$b, {parent}, () => {code}, {}, ($$b, $$t) => {{",
+                        slots(&deps)
+                    );
+                    self.frames.push(Vec::new());
+                    self.nodes(body, "$$t", ctx);
+                    self.frames.pop();
+                    self.out.push_str("});\n");
+                }
             }
         }
     }
@@ -465,8 +478,8 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     attr.start,
                     format!("`{name}` needs a handler expression: `{name}={{handler}}` or `on:{}={{handler}}`", &name[2..]),
                 );
-            } else if let Some(kind) = name.strip_prefix("bind:") {
-                self.binding(el, attr, kind, v);
+            } else if name.starts_with("bind:") {
+                // After the other attributes: see below.
             } else if let Some(action) = name.strip_prefix("use:") {
                 self.action(attr, action, v);
             } else if name.starts_with("class:") {
@@ -523,6 +536,13 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         if !has_class && !has_spread {
             if let Some(scope) = &self.scope {
                 let _ = writeln!(self.out, "$$rt.attr({v}, \"class\", {});", js_string(scope));
+            }
+        }
+        // Bindings read the element's `value` (a radio's in `bind:group`, a select's options),
+        // so they come after the attributes that set it.
+        for attr in &el.attrs {
+            if let Some(kind) = attr.name.strip_prefix("bind:") {
+                self.binding(el, attr, kind, v);
             }
         }
         // `class:name` toggles come after the `class` attribute and the scope class, wherever
@@ -644,11 +664,17 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             .collect();
         let writes = self.resolve(&root).1;
         let (code, deps) = self.expr(span);
+        // A deeply reactive variable keeps its proxy (`bind:group` assigns arrays).
+        let whole = root.len() == text.trim().len();
+        let value = match writes.iter().collect::<Vec<_>>().as_slice() {
+            [slot] if whole && self.script.deep.contains(slot) => format!("$$.deep($$v, {slot})"),
+            _ => "$$v".to_string(),
+        };
         let assign = if writes.is_empty() {
-            format!("{code} = $$v")
+            format!("{code} = {value}")
         } else {
             let list: Vec<String> = writes.iter().map(ToString::to_string).collect();
-            format!("$$.u({code} = $$v, {})", list.join(", "))
+            format!("$$.u({code} = {value}, {})", list.join(", "))
         };
         (code, assign, deps)
     }
@@ -656,7 +682,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     fn binding(&mut self, el: &Element, attr: &Attr, kind: &str, v: &str) {
         let fits = match kind {
             "value" => matches!(el.name.as_str(), "input" | "textarea" | "select"),
-            "checked" => el.name == "input",
+            "checked" | "group" => el.name == "input",
             "this" => true,
             _ => false,
         };
@@ -664,7 +690,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             self.sink.error(
                 Code::InvalidDirective,
                 attr.start,
-                format!("`bind:{kind}` is not supported on <{}> (use bind:value, bind:checked or bind:this)", el.name),
+                format!("`bind:{kind}` is not supported on <{}> (use bind:value, bind:checked, bind:group or bind:this)", el.name),
             );
             return;
         }
@@ -805,6 +831,70 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             self.out.push_str("},\n");
         }
         self.out.push_str("]);\n");
+    }
+
+    /// `{#await}`: a branch each for pending, then and catch (`null` when absent).
+    fn await_block(&mut self, block: &markup::AwaitBlock, parent: &str, ctx: Ctx) {
+        let (promise, deps) = self.expr(block.promise);
+        let _ = writeln!(
+            self.out,
+            "$$rt.await_block($$b, {parent}, () => {promise}, {}, ",
+            slots(&deps)
+        );
+        if block.pending.is_empty() {
+            self.out.push_str("null,\n");
+        } else {
+            self.out.push_str("($$b, $$t) => {\n");
+            self.frames.push(Vec::new());
+            self.nodes(&block.pending, "$$t", ctx);
+            self.frames.pop();
+            self.out.push_str("},\n");
+        }
+        for (i, branch) in [&block.then, &block.catch].into_iter().enumerate() {
+            let end = if i == 0 { ",\n" } else { ");\n" };
+            let Some((pattern, body)) = branch else {
+                self.out.push_str("null");
+                self.out.push_str(end);
+                continue;
+            };
+            self.out.push_str("($$b, $$t, $$v) => {\n");
+            let mut frame = Vec::new();
+            if let Some(span) = pattern {
+                let (names, code) = self.pattern(*span);
+                let _ = writeln!(self.out, "let {code} = $$v;");
+                frame.extend(names.into_iter().map(|name| Local {
+                    name,
+                    deps: BTreeSet::new(),
+                    writes: BTreeSet::new(),
+                }));
+            }
+            self.frames.push(frame);
+            self.nodes(body, "$$t", ctx);
+            self.frames.pop();
+            self.out.push('}');
+            self.out.push_str(end);
+        }
+    }
+
+    /// A binding pattern (`item`, `{ id, name }`): the names it binds and its code.
+    fn pattern(&mut self, span: Span) -> (Vec<String>, String) {
+        match self.fast.as_deref_mut() {
+            Some(unit) => match unit.pattern(span) {
+                Some(found) => found,
+                None => {
+                    self.sink.error(
+                        Code::Internal,
+                        span.start,
+                        "internal compiler error: pattern not analysed",
+                    );
+                    (Vec::new(), String::from("$$missing"))
+                }
+            },
+            None => (
+                js::pattern_names(self.alloc, self.sink, span).unwrap_or_default(),
+                self.src()[span.start..span.end].to_string(),
+            ),
+        }
     }
 
     fn each_block(&mut self, block: &markup::EachBlock, parent: &str, ctx: Ctx) {
@@ -1059,10 +1149,18 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             }
             None => "undefined".into(),
         };
+        let options = match block.options {
+            Some(span) => {
+                let (code, d) = self.expr(span);
+                deps.extend(d);
+                code
+            }
+            None => "undefined".into(),
+        };
         let name = self.src()[block.name.start..block.name.end].to_string();
         let _ = writeln!(
             self.out,
-            "$$rt.query($$, $$b, {parent}, {slot}, () => [{query}, {params}], {}, ($$b, $$t, {name}) => {{",
+            "$$rt.query($$, $$b, {parent}, {slot}, () => [{query}, {params}, {options}], {}, ($$b, $$t, {name}) => {{",
             slots(&deps)
         );
         let slot_set = BTreeSet::from([slot]);

@@ -571,7 +571,11 @@ pub(crate) fn analyze_program(
             if !in_script(node_span) {
                 continue;
             }
-            if let Some(f) = enclosing_function(abs(node_span).start) {
+            // Only reads make a dependency: an effect that assigns state must not re-run
+            // because of its own assignment.
+            if let Some(f) =
+                enclosing_function(abs(node_span).start).filter(|_| reference.is_read())
+            {
                 reads_in.entry(f.clone()).or_default().insert(slot);
             }
             if let Some(target) = assignment_around(semantic, reference) {

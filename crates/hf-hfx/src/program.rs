@@ -109,6 +109,8 @@ pub(crate) struct Unit<'a> {
     imports: Vec<Statement<'a>>,
     /// The script analysis (state, props, functions, imports) the generator needs.
     pub(crate) script: ScriptInfo,
+    /// The deeply reactive slots (a copy: the generator takes `script`).
+    deep: BTreeSet<usize>,
 }
 
 impl<'a> Unit<'a> {
@@ -267,6 +269,7 @@ impl<'a> Unit<'a> {
             exprs,
             body: program,
             imports,
+            deep: script.deep.clone(),
             script,
         })
     }
@@ -295,7 +298,7 @@ impl<'a> Unit<'a> {
             Wrapper {
                 ast: &ast,
                 targets: &targets,
-                deep: &self.script.deep,
+                deep: &self.deep,
             }
             .visit_expression(&mut expr);
         }
@@ -394,8 +397,8 @@ fn collect(nodes: &[Node], out: &mut Vec<Piece>) {
             Node::Const { value, .. } => push(Kind::Expr, *value, out),
             Node::Query(block) => {
                 push(Kind::Expr, block.query, out);
-                if let Some(params) = block.params {
-                    push(Kind::Expr, params, out);
+                for span in block.params.iter().chain(&block.options) {
+                    push(Kind::Expr, *span, out);
                 }
                 collect(&block.body, out);
             }
@@ -410,6 +413,20 @@ fn collect(nodes: &[Node], out: &mut Vec<Piece>) {
                 collect(&block.body, out);
             }
             Node::Render(span) => push(Kind::Expr, *span, out),
+            Node::Await(block) => {
+                push(Kind::Expr, block.promise, out);
+                collect(&block.pending, out);
+                for (pattern, body) in block.then.iter().chain(&block.catch) {
+                    if let Some(span) = pattern {
+                        push(Kind::Pattern, *span, out);
+                    }
+                    collect(body, out);
+                }
+            }
+            Node::Key { value, body } => {
+                push(Kind::Expr, *value, out);
+                collect(body, out);
+            }
         }
     }
 }

@@ -129,6 +129,11 @@ pub(crate) struct Compiler<'a> {
     computing: Vec<(QualifiedName, String)>,
     expanded_bytes: usize,
     relations: HashMap<QualifiedName, String>,
+    /// The request's IANA time zone for date literals, `TODAY()` and date functions in a
+    /// query; `None` is UTC (and formulas, rules and filters are always UTC).
+    pub(crate) time_zone: Option<String>,
+    /// The caller, for `$User.id` and `$User.name`; `None` where there is none.
+    pub(crate) caller: Option<crate::Caller>,
 }
 
 impl<'a> Compiler<'a> {
@@ -148,6 +153,20 @@ impl<'a> Compiler<'a> {
             computing: Vec::new(),
             expanded_bytes: 0,
             relations: HashMap::new(),
+            time_zone: None,
+            caller: None,
+        }
+    }
+
+    /// The SQL of the time zone a context evaluates dates in: the request's (a bound
+    /// parameter) in a query, `'UTC'` elsewhere.
+    pub(crate) fn zone(&mut self, cx: Cx) -> String {
+        match (&self.time_zone, cx.purpose) {
+            (Some(zone), Purpose::Query) if zone != "UTC" => {
+                let zone = zone.clone();
+                self.literal(Type::Text, zone)
+            }
+            _ => "'UTC'".to_owned(),
         }
     }
 

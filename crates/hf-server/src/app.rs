@@ -6,6 +6,8 @@ use actix_web::{middleware, web, App};
 use utoipa::OpenApi;
 use utoipa_actix_web::AppExt;
 
+use crate::compression;
+use crate::cors::CorsOrigins;
 use crate::error::ErrorBody;
 use crate::extract::{self, BodyLimit};
 use crate::middleware::RouteTable;
@@ -153,6 +155,7 @@ pub fn build(
     state: AppState,
     body_limit: usize,
     public_access: PublicAccess,
+    cors_origins: &CorsOrigins,
 ) -> App<
     impl ServiceFactory<
         ServiceRequest,
@@ -179,7 +182,16 @@ pub fn build(
     let (app, _) = register(app).split_for_parts();
     // The console is a web page, not part of the API: it stays out of the OpenAPI document.
     let app = crate::console::register(app);
+    // Innermost first: small answers are marked uncompressed, `Compress` encodes the rest as the
+    // client asks, the mark is dropped, CORS headers are added, and `edge` sees everything.
     app.default_service(web::to(crate::middleware::not_found))
+        .wrap(middleware::from_fn(compression::skip_small))
+        .wrap(middleware::Compress::default())
+        .wrap(middleware::from_fn(compression::drop_identity_mark))
+        .wrap(middleware::Condition::new(
+            !cors_origins.is_empty(),
+            cors_origins.middleware(),
+        ))
         .wrap(middleware::from_fn(crate::middleware::edge))
 }
 

@@ -117,6 +117,10 @@ error_codes! {
     UriTooLong = "URI_TOO_LONG" => URI_TOO_LONG,
     HeadersTooLarge = "HEADERS_TOO_LARGE" => REQUEST_HEADER_FIELDS_TOO_LARGE,
     TooManyConnections = "TOO_MANY_CONNECTIONS" => TOO_MANY_REQUESTS,
+    PoolBusy = "POOL_BUSY" => SERVICE_UNAVAILABLE,
+    Overloaded = "OVERLOADED" => SERVICE_UNAVAILABLE,
+    StorageUnavailable = "STORAGE_UNAVAILABLE" => SERVICE_UNAVAILABLE,
+    MetadataLocked = "METADATA_LOCKED" => SERVICE_UNAVAILABLE,
     Internal = "INTERNAL" => INTERNAL_SERVER_ERROR,
 }
 
@@ -362,6 +366,11 @@ impl From<hf_storage::Error> for ApiError {
                 )
                 .with_retry_after(1)
             }
+            ErrorKind::Busy => ApiError::new(
+                Code::PoolBusy,
+                "Every database connection is busy; try again shortly.",
+            )
+            .with_retry_after(1),
             ErrorKind::Timeout => {
                 ApiError::new(Code::Timeout, "The database did not answer in time.")
             }
@@ -450,6 +459,34 @@ impl From<hf_metastore::Error> for ApiError {
                 Code::MetadataConflict,
                 format!("Branch `{branch}` is changing too fast; retry the write."),
             ),
+            E::Locked { lock } => {
+                let wait = hf_metastore::locks::STALE_LOCK_AGE
+                    .as_secs()
+                    .saturating_sub(lock.age_secs)
+                    .max(1);
+                tracing::warn!(branch = %lock.branch, file = %lock.file, age_secs = lock.age_secs, "metadata branch locked");
+                ApiError::entry(
+                    Code::MetadataLocked,
+                    format!(
+                        "Branch `{}` is locked by `{}` in the metadata repository ({} s old), probably left by a writer that crashed; it is removed once {} s old. Nothing was written.",
+                        lock.branch,
+                        lock.file,
+                        lock.age_secs,
+                        hf_metastore::locks::STALE_LOCK_AGE.as_secs()
+                    ),
+                    Scope::Request,
+                    Some(lock.branch),
+                )
+                .with_retry_after(wait)
+            }
+            other if other.kind() == hf_metastore::ErrorKind::Storage => {
+                tracing::error!(error = %other, "metadata repository storage failure");
+                ApiError::new(
+                    Code::StorageUnavailable,
+                    "The metadata repository cannot be written (its file system is read-only, full or refuses access); nothing was written. Retry once an operator has fixed it.",
+                )
+                .with_retry_after(5)
+            }
             other => {
                 tracing::error!(error = %other, "metadata store failure");
                 ApiError::internal()
@@ -527,6 +564,16 @@ impl From<hf_model::Error> for ApiError {
 fn ddl_error(error: hf_ddl::Error) -> ApiError {
     use hf_ddl::Error as E;
     let lock_timeout = error.kind() == hf_ddl::ErrorKind::LockTimeout;
+    if error.kind() == hf_ddl::ErrorKind::Unavailable {
+        // The connection broke under the apply: its transaction was not committed, and the
+        // driver's text says nothing the client can use.
+        tracing::warn!(%error, "database connection lost while applying DDL");
+        return ApiError::new(
+            Code::DatabaseUnavailable,
+            "The database connection was lost while applying the change; nothing was applied. Retry shortly.",
+        )
+        .with_retry_after(1);
+    }
     match error {
         E::Statement { target, sql, .. } if lock_timeout => ApiError::new(
             Code::ApplyFailed,

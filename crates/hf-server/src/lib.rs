@@ -7,7 +7,9 @@
 pub mod app;
 pub mod auth;
 pub mod auth_gate;
+pub mod compression;
 pub mod console;
+pub mod cors;
 pub mod dto;
 pub mod error;
 pub mod extract;
@@ -16,6 +18,7 @@ pub mod middleware;
 pub mod openapi;
 pub mod public_access;
 pub mod routes;
+pub mod shed;
 pub mod state;
 
 use std::net::SocketAddr;
@@ -46,6 +49,8 @@ pub struct ServerConfig {
     pub public_access: public_access::PublicAccess,
     /// Timeouts and caps of every phase of a request.
     pub limits: limits::Limits,
+    /// Web origins whose pages may call the API (`HF_CORS_ORIGINS`); none by default.
+    pub cors_origins: cors::CorsOrigins,
 }
 
 impl ServerConfig {
@@ -60,6 +65,7 @@ impl ServerConfig {
             auth: auth::AuthConfig::default(),
             public_access: public_access::PublicAccess::default(),
             limits: limits::Limits::default(),
+            cors_origins: cors::CorsOrigins::default(),
         }
     }
 }
@@ -127,12 +133,19 @@ pub fn bind(config: &ServerConfig, state: AppState) -> Result<Server, Error> {
     let body_limit = config.body_limit;
     let public_access = config.public_access.clone();
     let limits = config.limits;
+    let cors_origins = config.cors_origins.clone();
     let slots = limits::AddressSlots::new(limits.max_connections_per_address);
     let workers = config.workers.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
     let http = HttpServer::new(move || {
-        app::build(state.clone(), body_limit, public_access.clone()).app_data(limits)
+        app::build(
+            state.clone(),
+            body_limit,
+            public_access.clone(),
+            &cors_origins,
+        )
+        .app_data(limits)
     })
     .disable_signals()
     .shutdown_timeout(config.shutdown_timeout.as_secs())

@@ -1,5 +1,6 @@
-//! What every request passes through: a request id, one log line, panic containment, and the
-//! guarantee that every error response carries the envelope.
+//! What every request passes through: a request id, the URL and header limits and the body
+//! deadline (`crate::limits`), one log line, panic containment, and the guarantee that every
+//! error response carries the envelope.
 
 use std::panic::AssertUnwindSafe;
 use std::time::Instant;

@@ -5,7 +5,7 @@
 //! - the metadata routes, served on `/{branchRoot}/…` behind a guard that admits only
 //!   `metadata` and `metadata@<branch>`, are listed under their literal paths: reads on
 //!   `/metadata/…` and on `/metadata@{branch}/…`, writes only on `/metadata@{branch}/…`;
-//! - key and branch parameters carry the grammar's patterns;
+//! - key and branch path parameters carry the grammar's patterns;
 //! - every error response is the envelope with its `code`s enumerated: the codes the
 //!   annotation's description names, plus those every operation of its kind can answer (a JSON
 //!   body can be malformed, a protected route unauthenticated, …), each filed under the status
@@ -164,15 +164,17 @@ fn remove_parameter(operation: &mut Value, name: &str) {
     }
 }
 
-/// Key parameters carry the key grammar.
+/// Key path parameters carry the key grammar. Query filters do not: a filter that is not a key
+/// matches nothing, which is an answer, not an error.
 fn key_patterns(operation: &mut Value) {
     let Some(Value::Array(parameters)) = operation.get_mut("parameters") else {
         return;
     };
     for parameter in parameters {
-        let is_key = parameter["name"]
-            .as_str()
-            .is_some_and(|name| KEY_PARAMETERS.contains(&name));
+        let is_key = parameter["in"] == "path"
+            && parameter["name"]
+                .as_str()
+                .is_some_and(|name| KEY_PARAMETERS.contains(&name));
         if is_key {
             if let Some(schema) = parameter.get_mut("schema").and_then(Value::as_object_mut) {
                 schema.insert("pattern".to_owned(), json!(KEY_PATTERN));

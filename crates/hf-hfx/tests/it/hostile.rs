@@ -31,6 +31,8 @@ fn deep_block_nesting_is_refused_cleanly() {
 fn deep_snippet_and_component_nesting_is_refused_cleanly() {
     for (open, close) in [
         ("{#snippet s()}", "{/snippet}"),
+        ("{#await p}{:then v}", "{/await}"),
+        ("{#key k}", "{/key}"),
         ("<Card>", "</Card>"),
         (
             "{#snippet s(a = {b: [1]})}<Card {...x}>",
@@ -154,6 +156,12 @@ fn unterminated_everything_is_located() {
         ("{@render}", DiagnosticCode::InvalidBlock),
         ("<p {...x", DiagnosticCode::Unterminated),
         ("<p {...}>", DiagnosticCode::InvalidExpression),
+        ("{#await p}<p>x</p>", DiagnosticCode::UnclosedBlock),
+        ("{#await p}{:then v}<p>", DiagnosticCode::UnclosedTag),
+        ("{#await}{/await}", DiagnosticCode::InvalidBlock),
+        ("{#key}{/key}", DiagnosticCode::InvalidBlock),
+        ("{#key k}<p>{/key}", DiagnosticCode::UnclosedTag),
+        ("{:then v}", DiagnosticCode::InvalidBlock),
     ] {
         let out = compile(source, None);
         assert_eq!(
@@ -191,6 +199,9 @@ proptest! {
         Just("{#snippet s(a, {b})}"), Just("{/snippet}"), Just("{@render s(x)}"), Just("<C {...x}>"), Just("</C>"),
         Just("<script>import C from 'screen:m/c';</script>"), Just("{@render children?.()}"),
         Just("<script>let s = $state([]); const d = $derived(s.length); $effect(() => s.push(d));</script>"),
+        Just("{#await p}"), Just("{:then v}"), Just("{:catch e}"), Just("{/await}"), Just("{#key k}"), Just("{/key}"),
+        Just("{#await p then {a}}"), Just("{#query \"q\", p, { debounce: 1, count: \"c\" } as q}"),
+        Just("<input type=\"radio\" bind:group={g} value={1}>"), Just("<select multiple bind:value={s}>"),
         Just("<p use:act={x}>"), Just("<C bind:value={x} />"), Just("$state("), Just("$effect"),
     ], 0..40)) {
         let source: String = parts.concat();

@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio_postgres::types::Type as PgType;
 use tokio_postgres::{Client, NoTls};
 
-use crate::support::{demo, doc_queries, fixtures_dir, model, shop};
+use crate::support::{compile_doc, demo, doc_queries, fixtures_dir, model, shop};
 
 const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
@@ -209,10 +209,7 @@ async fn every_ok_fixture_runs_on_postgresql() {
     }
     let (queries, params) = doc_queries();
     for query in &queries {
-        let compiled = compile_query(demo(), query, &params)
-            .unwrap()
-            .query
-            .unwrap();
+        let compiled = compile_doc(query, &params).query.unwrap();
         if let Err(error) = run(&client, &compiled.sql, &compiled.params).await {
             failures.push(format!("docs example {query}: {error}"));
         }

@@ -99,3 +99,17 @@ pub fn doc_queries() -> (Vec<String>, hf_hoqs::RequestParams) {
     let params = r#"{"min": 1000, "industry": "Energy", "n": 10, "i": "Energy"}"#;
     (queries, serde_json::from_str(params).unwrap())
 }
+
+/// Compiles a docs example as the service would: with a caller for `$User` and a time zone.
+pub fn compile_doc(query: &str, params: &hf_hoqs::RequestParams) -> hf_hoqs::QueryOutput {
+    let caller = hf_hoqs::Caller {
+        id: "6f9619ff-8b86-d011-b42d-00c04fc964ff".to_owned(),
+        name: "ada".to_owned(),
+    };
+    let options = hf_hoqs::QueryOptions {
+        params,
+        time_zone: Some("Europe/Paris"),
+        caller: Some(&caller),
+    };
+    hf_hoqs::compile_query_with(demo(), query, options).unwrap()
+}

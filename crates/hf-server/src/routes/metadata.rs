@@ -10,11 +10,12 @@
 use std::sync::Arc;
 
 use actix_web::guard::GuardContext;
-use actix_web::{delete, get, post, put, web, HttpResponse};
+use actix_web::http::header;
+use actix_web::{delete, get, post, put, web, HttpRequest, HttpResponse};
 use hf_metastore::Snapshot;
 use hf_model::key::{check_key, KeyKind};
 use hf_model::{Change, Model, QualifiedName};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use utoipa::IntoParams;
 
 use crate::auth_gate::{MetadataReader, MetadataWriter};
@@ -115,6 +116,37 @@ fn object<'m>(
     })
 }
 
+/// The answer to a read of a snapshot, with a weak `ETag` naming the snapshot's tree: a read's
+/// answer is a function of its URL and that tree, so the tree id identifies the representation
+/// (weak, because compression may encode it differently). A request whose `If-None-Match` names
+/// it gets `304 Not Modified` without a body. The body is built first, so a read that fails
+/// fails whatever the request's validators say.
+fn read_answer(req: &HttpRequest, snapshot: &Snapshot, body: impl Serialize) -> HttpResponse {
+    let etag = format!("W/\"{}\"", snapshot.tree);
+    let cache = (header::CACHE_CONTROL, "private, no-cache");
+    if if_none_match(req, &etag) {
+        return HttpResponse::NotModified()
+            .insert_header((header::ETAG, etag))
+            .insert_header(cache)
+            .finish();
+    }
+    HttpResponse::Ok()
+        .insert_header((header::ETAG, etag))
+        .insert_header(cache)
+        .json(body)
+}
+
+/// Whether `If-None-Match` names `etag` (or is `*`), compared weakly as RFC 9110 asks.
+fn if_none_match(req: &HttpRequest, etag: &str) -> bool {
+    let opaque = |tag: &str| tag.trim().trim_start_matches("W/").to_owned();
+    let wanted = opaque(etag);
+    req.headers()
+        .get_all(header::IF_NONE_MATCH)
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|tag| tag.trim() == "*" || opaque(tag) == wanted)
+}
+
 /// Query filter of object lists.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -193,53 +225,59 @@ fn fields_of(
 /// Every module of a branch, sorted by key.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
     params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`")),
-    responses((status = 200, body = [ModuleDto])))]
+    responses((status = 200, description = "The item(s), with an `ETag`", body = [ModuleDto]), (status = 304, description = "Not modified: `If-None-Match` names the current `ETag`")))]
 #[get("/{branchRoot}", guard = "metadata_root")]
 pub async fn list_modules(
+    req: HttpRequest,
     state: web::Data<AppState>,
     _reader: MetadataReader,
     path: web::Path<String>,
-) -> Result<web::Json<Vec<ModuleDto>>, ApiError> {
+) -> Result<HttpResponse, ApiError> {
     let snapshot = snapshot(&state, read_branch(&state, &path)?).await?;
-    Ok(web::Json(
+    Ok(read_answer(
+        &req,
+        &snapshot,
         snapshot
             .model
             .modules
             .values()
             .map(ModuleDto::from)
-            .collect(),
+            .collect::<Vec<_>>(),
     ))
 }
 
 /// Every object of a branch, sorted by module then key.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
     params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ObjectFilter),
-    responses((status = 200, body = [ObjectDto])))]
+    responses((status = 200, description = "The item(s), with an `ETag`", body = [ObjectDto]), (status = 304, description = "Not modified: `If-None-Match` names the current `ETag`")))]
 #[get("/{branchRoot}/objects", guard = "metadata_root")]
 pub async fn list_all_objects(
+    req: HttpRequest,
     state: web::Data<AppState>,
     _reader: MetadataReader,
     path: web::Path<String>,
     filter: web::Query<ObjectFilter>,
-) -> Result<web::Json<Vec<ObjectDto>>, ApiError> {
+) -> Result<HttpResponse, ApiError> {
     let snapshot = snapshot(&state, read_branch(&state, &path)?).await?;
-    Ok(web::Json(objects_of(
-        &snapshot.model,
-        filter.module_key.as_deref(),
-    )))
+    Ok(read_answer(
+        &req,
+        &snapshot,
+        objects_of(&snapshot.model, filter.module_key.as_deref()),
+    ))
 }
 
 /// Every field of a branch, sorted by module, object, then key.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
     params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), FieldFilter),
-    responses((status = 200, body = [FieldDto])))]
+    responses((status = 200, description = "The item(s), with an `ETag`", body = [FieldDto]), (status = 304, description = "Not modified: `If-None-Match` names the current `ETag`")))]
 #[get("/{branchRoot}/fields", guard = "metadata_root")]
 pub async fn list_all_fields(
+    req: HttpRequest,
     state: web::Data<AppState>,
     _reader: MetadataReader,
     path: web::Path<String>,
     filter: web::Query<FieldFilter>,
-) -> Result<web::Json<Vec<FieldDto>>, ApiError> {
+) -> Result<HttpResponse, ApiError> {
     if filter.object_key.is_some() && filter.module_key.is_none() {
         return Err(ApiError::field(
             Code::InvalidQuery,
@@ -248,107 +286,125 @@ pub async fn list_all_fields(
         ));
     }
     let snapshot = snapshot(&state, read_branch(&state, &path)?).await?;
-    Ok(web::Json(fields_of(
-        &snapshot.model,
-        filter.module_key.as_deref(),
-        filter.object_key.as_deref(),
-    )))
+    Ok(read_answer(
+        &req,
+        &snapshot,
+        fields_of(
+            &snapshot.model,
+            filter.module_key.as_deref(),
+            filter.object_key.as_deref(),
+        ),
+    ))
 }
 
 /// One module.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
     params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ("moduleKey" = String, Path)),
-    responses((status = 200, body = ModuleDto), (status = 404, description = "MODULE_NOT_FOUND", body = ErrorBody)))]
+    responses((status = 200, description = "The item(s), with an `ETag`", body = ModuleDto), (status = 304, description = "Not modified: `If-None-Match` names the current `ETag`"), (status = 404, description = "MODULE_NOT_FOUND", body = ErrorBody)))]
 #[get("/{branchRoot}/{moduleKey}", guard = "metadata_root")]
 pub async fn get_module(
+    req: HttpRequest,
     state: web::Data<AppState>,
     _reader: MetadataReader,
     path: web::Path<(String, String)>,
-) -> Result<web::Json<ModuleDto>, ApiError> {
+) -> Result<HttpResponse, ApiError> {
     let (root, module_key) = path.into_inner();
     let snapshot = snapshot(&state, read_branch(&state, &root)?).await?;
-    Ok(web::Json(ModuleDto::from(module(
-        &snapshot.model,
-        &module_key,
-    )?)))
+    Ok(read_answer(
+        &req,
+        &snapshot,
+        ModuleDto::from(module(&snapshot.model, &module_key)?),
+    ))
 }
 
 /// The objects of one module.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
     params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ("moduleKey" = String, Path), ObjectFilter),
-    responses((status = 200, body = [ObjectDto]), (status = 404, description = "MODULE_NOT_FOUND", body = ErrorBody)))]
+    responses((status = 200, description = "The item(s), with an `ETag`", body = [ObjectDto]), (status = 304, description = "Not modified: `If-None-Match` names the current `ETag`"), (status = 404, description = "MODULE_NOT_FOUND", body = ErrorBody)))]
 #[get("/{branchRoot}/{moduleKey}/objects", guard = "metadata_root")]
 pub async fn list_objects(
+    req: HttpRequest,
     state: web::Data<AppState>,
     _reader: MetadataReader,
     path: web::Path<(String, String)>,
     filter: web::Query<ObjectFilter>,
-) -> Result<web::Json<Vec<ObjectDto>>, ApiError> {
+) -> Result<HttpResponse, ApiError> {
     let (root, module_key) = path.into_inner();
     disagree("moduleKey", &module_key, &filter.module_key)?;
     let snapshot = snapshot(&state, read_branch(&state, &root)?).await?;
     module(&snapshot.model, &module_key)?;
-    Ok(web::Json(objects_of(&snapshot.model, Some(&module_key))))
+    Ok(read_answer(
+        &req,
+        &snapshot,
+        objects_of(&snapshot.model, Some(&module_key)),
+    ))
 }
 
 /// One object (without its fields).
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
     params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ("moduleKey" = String, Path), ("objectKey" = String, Path)),
-    responses((status = 200, body = ObjectDto), (status = 404, description = "MODULE_NOT_FOUND or OBJECT_NOT_FOUND", body = ErrorBody)))]
+    responses((status = 200, description = "The item(s), with an `ETag`", body = ObjectDto), (status = 304, description = "Not modified: `If-None-Match` names the current `ETag`"), (status = 404, description = "MODULE_NOT_FOUND or OBJECT_NOT_FOUND", body = ErrorBody)))]
 #[get(
     "/{branchRoot}/{moduleKey}/objects/{objectKey}",
     guard = "metadata_root"
 )]
 pub async fn get_object(
+    req: HttpRequest,
     state: web::Data<AppState>,
     _reader: MetadataReader,
     path: web::Path<(String, String, String)>,
-) -> Result<web::Json<ObjectDto>, ApiError> {
+) -> Result<HttpResponse, ApiError> {
     let (root, module_key, object_key) = path.into_inner();
     let snapshot = snapshot(&state, read_branch(&state, &root)?).await?;
     let found = object(&snapshot.model, &module_key, &object_key)?;
-    Ok(web::Json(ObjectDto::new(&module_key, found)))
+    Ok(read_answer(
+        &req,
+        &snapshot,
+        ObjectDto::new(&module_key, found),
+    ))
 }
 
 /// The fields declared on one object.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
     params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ("moduleKey" = String, Path), ("objectKey" = String, Path), FieldFilter),
-    responses((status = 200, body = [FieldDto]), (status = 404, description = "MODULE_NOT_FOUND or OBJECT_NOT_FOUND", body = ErrorBody)))]
+    responses((status = 200, description = "The item(s), with an `ETag`", body = [FieldDto]), (status = 304, description = "Not modified: `If-None-Match` names the current `ETag`"), (status = 404, description = "MODULE_NOT_FOUND or OBJECT_NOT_FOUND", body = ErrorBody)))]
 #[get(
     "/{branchRoot}/{moduleKey}/objects/{objectKey}/fields",
     guard = "metadata_root"
 )]
 pub async fn list_fields(
+    req: HttpRequest,
     state: web::Data<AppState>,
     _reader: MetadataReader,
     path: web::Path<(String, String, String)>,
     filter: web::Query<FieldFilter>,
-) -> Result<web::Json<Vec<FieldDto>>, ApiError> {
+) -> Result<HttpResponse, ApiError> {
     let (root, module_key, object_key) = path.into_inner();
     disagree("moduleKey", &module_key, &filter.module_key)?;
     disagree("objectKey", &object_key, &filter.object_key)?;
     let snapshot = snapshot(&state, read_branch(&state, &root)?).await?;
     object(&snapshot.model, &module_key, &object_key)?;
-    Ok(web::Json(fields_of(
-        &snapshot.model,
-        Some(&module_key),
-        Some(&object_key),
-    )))
+    Ok(read_answer(
+        &req,
+        &snapshot,
+        fields_of(&snapshot.model, Some(&module_key), Some(&object_key)),
+    ))
 }
 
 /// One field.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
     params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ("moduleKey" = String, Path), ("objectKey" = String, Path), ("fieldKey" = String, Path)),
-    responses((status = 200, body = FieldDto), (status = 404, description = "MODULE_NOT_FOUND, OBJECT_NOT_FOUND or FIELD_NOT_FOUND", body = ErrorBody)))]
+    responses((status = 200, description = "The item(s), with an `ETag`", body = FieldDto), (status = 304, description = "Not modified: `If-None-Match` names the current `ETag`"), (status = 404, description = "MODULE_NOT_FOUND, OBJECT_NOT_FOUND or FIELD_NOT_FOUND", body = ErrorBody)))]
 #[get(
     "/{branchRoot}/{moduleKey}/objects/{objectKey}/fields/{fieldKey}",
     guard = "metadata_root"
 )]
 pub async fn get_field(
+    req: HttpRequest,
     state: web::Data<AppState>,
     _reader: MetadataReader,
     path: web::Path<(String, String, String, String)>,
-) -> Result<web::Json<FieldDto>, ApiError> {
+) -> Result<HttpResponse, ApiError> {
     let (root, module_key, object_key, field_key) = path.into_inner();
     let snapshot = snapshot(&state, read_branch(&state, &root)?).await?;
     let found = object(&snapshot.model, &module_key, &object_key)?;
@@ -361,47 +417,52 @@ pub async fn get_field(
             Some(field_key.clone()),
         )
     })?;
-    Ok(web::Json(FieldDto::new(
-        &QualifiedName::new(module_key, object_key),
-        field,
-    )))
+    Ok(read_answer(
+        &req,
+        &snapshot,
+        FieldDto::new(&QualifiedName::new(module_key, object_key), field),
+    ))
 }
 
 /// The screens of one module.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
     params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ("moduleKey" = String, Path)),
-    responses((status = 200, body = [ScreenDto]), (status = 404, description = "MODULE_NOT_FOUND", body = ErrorBody)))]
+    responses((status = 200, description = "The item(s), with an `ETag`", body = [ScreenDto]), (status = 304, description = "Not modified: `If-None-Match` names the current `ETag`"), (status = 404, description = "MODULE_NOT_FOUND", body = ErrorBody)))]
 #[get("/{branchRoot}/{moduleKey}/screens", guard = "metadata_root")]
 pub async fn list_screens(
+    req: HttpRequest,
     state: web::Data<AppState>,
     _reader: MetadataReader,
     path: web::Path<(String, String)>,
-) -> Result<web::Json<Vec<ScreenDto>>, ApiError> {
+) -> Result<HttpResponse, ApiError> {
     let (root, module_key) = path.into_inner();
     let snapshot = snapshot(&state, read_branch(&state, &root)?).await?;
     let found = module(&snapshot.model, &module_key)?;
-    Ok(web::Json(
+    Ok(read_answer(
+        &req,
+        &snapshot,
         found
             .screens
             .values()
             .map(|s| ScreenDto::new(&module_key, s))
-            .collect(),
+            .collect::<Vec<_>>(),
     ))
 }
 
 /// One screen.
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
     params(("branchRoot" = String, Path, description = "`metadata` (live) or `metadata@<branchId>`"), ("moduleKey" = String, Path), ("screenKey" = String, Path)),
-    responses((status = 200, body = ScreenDto), (status = 404, description = "MODULE_NOT_FOUND or SCREEN_NOT_FOUND", body = ErrorBody)))]
+    responses((status = 200, description = "The item(s), with an `ETag`", body = ScreenDto), (status = 304, description = "Not modified: `If-None-Match` names the current `ETag`"), (status = 404, description = "MODULE_NOT_FOUND or SCREEN_NOT_FOUND", body = ErrorBody)))]
 #[get(
     "/{branchRoot}/{moduleKey}/screens/{screenKey}",
     guard = "metadata_root"
 )]
 pub async fn get_screen(
+    req: HttpRequest,
     state: web::Data<AppState>,
     _reader: MetadataReader,
     path: web::Path<(String, String, String)>,
-) -> Result<web::Json<ScreenDto>, ApiError> {
+) -> Result<HttpResponse, ApiError> {
     let (root, module_key, screen_key) = path.into_inner();
     let snapshot = snapshot(&state, read_branch(&state, &root)?).await?;
     let found = module(&snapshot.model, &module_key)?;
@@ -412,7 +473,11 @@ pub async fn get_screen(
             format!("There is no screen `{screen_key}` in module `{module_key}`."),
         )
     })?;
-    Ok(web::Json(ScreenDto::new(&module_key, screen)))
+    Ok(read_answer(
+        &req,
+        &snapshot,
+        ScreenDto::new(&module_key, screen),
+    ))
 }
 
 /// Every branch of the metadata repository with its head.

@@ -93,7 +93,7 @@ fn branch_or_live(state: &AppState, branch: Option<String>) -> Result<String, Ap
 }
 
 /// Dry run: the DDL that would bring the database to the branch's metadata.
-#[utoipa::path(tag = "system", security(("bearer" = [])), request_body(content = PlanRequest, description = "Optional"),
+#[utoipa::path(tag = "system", security(("bearer" = [])), request_body(content = Option<PlanRequest>, description = "Optional: none plans the live branch"),
     responses((status = 200, body = PlanResponse),
         (status = 400, description = "INVALID_BRANCH", body = ErrorBody),
         (status = 403, description = "FORBIDDEN: not an administrator", body = ErrorBody),
@@ -132,7 +132,7 @@ pub async fn plan(
 }
 
 /// Applies a branch's metadata to the database in one transaction.
-#[utoipa::path(tag = "system", security(("bearer" = [])), request_body(content = ApplyRequest, description = "Optional"),
+#[utoipa::path(tag = "system", security(("bearer" = [])), request_body(content = Option<ApplyRequest>, description = "Optional: none applies the live branch"),
     responses((status = 200, body = ApplyResponse),
         (status = 400, description = "INVALID_BRANCH", body = ErrorBody),
         (status = 403, description = "FORBIDDEN: not an administrator", body = ErrorBody),

@@ -178,6 +178,13 @@ async fn broken_framing_is_refused_by_the_parser() {
         // actix-http refuses these before any code of ours runs; its 400 has an empty body.
         assert_eq!((status, body.as_str()), (400, ""), "{framing}");
     }
+    // A request target longer than the `http` crate's URI limit (64 KiB) cannot be parsed either.
+    let request = format!(
+        "GET /health?{} HTTP/1.1\r\nHost: x\r\n\r\n",
+        "a".repeat(70_000)
+    );
+    let (status, _head, body) = exchange(&server, request.as_bytes()).await;
+    assert_eq!((status, body.as_str()), (400, ""));
     health_answers(&server).await;
     server.stop().await;
 }

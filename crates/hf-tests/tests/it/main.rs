@@ -4,10 +4,13 @@
 
 mod auth;
 mod body;
+mod conformance;
 mod console;
 mod deploy;
 mod errors;
+mod faults;
 mod hfx;
+mod http;
 mod iam;
 mod limits;
 mod metadata;
