@@ -177,7 +177,7 @@ const scenarios = {
     check("shell: another build's file is 404", other.status === 404, String(other.status));
 
     // First load: every response of the page until the login form shows: the bytes that came
-    // over the wire (the server gzips the console's files), and every file gzipped here.
+    // over the wire (the service compresses its answers), and every file gzipped here.
     const context = await browser.newContext();
     const page = await context.newPage();
     const requests = [];
@@ -198,7 +198,7 @@ const scenarios = {
     }
     console.log(`first load: ${requests.length} requests, ${raw} bytes, ${gzipped} bytes gzipped (level 9), ${wire} bytes over the wire with headers`);
     check("shell: first load is at most 150 KB gzipped", gzipped <= 150 * 1024, String(gzipped));
-    check("shell: the server sends it gzipped", wire <= 150 * 1024, String(wire));
+    check("shell: the service sends it compressed", wire <= 150 * 1024, String(wire));
     await context.close();
   },
 
