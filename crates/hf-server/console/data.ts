@@ -177,14 +177,24 @@ export async function deleteRecord(m: string, o: string, id: string): Promise<Re
   return api("DELETE", "/data/" + encodeURIComponent(m) + "/" + encodeURIComponent(o) + "/" + encodeURIComponent(id));
 }
 
+/** The field that names a target's records (`name`, else its first text field), asked once. */
+const labelFields = new Map<string, Promise<Field | undefined>>();
+function labelField(target: string): Promise<Field | undefined> {
+  let found = labelFields.get(target);
+  if (!found) {
+    const [m, o] = target.split(".");
+    found = loadObject(m, o).then(({ fields }) => fields.find((f: Field) => f.fieldKey === "name") || fields.find((f: Field) => f.fieldKind === "scalar" && f.fieldType === "text"));
+    labelFields.set(target, found);
+  }
+  return found;
+}
+
 /**
  * Choices for a lookup field: up to 20 records of the target whose first text field contains
  * `term`, as `{id, label}`.
  */
 export async function lookupChoices(target: string, term: string) {
-  const [m, o] = target.split(".");
-  const { fields } = await loadObject(m, o);
-  const text = fields.find((f: Field) => f.fieldKey === "name") || fields.find((f: Field) => f.fieldKind === "scalar" && f.fieldType === "text");
+  const text = await labelField(target);
   if (!text) return [];
   const reply = await api("POST", "/data/query", {
     query: "SELECT id, " + text.fieldKey + " FROM " + target + " WHERE " + text.fieldKey + " ILIKE :term ORDER BY " + text.fieldKey + " LIMIT 20",

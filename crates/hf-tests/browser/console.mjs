@@ -359,6 +359,8 @@ const scenarios = {
         await page.getByRole("button", { name: "New record" }).click();
         const acme = (await call(admin, "POST", "/data/query", { query: "SELECT id FROM crm.account WHERE name = 'Acme'" })).body.records[0].id;
         await page.locator("#rec-name").fill("Big deal");
+        await page.locator("#rec-account").fill("acm");
+        check("data: the lookup picker searches the target object", await eventuallyCount(page.locator("#choices-account option"), 1) && (await page.locator("#choices-account option").getAttribute("value")) === acme, JSON.stringify(await page.locator("#choices-account option").allTextContents()));
         await page.locator("#rec-account").fill(acme);
         await page.locator("#rec-amount").fill("-5");
         await page.getByRole("button", { name: "Create" }).click();
