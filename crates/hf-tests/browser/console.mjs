@@ -498,6 +498,15 @@ const scenarios = {
         await page.locator("#rec-total").fill("10.5");
         await page.getByRole("button", { name: "Create" }).click();
         check("schema: the applied object takes records with formulas", await eventually(page.locator("table.records tbody td.num").first(), "21"), await page.locator("main").textContent());
+
+        // A module of its own, on the live branch.
+        await page.goto(`${base}/#/schema/main`);
+        await page.getByRole("button", { name: "New module" }).click();
+        await page.getByLabel("Key").fill("sales");
+        await page.getByLabel("Label").fill("Sales");
+        await page.getByRole("button", { name: "Create module" }).click();
+        check("schema: creates a module", await eventually(page.locator("p.notice"), /^Module sales created\. Applied/), await page.locator("main").textContent());
+        check("schema: lists it, empty", await eventually(page.locator(".side h2", { hasText: "Sales" }), /^Sales/) && (await page.locator(".side li.empty").count()) === 1);
       },
       { expectedStatus: [400, 404, 409, 422] },
     );
