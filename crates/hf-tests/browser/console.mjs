@@ -219,6 +219,8 @@ const scenarios = {
         await page.getByRole("button", { name: "Log in" }).click();
         await page.getByRole("button", { name: "Log out" }).waitFor({ timeout: 10000 });
         check("login: lands on the schema area", page.url().endsWith("#/schema"), page.url());
+        await page.goto(`${base}/#/login`);
+        check("login: the login address leads a logged-in user home", await eventually(page.locator(".view-head h1"), "Schema"), page.url());
         const stored = await page.evaluate(() => ({ local: localStorage.length, session: sessionStorage.getItem("hf.console.session") }));
         check("login: the token is in sessionStorage, not localStorage", stored.local === 0 && !!stored.session && stored.session.includes("token"), JSON.stringify(stored));
         await page.reload();
