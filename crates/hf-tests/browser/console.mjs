@@ -417,7 +417,10 @@ const scenarios = {
         check("schema: adds a scalar field", await eventually(page.locator("p.notice"), /^Field total created/));
         await addField("doubled", "Doubled", "formula", async () => {
           await page.getByLabel("Type").selectOption("decimal");
+          await page.getByLabel("Formula").fill("(total * 2");
+          check("schema: an open parenthesis is shown as you type, at its place", await eventually(page.locator('.field-error[data-field="formula"]'), "This `(` is not closed. (line 1, column 1)"), await page.locator(".panel").textContent());
           await page.getByLabel("Formula").fill("total *+ 2");
+          check("schema: and goes when it is closed", await eventuallyCount(page.locator('.field-error[data-field="formula"]'), 0));
         });
         check("schema: a formula error is shown at its place", await eventually(page.locator('.field-error[data-field="formula"]'), /column/), await page.locator(".panel").textContent());
         check("schema: underlined", (await page.locator(".panel mark.at").count()) === 1);
