@@ -723,6 +723,14 @@ const scenarios = {
         const width = await page.evaluate(() => document.documentElement.scrollWidth);
         check("narrow: no horizontal scrolling at 400 px", width <= 400, String(width));
         await shot(page, "narrow");
+        // Wide content (records, the diagram, the plan) scrolls inside its own box, not the page.
+        for (const [hash, ready] of [["#/data/crm/account", "table.records tbody tr"], ["#/schema/main", "svg.diagram .box"], ["#/people", "table.principals tbody tr"]]) {
+          await page.goto(`${base}/${hash}`);
+          await page.locator(ready).first().waitFor();
+          const wide = await page.evaluate(() => document.documentElement.scrollWidth);
+          check(`narrow: ${hash} fits 400 px`, wide <= 400, String(wide));
+        }
+        await shot(page, "narrow-data");
       },
       { viewport: { width: 400, height: 760 } },
     );
