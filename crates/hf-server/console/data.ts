@@ -71,11 +71,15 @@ function condition(f: Field, text: string): { where: string; value: unknown } {
 
 export interface Page {
   fields: Field[];
+  /** Lookup field key → the path of the target's naming field (`account` → `account.name`). */
+  names: Record<string, string>;
   sort: string;
   descending: boolean;
   filterField: string;
   filterText: string;
   offset: number;
+  /** The total the previous load counted (0 when unknown). */
+  knownTotal: number;
 }
 
 /** One page of records and the number of records the filter matches, in two HOQS queries. */
@@ -90,14 +94,36 @@ export async function loadPage(m: string, o: string, page: Page) {
     params.filter = c.value;
   }
   const from = " FROM " + m + "." + o + where;
-  const order = " ORDER BY " + page.sort + (page.descending ? " DESC" : " ASC") + (page.sort === "id" ? "" : ", id ASC");
-  const query = "SELECT " + ["id", ...keys, "updatedAt"].join(", ") + from + order + " LIMIT " + PAGE_SIZE + " OFFSET " + page.offset;
+  // A page in the second half is read from the end, in the reverse order, and turned round:
+  // PostgreSQL skips OFFSET rows one by one, so the last page of 100,000 rows would otherwise
+  // walk past 99,975 of them. `known` is the total of the previous load (records may have come or
+  // gone since; offset paging is approximate then anyway).
+  const known = page.knownTotal;
+  const fromEnd = known > 0 && page.offset > known / 2;
+  const size = fromEnd ? Math.max(0, Math.min(PAGE_SIZE, known - page.offset)) : PAGE_SIZE;
+  const skip = fromEnd ? Math.max(0, known - page.offset - size) : page.offset;
+  const descending = fromEnd ? !page.descending : page.descending;
+  const tieBreak = fromEnd ? ", id DESC" : ", id ASC";
+  const order = " ORDER BY " + page.sort + (descending ? " DESC" : " ASC") + (page.sort === "id" ? "" : tieBreak);
+  const query = "SELECT " + ["id", ...keys, ...Object.values(page.names), "updatedAt"].join(", ") + from + order + " LIMIT " + size + " OFFSET " + skip;
   const [rows, count] = await Promise.all([
     api("POST", "/data/query", { query, params }),
     api("POST", "/data/query", { query: "SELECT COUNT(id) AS total" + from, params }),
   ]);
   if (!rows.ok) return { records: [], total: 0, errors: rows.errors, query };
-  return { records: rows.data.records, total: count.ok ? count.data.records[0].total : rows.data.records.length, errors: [], query };
+  const records = fromEnd ? rows.data.records.slice().reverse() : rows.data.records;
+  return { records, total: count.ok ? count.data.records[0].total : records.length, errors: [], query };
+}
+
+/** For each lookup field, the path that names its target record (`account.name`), when the target has such a field. */
+export async function lookupNames(fields: Field[]): Promise<Record<string, string>> {
+  const names: Record<string, string> = {};
+  for (const f of fields) {
+    if (f.fieldKind !== "lookup" || !f.lookupTarget) continue;
+    const named = await labelField(f.lookupTarget);
+    if (named) names[f.fieldKey] = f.fieldKey + "." + named.fieldKey;
+  }
+  return names;
 }
 
 /** What an input shows for a stored value. */
@@ -177,14 +203,24 @@ export async function deleteRecord(m: string, o: string, id: string): Promise<Re
   return api("DELETE", "/data/" + encodeURIComponent(m) + "/" + encodeURIComponent(o) + "/" + encodeURIComponent(id));
 }
 
+/** The field that names a target's records (`name`, else its first text field), asked once. */
+const labelFields = new Map<string, Promise<Field | undefined>>();
+function labelField(target: string): Promise<Field | undefined> {
+  let found = labelFields.get(target);
+  if (!found) {
+    const [m, o] = target.split(".");
+    found = loadObject(m, o).then(({ fields }) => fields.find((f: Field) => f.fieldKey === "name") || fields.find((f: Field) => f.fieldKind === "scalar" && f.fieldType === "text"));
+    labelFields.set(target, found);
+  }
+  return found;
+}
+
 /**
  * Choices for a lookup field: up to 20 records of the target whose first text field contains
  * `term`, as `{id, label}`.
  */
 export async function lookupChoices(target: string, term: string) {
-  const [m, o] = target.split(".");
-  const { fields } = await loadObject(m, o);
-  const text = fields.find((f: Field) => f.fieldKey === "name") || fields.find((f: Field) => f.fieldKind === "scalar" && f.fieldType === "text");
+  const text = await labelField(target);
   if (!text) return [];
   const reply = await api("POST", "/data/query", {
     query: "SELECT id, " + text.fieldKey + " FROM " + target + " WHERE " + text.fieldKey + " ILIKE :term ORDER BY " + text.fieldKey + " LIMIT 20",

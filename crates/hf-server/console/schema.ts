@@ -133,6 +133,42 @@ export function locationIn(message: string): { line: number; column: number } | 
   return m ? { line: Number(m[1]), column: Number(m[2]) } : null;
 }
 
+/**
+ * What can be told about an expression (formula, rollup filter, rule) while it is typed, before
+ * the service sees it: a text literal or a parenthesis left open, a `)` too many, an operator with
+ * nothing after it. Only structure: names and types are the service's to check when the change is
+ * saved. The answer ends with `(line L, column C)`, like the service's, so [`markAt`] underlines
+ * it; "" when nothing is wrong.
+ */
+export function quickCheck(text: string): string {
+  const at = (index: number, message: string) => {
+    const before = text.slice(0, index);
+    const line = before.split("\n").length;
+    const column = index - (before.lastIndexOf("\n") + 1) + 1;
+    return message + " (line " + line + ", column " + column + ")";
+  };
+  const open: number[] = [];
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === "'") {
+      let j = i + 1;
+      while (j < text.length && !(text[j] === "'" && text[j + 1] !== "'")) j += text[j] === "'" ? 2 : 1;
+      if (j >= text.length) return at(i, "This text is not closed: end it with a `'`.");
+      i = j;
+    } else if (c === "(") {
+      open.push(i);
+    } else if (c === ")") {
+      if (open.length === 0) return at(i, "This `)` closes nothing.");
+      open.pop();
+    }
+  }
+  if (open.length) return at(open[open.length - 1], "This `(` is not closed.");
+  const trimmed = text.trimEnd();
+  const dangling = /(\+|-|\*|\/|=|<|>|,|\bAND|\bOR|\bNOT)$/i.exec(trimmed);
+  if (dangling) return at(trimmed.length, "Something is missing after `" + dangling[1] + "`.");
+  return "";
+}
+
 /** `{before, at, after}` of `text` around a located error, to underline it. */
 export function markAt(text: string, message: string) {
   const at = locationIn(message);

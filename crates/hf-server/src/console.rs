@@ -24,7 +24,6 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use actix_web::http::header;
-use actix_web::middleware::Compress;
 use actix_web::{web, HttpResponse};
 use sha2::{Digest, Sha256};
 
@@ -268,8 +267,8 @@ pub async fn asset(path: web::Path<(String, String)>) -> Result<HttpResponse, Ap
         .body(content.clone()))
 }
 
-/// Adds the console's routes to the application. Their responses are gzipped for browsers that
-/// accept it (the console's files shrink to about a quarter).
+/// Adds the console's routes to the application. The application's compression applies to them
+/// like to every answer (the console's files shrink to about a quarter).
 pub fn register<T>(app: actix_web::App<T>) -> actix_web::App<T>
 where
     T: actix_web::dev::ServiceFactory<
@@ -279,16 +278,9 @@ where
         InitError = (),
     >,
 {
-    app.service(
-        web::resource("/")
-            .wrap(Compress::default())
-            .route(web::get().to(index)),
-    )
-    .service(
-        web::resource("/console/{hash}/{file}")
-            .wrap(Compress::default())
-            .route(web::get().to(asset)),
-    )
+    // As resources, so that another method is 405 rather than 404.
+    app.service(web::resource("/").route(web::get().to(index)))
+        .service(web::resource("/console/{hash}/{file}").route(web::get().to(asset)))
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@ use std::process::Command;
 use hf_testkit::TestServer;
 use serde_json::json;
 
-/// Where the browser run writes a screenshot of every view: `target/console-screenshots`.
+/// Where the browser run writes a screenshot of every view: `console-screenshots` in the cargo
+/// target directory.
 fn screenshot_dir() -> std::path::PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
         || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
@@ -81,6 +82,18 @@ async fn the_console_page_is_served_with_a_strict_policy() {
         .await
         .unwrap();
     crate::support::assert_envelope(response, 404, "FILE_NOT_FOUND").await;
+    // The page is a GET route like any other: another method gets the envelope.
+    let response = server.http.delete(server.url("/")).send().await.unwrap();
+    crate::support::assert_envelope(response, 405, "METHOD_NOT_ALLOWED").await;
+    // Compressed for a browser that accepts it, like every large answer.
+    let response = server
+        .http
+        .get(server.url(&main.replace("main.js", "c-console-schema.js")))
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["content-encoding"], "gzip");
     server.stop().await;
 }
 
