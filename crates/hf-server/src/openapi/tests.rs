@@ -177,3 +177,13 @@ fn runtime_modules_take_the_cookie() {
         .iter()
         .any(|s| s.get("hf_runtime").is_some()));
 }
+
+#[test]
+fn a_required_query_parameter_is_documented_as_required() {
+    let doc = crate::app::openapi();
+    let parameters = doc["paths"]["/auth/session/exchange"]["get"]["parameters"]
+        .as_array()
+        .unwrap();
+    let code = parameters.iter().find(|p| p["name"] == "code").unwrap();
+    assert_eq!(code["required"], true, "{code}");
+}
