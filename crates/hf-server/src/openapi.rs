@@ -300,23 +300,11 @@ fn parameters_in(operation: &Value, place: &str) -> bool {
         .is_some_and(|list| list.iter().any(|p| p["in"] == place))
 }
 
-/// The error envelope whose entries carry one of `codes`.
+/// The error envelope whose entries carry one of `codes`: the shared `ErrorBody`, narrowed.
 fn envelope_schema(codes: &[&str]) -> Value {
     json!({
-        "type": "object",
-        "required": ["errors"],
-        "properties": {
-            "errors": {
-                "type": "array",
-                "minItems": 1,
-                "items": {
-                    "allOf": [
-                        {"$ref": "#/components/schemas/ErrorEntry"},
-                        {"type": "object", "properties": {"code": {"type": "string", "enum": codes}}},
-                    ],
-                },
-            },
-        },
+        "allOf": [{"$ref": "#/components/schemas/ErrorBody"}],
+        "properties": {"errors": {"items": {"properties": {"code": {"enum": codes}}}}},
     })
 }
 
