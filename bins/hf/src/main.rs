@@ -5,6 +5,7 @@
 
 mod compile;
 mod keys;
+mod memory;
 mod plan;
 mod principal;
 mod query;
@@ -92,10 +93,28 @@ pub struct ServeArgs {
     /// or CIDR ranges, comma-separated (none by default).
     #[arg(long, env = "HF_TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<String>,
+    /// Seconds a client may take to send a request's head (answered 408 after).
+    #[arg(long, env = "HF_HEADER_TIMEOUT", default_value_t = 5)]
+    pub header_timeout: u64,
+    /// Seconds a client may take to send a request's whole body after its head (408 after).
+    #[arg(long, env = "HF_BODY_TIMEOUT", default_value_t = 15)]
+    pub body_timeout: u64,
+    /// Seconds an idle keep-alive connection stays open.
+    #[arg(long, env = "HF_KEEP_ALIVE", default_value_t = 5)]
+    pub keep_alive: u64,
+    /// Open connections in all (beyond it, new connections wait in the listen backlog).
+    #[arg(long, env = "HF_MAX_CONNECTIONS", default_value_t = 10_000)]
+    pub max_connections: usize,
+    /// Open connections from one client address (beyond it: 429 and closed).
+    #[arg(long, env = "HF_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 256)]
+    pub max_connections_per_address: usize,
     /// Web origins whose pages may call the API cross-origin, e.g. `https://app.example.com`,
     /// comma-separated (none by default).
     #[arg(long, env = "HF_CORS_ORIGINS", value_delimiter = ',')]
     pub cors_origins: Vec<String>,
+    /// Seconds between returns of freed heap memory to the operating system (0: never).
+    #[arg(long, env = "HF_MEMORY_TRIM_INTERVAL", default_value_t = 10)]
+    pub memory_trim_interval: u64,
     /// Load the demo CRM (`fixtures/demo`) into an empty live branch and apply it.
     #[arg(long)]
     pub demo: bool,

@@ -2,24 +2,27 @@
 //! and shuts everything down in order on SIGTERM or SIGINT.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use hf_server::{AppState, ServerConfig};
-use hf_storage::{EmbeddedCluster, PoolSettings};
+use hf_storage::{EmbeddedCluster, PoolSettings, Supervised};
 
 use crate::ServeArgs;
 
 /// Runs the service until a signal stops it.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let started = Instant::now();
+    crate::memory::trim_every(Duration::from_secs(args.memory_trim_interval));
     // The embedded cluster is started before the async runtime and stopped after it, so it
     // outlives every request.
     let embedded = match &args.database.database_url {
         Some(_) => None,
         None => {
             let cluster = EmbeddedCluster::start(&args.database.data_dir)
-                .context("starting the embedded PostgreSQL")?;
+                .context("starting the embedded PostgreSQL")?
+                .supervise()
+                .context("supervising the embedded PostgreSQL")?;
             tracing::info!(data_dir = %args.database.data_dir.display(), "embedded PostgreSQL is running");
             Some(cluster)
         }
@@ -31,7 +34,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let local = tokio::task::LocalSet::new();
     let result = local.block_on(&runtime, serve(args, embedded.as_ref(), started));
     drop(runtime);
-    if let Some(mut cluster) = embedded {
+    if let Some(cluster) = embedded {
         cluster.stop().context("stopping the embedded PostgreSQL")?;
         tracing::info!("embedded PostgreSQL stopped");
     }
@@ -40,7 +43,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 
 async fn serve(
     args: ServeArgs,
-    embedded: Option<&EmbeddedCluster>,
+    embedded: Option<&Supervised>,
     started: Instant,
 ) -> anyhow::Result<()> {
     let database_url = match (&args.database.database_url, embedded) {
@@ -85,6 +88,10 @@ async fn serve(
             },
         )?,
     );
+    // A crash can leave a branch's ref lock behind; a stale one would block every write.
+    if let Err(error) = store.clear_stale_locks() {
+        tracing::error!(%error, "a ref lock blocks metadata writes; /status reports it");
+    }
     if args.demo {
         load_demo(&pool, &store).await?;
     }
@@ -100,6 +107,14 @@ async fn serve(
     let mut config = ServerConfig::new(args.listen.clone(), metadata_path.clone());
     config.body_limit = args.body_limit;
     config.workers = args.workers;
+    config.limits = hf_server::limits::Limits {
+        header_timeout: Duration::from_secs(args.header_timeout),
+        body_timeout: Duration::from_secs(args.body_timeout),
+        keep_alive: Duration::from_secs(args.keep_alive),
+        max_connections: args.max_connections,
+        max_connections_per_address: args.max_connections_per_address,
+        ..hf_server::limits::Limits::default()
+    };
     config.auth = auth_config;
     config.cors_origins = hf_server::cors::CorsOrigins::new(&args.cors_origins)?;
     config.public_access = hf_server::public_access::PublicAccess::new(
@@ -112,6 +127,7 @@ async fn serve(
         store,
         live_branch: args.live_branch.clone(),
         auth: Arc::new(auth),
+        embedded: embedded.map(Supervised::watch),
     };
     let server = hf_server::bind(&config, state)?;
     let handle = server.handle();

@@ -66,12 +66,13 @@ pub async fn apply(
     options: &ApplyOptions,
 ) -> Result<ApplyStats, Error> {
     if plan.has_errors() {
-        let count = plan
+        let errors = plan
             .diagnostics
             .iter()
             .filter(|d| d.severity == crate::Severity::Error)
-            .count();
-        return Err(Error::InvalidPlan { count });
+            .cloned()
+            .collect();
+        return Err(Error::InvalidPlan { errors });
     }
     if !options.allow_destructive {
         let targets: Vec<String> = plan

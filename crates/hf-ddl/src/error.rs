@@ -53,12 +53,27 @@ pub enum Error {
         /// The targets of the destructive changes.
         targets: Vec<String>,
     },
-    /// The plan carries error diagnostics, so it is incomplete.
-    #[error("the plan has {count} error diagnostics and cannot be applied")]
+    /// The plan carries error diagnostics, so it is incomplete. The diagnostics travel with the
+    /// error, so whoever reports it can name each item at fault.
+    #[error("the plan cannot be applied: {}", describe(errors))]
     InvalidPlan {
-        /// How many errors.
-        count: usize,
+        /// The error diagnostics of the plan (never empty), each naming its target.
+        errors: Vec<crate::Diagnostic>,
     },
+}
+
+/// The first error of a plan with its target, and how many more there are.
+fn describe(errors: &[crate::Diagnostic]) -> String {
+    match errors {
+        [] => "it has error diagnostics".to_owned(),
+        [only] => format!("`{}`: {}", only.target, only.message),
+        [first, rest @ ..] => format!(
+            "`{}`: {} (and {} more error diagnostics)",
+            first.target,
+            first.message,
+            rest.len()
+        ),
+    }
 }
 
 /// What kind of failure an [`Error`] is, so callers map it without matching on text.
@@ -75,12 +90,24 @@ pub enum ErrorKind {
     InvalidPlan,
     /// Talking to the database failed outside the plan's statements.
     Database,
+    /// The connection broke or the server is shutting down (no SQLSTATE, class 08, or class 57
+    /// operator intervention): nothing of the plan was committed, and retrying once the
+    /// database is back may succeed.
+    Unavailable,
 }
 
 impl Error {
     /// The kind of failure.
     pub fn kind(&self) -> ErrorKind {
         match self {
+            #[cfg(feature = "pg")]
+            Error::Catalog { source, .. }
+            | Error::Setup { source, .. }
+            | Error::Statement { source, .. }
+                if connection_lost(source) =>
+            {
+                ErrorKind::Unavailable
+            }
             #[cfg(feature = "pg")]
             Error::Catalog { .. } | Error::Setup { .. } => ErrorKind::Database,
             #[cfg(feature = "pg")]
@@ -94,6 +121,18 @@ impl Error {
             Error::Precheck { .. } => ErrorKind::ApplyFailed,
             Error::Destructive { .. } => ErrorKind::Destructive,
             Error::InvalidPlan { .. } => ErrorKind::InvalidPlan,
+        }
+    }
+}
+
+/// Whether a driver error means the connection is gone rather than that a statement failed.
+#[cfg(feature = "pg")]
+fn connection_lost(error: &tokio_postgres::Error) -> bool {
+    match error.code() {
+        None => true,
+        Some(state) => {
+            let code = state.code();
+            code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03")
         }
     }
 }

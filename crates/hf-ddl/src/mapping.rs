@@ -45,19 +45,10 @@ pub fn map_model(model: &Model) -> (Schema, Vec<Diagnostic>) {
     (schema, diagnostics)
 }
 
-/// The PostgreSQL type of a scalar type (API.md Part 3 item 2).
+/// The column type of a scalar type: the model's one mapping ([`ScalarType::sql_type`]), read
+/// as the planner's [`SqlType`].
 pub fn column_type(scalar: ScalarType) -> SqlType {
-    match scalar {
-        ScalarType::Text => SqlType::Text,
-        ScalarType::Integer => SqlType::Bigint,
-        ScalarType::Decimal => SqlType::Numeric,
-        ScalarType::Float => SqlType::DoublePrecision,
-        ScalarType::Boolean => SqlType::Boolean,
-        ScalarType::Date => SqlType::Date,
-        ScalarType::Datetime => SqlType::Timestamptz,
-        ScalarType::Uuid => SqlType::Uuid,
-        ScalarType::Json => SqlType::Jsonb,
-    }
+    SqlType::parse(scalar.sql_type())
 }
 
 fn system_column(name: &str, data_type: SqlType, default: ColumnDefault) -> Column {

@@ -26,8 +26,15 @@ class Context {
   constructor(props) {
     this.props = props || {};
     this.setters = Object.create(null);
+    // The last value of each bound prop (`bind:name` in the parent) known to both sides.
+    this.shared = Object.create(null);
     this.dirty = new Set();
-    this.root = null;
+    this.deriveds = [];
+    this.effects = [];
+    this.root = new Block();
+    // Blocks of this component's snippets rendered elsewhere (by a child component): they
+    // depend on this component's state, so its flushes reach them.
+    this.extra = new Set();
     this.live = false;
     this.scheduled = false;
   }
@@ -41,17 +48,35 @@ class Context {
     return value;
   }
   /** Declares a prop: returns the caller's value, or `current` (the default) without one. */
-  prop(name, current, slot, set) {
-    if (set) this.setter(name, slot, set);
+  prop(name, current, slot, set, get) {
+    if (set) this.setter(name, slot, set, get);
     const given = this.props[name];
     return given === undefined ? current : given;
   }
-  /** Remembers how to change a prop (`set(value)`) and which state slot it is. */
-  setter(name, slot, set) {
-    this.setters[name] = [slot, set];
+  /** Remembers how to change a prop (`set(value)`), read it, and which state slot it is. */
+  setter(name, slot, set, get) {
+    this.setters[name] = [slot, set, get];
+    this.shared[name] = this.props[name];
+  }
+  /** `$state(value)`: plain objects and arrays become deeply reactive (see `deep`). */
+  deep(value, slot) {
+    return deep(this, value, slot);
+  }
+  /** `$derived`: computes the value now, and again in each flush where `deps` changed. */
+  derived(get, slot, deps, set) {
+    const d = { get, slot, deps, set, value: get() };
+    this.deriveds.push(d);
+    return d.value;
+  }
+  /** `$effect(fn, deps)`: runs after mount, then after each flush where `deps` changed. */
+  effect(fn, deps) {
+    const e = { fn, deps, cleanup: null };
+    this.effects.push(e);
+    afterMount(this.root, () => runEffect(e));
   }
   flush() {
     this.scheduled = false;
+    const changed = new Set();
     for (let round = 0; this.dirty.size > 0; round++) {
       if (round === MAX_FLUSH_ROUNDS) {
         console.error("hfx: updates keep changing state; stopped after " + MAX_FLUSH_ROUNDS + " rounds");
@@ -60,9 +85,120 @@ class Context {
       }
       const dirty = this.dirty;
       this.dirty = new Set();
-      if (this.root) this.root.p(dirty);
+      for (const d of this.deriveds) {
+        if (!hit(dirty, d.deps)) continue;
+        const v = d.get();
+        if (v !== d.value) {
+          d.value = v;
+          d.set(v);
+          dirty.add(d.slot);
+        }
+      }
+      this.root.p(dirty);
+      for (const blk of [...this.extra]) blk.p(dirty);
+      for (const s of dirty) changed.add(s);
     }
+    if (this.root.dead) return;
+    // Bound props the component assigned itself go back to the parent.
+    for (const name in this.setters) {
+      const [slot, , get] = this.setters[name];
+      const back = this.props["$$bind:" + name];
+      if (back && get && changed.has(slot) && get() !== this.shared[name]) {
+        this.shared[name] = get();
+        back(this.shared[name]);
+      }
+    }
+    for (const e of this.effects) if (hit(changed, e.deps)) runEffect(e);
   }
+}
+
+function runEffect(e) {
+  if (e.cleanup) e.cleanup();
+  const r = e.fn();
+  e.cleanup = typeof r === "function" ? r : null;
+}
+
+// The component being set up: `onMount` and `onDestroy` register with it.
+let current = null;
+// Functions to run once what was just rendered is in the document: [block, fn] pairs.
+let mountQueue = [];
+let mountScheduled = false;
+
+function afterMount(block, fn) {
+  mountQueue.push([block, fn]);
+  if (!mountScheduled) {
+    mountScheduled = true;
+    queueMicrotask(runMounts);
+  }
+}
+
+function runMounts() {
+  mountScheduled = false;
+  const queue = mountQueue;
+  mountQueue = [];
+  for (const [block, fn] of queue) {
+    if (block.dead) continue;
+    const r = fn();
+    if (typeof r === "function") block.cleanups.push(r);
+  }
+}
+
+function setting(what) {
+  if (!current) throw new Error("hfx: " + what + " is called while a component is set up (at the top level of its script)");
+  return current;
+}
+
+/** Runs `fn` once the component is in the document; a function it returns runs on destroy. */
+export function onMount(fn) {
+  afterMount(setting("onMount").root, fn);
+}
+
+/** Runs `fn` when the component is destroyed. */
+export function onDestroy(fn) {
+  setting("onDestroy").root.cleanups.push(fn);
+}
+
+/** Resolves once the pending updates are in the DOM. */
+export function tick() {
+  return new Promise((resolve) => queueMicrotask(resolve));
+}
+
+// Deep state: a proxy per plain object or array, made once (so `a === a` holds), that marks its
+// root's slot dirty on every write below it.
+const RAW = Symbol("hfx.raw");
+const proxies = new WeakMap();
+
+function plain(v) {
+  if (v === null || typeof v !== "object") return false;
+  const proto = Object.getPrototypeOf(v);
+  return Array.isArray(v) || proto === Object.prototype || proto === null;
+}
+
+function deep(ctx, value, slot) {
+  if (!plain(value) || value[RAW]) return value;
+  const known = proxies.get(value);
+  if (known) return known;
+  const proxy = new Proxy(value, {
+    get(target, key, receiver) {
+      if (key === RAW) return target;
+      const v = Reflect.get(target, key, receiver);
+      return plain(v) ? deep(ctx, v, slot) : v;
+    },
+    set(target, key, v, receiver) {
+      const raw = v && v[RAW] ? v[RAW] : v;
+      const before = target[key];
+      const ok = Reflect.set(target, key, raw, receiver);
+      if (before !== raw || key === "length") ctx.u(undefined, slot);
+      return ok;
+    },
+    deleteProperty(target, key) {
+      const ok = Reflect.deleteProperty(target, key);
+      ctx.u(undefined, slot);
+      return ok;
+    },
+  });
+  proxies.set(value, proxy);
+  return proxy;
 }
 
 function hit(dirty, deps) {
@@ -87,7 +223,9 @@ class Block {
       if (hit(dirty, this.ups[i])) this.ups[i + 1](dirty);
     }
   }
+  /** Runs every cleanup registered below this block (nested blocks register theirs here). */
   destroy() {
+    this.dead = true;
     const cleanups = this.cleanups;
     this.cleanups = [];
     this.ups = [];
@@ -127,9 +265,18 @@ function instantiate(C, props, parent, anchor) {
   if (!C || C.hfx !== 1) throw new TypeError("hfx: not a compiled HFX component");
   injectCss(C.scope, C.css);
   const ctx = new Context(props);
-  const render = C.setup(ctx, ctx.props);
-  const block = new Block();
-  ctx.root = block;
+  const block = ctx.root;
+  const outer = current;
+  current = ctx;
+  let render;
+  try {
+    render = C.setup(ctx, ctx.props);
+  } finally {
+    current = outer;
+  }
+  block.cleanups.push(() => {
+    for (const e of ctx.effects) if (e.cleanup) e.cleanup();
+  });
   const frag = document.createDocumentFragment();
   const start = text(frag, "");
   render(block, frag);
@@ -142,8 +289,11 @@ function instantiate(C, props, parent, anchor) {
       for (const name of Object.keys(next || {})) {
         const entry = ctx.setters[name];
         if (entry) {
+          ctx.shared[name] = next[name];
           entry[1](next[name]);
           ctx.u(undefined, entry[0]);
+        } else if (name.startsWith("$$bind:")) {
+          ctx.props[name] = next[name];
         }
       }
     },
@@ -158,27 +308,52 @@ function instantiate(C, props, parent, anchor) {
 
 /** Mounts a component into `target`; returns `{ set(props), destroy() }`. */
 export function mount(C, target, props) {
-  return instantiate(C, props || {}, target, null);
+  const app = instantiate(C, props || {}, target, null);
+  runMounts();
+  return app;
 }
+
+/** Where the rendering frame is served again (with the session cookie) after a reload. */
+const FRAME_PATH = "/hfx/modules/frame";
+const SCREEN = /^[a-z][a-z0-9_]*\/[a-z][a-z0-9_]*$/;
 
 /**
  * Boots the rendering frame (the page `GET /auth/session/exchange` serves): uses the session token
- * for the API, resolves `session.screen` (`module/screen`) to its module URL, imports the module
- * (the browser sends the session cookie) and mounts it into `target`. Afterwards `target` carries
- * `data-hfx-state="mounted"`, or `"failed"` with the reason shown as text.
+ * for the API and shows the screen the URL's hash names (`#module/screen?name=value`, the values
+ * are the screen's props), or else `session.screen`. The address becomes
+ * `/hfx/modules/frame#module/screen…`, which the server answers again on a reload while the
+ * session cookie is valid; `navigate` (or the Back button) changes the screen. Afterwards
+ * `target` carries `data-hfx-state="mounted"`, or `"failed"` with the reason shown as text.
  */
 export async function boot(session, target) {
   configure({ token: (session && session.token) || null });
-  const screen = session && session.screen;
-  if (!screen) return null;
+  const hash = location.hash || (session && session.screen ? "#" + session.screen : "");
+  if (!hash) return null;
+  // Also takes the one-time code out of the address bar and the history.
+  if (location.pathname !== FRAME_PATH || location.hash !== hash) history.replaceState(null, "", FRAME_PATH + hash);
+  window.addEventListener("hashchange", () => show(target));
+  return show(target);
+}
+
+let shown = null;
+
+async function show(target) {
+  const route = location.hash.slice(1);
+  const at = route.indexOf("?");
+  const screen = decodeURIComponent(at < 0 ? route : route.slice(0, at));
+  const props = Object.fromEntries(new URLSearchParams(at < 0 ? "" : route.slice(at + 1)));
+  if (shown) shown.destroy();
+  shown = null;
+  while (target.firstChild) target.firstChild.remove();
   try {
-    const [moduleKey, screenKey] = String(screen).split("/");
-    const path = "/hfx/resolve/" + encodeURIComponent(moduleKey) + "/" + encodeURIComponent(screenKey || "");
-    const { moduleUrl } = await request("GET", path);
+    if (!SCREEN.test(screen)) throw new Error("not a screen name (module/screen)");
+    const [moduleKey, screenKey] = screen.split("/");
+    const { moduleUrl } = await request("GET", "/hfx/resolve/" + moduleKey + "/" + screenKey);
     const mod = await import(moduleUrl);
-    const app = mount(mod.default, target, {});
+    shown = mount(mod.default, target, props);
     target.setAttribute("data-hfx-state", "mounted");
-    return app;
+    target.setAttribute("data-hfx-screen", screen);
+    return shown;
   } catch (error) {
     const box = el(target, "p");
     box.setAttribute("class", "hfx-boot-error");
@@ -188,6 +363,12 @@ export async function boot(session, target) {
     console.error("hfx: could not load the screen " + screen, error);
     return null;
   }
+}
+
+/** Opens another screen in the rendering frame: `navigate("crm/account_edit", { id })`. */
+export function navigate(screen, params) {
+  const query = new URLSearchParams(params || {}).toString();
+  location.hash = screen + (query ? "?" + query : "");
 }
 
 /** Loads another screen of the same snapshot (`import X from "screen:m/s"`). */
@@ -215,6 +396,61 @@ export function child(b, parent, C, props, deps) {
     else inst = instantiate(C, p, end.parentNode, end);
   });
   b.cleanups.push(() => inst && inst.destroy());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Snippets
+
+/** What calling a snippet gives: the snippet and its arguments, for `{@render}`. */
+class Rendered {
+  constructor(snip, args) {
+    this.snip = snip;
+    this.args = args;
+  }
+}
+
+/**
+ * `{#snippet name(params)}`: a function of the arguments whose call `{@render}` shows. `slot` is
+ * the owner's slot that stands for the arguments: updaters reading a parameter depend on it.
+ */
+export function snippet(ctx, slot, body) {
+  const snip = { ctx, slot, body };
+  return (...args) => new Rendered(snip, args);
+}
+
+/** `{@render name(args)}`: shows the snippet; new arguments update it in place. */
+export function render(b, parent, get, deps) {
+  const end = text(parent, "");
+  let snip = null;
+  let blk = null;
+  let start = null;
+  function drop() {
+    if (!blk) return;
+    snip.ctx.extra.delete(blk);
+    blk.destroy();
+    clear(start, end);
+    start.remove();
+    blk = snip = start = null;
+  }
+  b.u(deps, () => {
+    const r = get();
+    if (r != null && !(r instanceof Rendered)) throw new TypeError("hfx: {@render} needs a snippet call, like {@render children()}");
+    if (blk && r && r.snip === snip) {
+      if (blk.set) blk.set(r.args);
+      blk.p(new Set([snip.slot]));
+      return;
+    }
+    drop();
+    if (!r) return;
+    snip = r.snip;
+    blk = new Block();
+    const frag = document.createDocumentFragment();
+    start = text(frag, "");
+    snip.body(blk, frag, r.args);
+    snip.ctx.extra.add(blk);
+    end.parentNode.insertBefore(frag, end);
+  });
+  b.cleanups.push(drop);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -261,14 +497,77 @@ export function attr(e, name, v) {
   else e.setAttribute(name, s);
 }
 
+/** Sets a DOM property; a dynamic `value` is also kept with its type (see `valueOf`). */
 export function prop(e, name, v) {
-  if (e[name] !== v) e[name] = name === "value" ? str(v) : v;
+  if (name === "value") {
+    e.__value = v;
+    if (e.value !== str(v)) e.value = str(v);
+  } else if (e[name] !== v) e[name] = v;
+}
+
+/** An option's or input's value with its type: `<option value={25}>` gives 25, not "25". */
+function valueOf(e) {
+  return "__value" in e ? e.__value : e.value;
+}
+
+function same(a, b) {
+  return a === b || (a != null && b != null && String(a) === String(b));
+}
+
+/**
+ * A number input's text as state: a number, or the text itself when a number would lose digits
+ * (`99999999999999999999.5`, a decimal field's value), or null when empty.
+ */
+function numberOf(text) {
+  if (text === "") return null;
+  const n = Number(text);
+  if (!Number.isFinite(n)) return text;
+  if (/e/i.test(text)) return n;
+  let t = text.trim().replace(/^[+-]/, "");
+  if (t.includes(".")) t = t.replace(/0+$/, "").replace(/\.$/, "");
+  t = t.replace(/^0+(?=\d)/, "").replace(/^\./, "0.");
+  return String(Math.abs(n)) === (t || "0") ? n : text;
 }
 
 /** The `class` attribute of a scoped screen: the author's classes plus the scope class. */
 export function cls(v, scope) {
   const s = v == null || v === false ? "" : String(v);
   return s ? s + " " + scope : scope;
+}
+
+/** `use:action={param}`: `action(e, param)` once `e` is in the document, `update`, `destroy`. */
+export function action(ctx, b, e, fn, param, deps) {
+  let handle = null;
+  let started = false;
+  afterMount(b, () => {
+    started = true;
+    handle = fn(e, param()) || null;
+  });
+  b.u(deps, () => {
+    if (started && handle && handle.update) handle.update(param());
+  });
+  b.cleanups.push(() => {
+    if (handle && handle.destroy) handle.destroy();
+  });
+}
+
+/**
+ * `{...object}` on an element: its entries as attributes (functions and `on*` keys skipped). A
+ * scoped screen's elements keep the scope class (`ownClass`: a `class` attribute sets it).
+ */
+export function spread(b, e, get, deps, scope, ownClass) {
+  let prev = [];
+  b.u(deps, () => {
+    const values = get() || {};
+    const keys = Object.keys(values).filter((k) => typeof values[k] !== "function" && !/^on/i.test(k));
+    for (const k of prev) if (!keys.includes(k)) attr(e, k, null);
+    for (const k of keys) {
+      if (k === "value" || k === "checked") prop(e, k, values[k]);
+      else attr(e, k, k === "class" && scope ? cls(values[k], scope) : values[k]);
+    }
+    if (scope && !ownClass && !keys.includes("class")) attr(e, "class", scope);
+    prev = keys;
+  });
 }
 
 export function toggle_class(e, name, on) {
@@ -301,20 +600,49 @@ function numeric(e) {
   return e.type === "number" || e.type === "range";
 }
 
-/** `bind:value`: state to `value`, and `input`/`change` events back to state. */
+/**
+ * `bind:value`: state to `value`, and `input`/`change` events back to state. A select gives its
+ * options' typed values (an array for `<select multiple>`); a number input gives numbers, or the
+ * text when a number would lose digits.
+ */
 export function bind_value(b, e, get, set, deps) {
-  const isSelect = e.tagName === "SELECT";
+  if (e.tagName === "SELECT") {
+    b.u(deps, () => {
+      const v = get();
+      const options = [...e.options];
+      if (e.multiple) for (const o of options) o.selected = Array.isArray(v) && v.some((x) => same(x, valueOf(o)));
+      else e.selectedIndex = options.findIndex((o) => same(v, valueOf(o)));
+    });
+    e.addEventListener("change", () => {
+      const chosen = [...e.selectedOptions].map(valueOf);
+      set(e.multiple ? chosen : chosen[0]);
+    });
+    return;
+  }
   b.u(deps, () => {
     const v = get();
-    if (numeric(e)) {
+    if (numeric(e) && typeof v !== "string") {
       if (e.valueAsNumber !== v && !(v == null && e.value === "")) e.value = v == null ? "" : String(v);
     } else if (e.value !== str(v)) {
       e.value = str(v);
     }
   });
-  e.addEventListener(isSelect ? "change" : "input", () => {
-    if (numeric(e)) set(e.value === "" ? null : e.valueAsNumber);
-    else set(e.value);
+  e.addEventListener("input", () => set(numeric(e) ? numberOf(e.value) : e.value));
+}
+
+/** `bind:group`: radios give the checked one's value, checkboxes the array of checked values. */
+export function bind_group(b, e, get, set, deps) {
+  const radio = e.type === "radio";
+  b.u(deps, () => {
+    const g = get();
+    e.checked = radio ? same(g, valueOf(e)) : Array.isArray(g) && g.some((x) => same(x, valueOf(e)));
+  });
+  e.addEventListener("change", () => {
+    const v = valueOf(e);
+    if (radio) return e.checked && set(v);
+    const g = Array.isArray(get()) ? get() : [];
+    const without = g.filter((x) => !same(x, v));
+    set(e.checked ? [...without, v] : without);
   });
 }
 
@@ -373,6 +701,95 @@ export function if_block(b, parent, select, deps, branches) {
     }
   });
   b.cleanups.push(() => blk && blk.destroy());
+}
+
+/** Shows one branch between two markers: a fresh block for `branch`, or nothing. */
+function region(parent) {
+  const start = text(parent, "");
+  const end = text(parent, "");
+  const r = {
+    blk: null,
+    show(branch, value) {
+      r.drop();
+      if (!branch) return;
+      r.blk = new Block();
+      const frag = document.createDocumentFragment();
+      branch(r.blk, frag, value);
+      end.parentNode.insertBefore(frag, end);
+    },
+    drop() {
+      if (r.blk) r.blk.destroy();
+      r.blk = null;
+      clear(start, end);
+    },
+  };
+  return r;
+}
+
+/** `{#await}`: `pending` while the promise runs, then `then(value)` or `caught(error)`. */
+export function await_block(b, parent, get, deps, pending, then, caught) {
+  const r = region(parent);
+  let token = 0;
+  b.u(null, (dirty) => {
+    if (dirty !== undefined && !hit(dirty, deps)) {
+      if (r.blk) r.blk.p(dirty);
+      return;
+    }
+    const p = get();
+    const mine = ++token;
+    if (!p || typeof p.then !== "function") return r.show(then, p);
+    r.show(pending);
+    p.then(
+      (v) => mine === token && r.show(then, v),
+      (e) => {
+        if (mine !== token) return;
+        r.show(caught, e);
+        if (!caught) console.error("hfx: {#await} without {:catch}:", e);
+      },
+    );
+  });
+  b.cleanups.push(() => {
+    token++;
+    r.drop();
+  });
+}
+
+/** `{#key value}`: the content is made anew whenever `value` changes. */
+export function key_block(b, parent, get, deps, body) {
+  const r = region(parent);
+  let value;
+  b.u(null, (dirty) => {
+    if (dirty !== undefined && !hit(dirty, deps)) {
+      if (r.blk) r.blk.p(dirty);
+      return;
+    }
+    const v = get();
+    if (r.blk && v === value) return r.blk.p(dirty);
+    value = v;
+    r.show(body);
+  });
+  b.cleanups.push(() => r.drop());
+}
+
+/** Positions of a longest strictly increasing subsequence of `seq` (entries < 0 never count). */
+function longestIncreasing(seq) {
+  const tails = []; // tails[l]: position of the smallest end of an increasing run of length l+1
+  const prev = new Array(seq.length);
+  for (let i = 0; i < seq.length; i++) {
+    if (seq[i] < 0) continue;
+    let lo = 0;
+    let hi = tails.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (seq[tails[mid]] < seq[i]) lo = mid + 1;
+      else hi = mid;
+    }
+    prev[i] = lo > 0 ? tails[lo - 1] : -1;
+    tails[lo] = i;
+  }
+  const stay = new Set();
+  for (let i = tails.length ? tails[tails.length - 1] : -1; i >= 0; i = prev[i]) stay.add(i);
+  return stay;
 }
 
 /** `{#each}`: keyed (or by index) list of item blocks, reused, moved and removed by key. */
@@ -437,18 +854,21 @@ export function each(b, parent, list, deps, key, item, otherwise) {
       entry.start.remove();
       entry.end.remove();
     }
-    // Place items in order, walking backwards from the end marker.
+    // Place items in order, walking backwards from the end marker. Rows on the longest run that
+    // kept its relative order stay where they are; only the others move.
     const host = end.parentNode;
     let before = end;
     if (values.length === 0) renderElse();
     else dropElse();
     if (elseStart) before = elseStart;
+    const was = new Map(order.map((k, i) => [k, i]));
+    const stay = longestIncreasing(nextOrder.map((k) => (next.get(k).frag ? -1 : was.get(k))));
     for (let i = nextOrder.length - 1; i >= 0; i--) {
       const entry = next.get(nextOrder[i]);
       if (entry.frag) {
         host.insertBefore(entry.frag, before);
         entry.frag = null;
-      } else if (entry.end.nextSibling !== before) {
+      } else if (!stay.has(i) && entry.end.nextSibling !== before) {
         moveRange(entry.start, entry.end, host, before);
       }
       before = entry.start;
@@ -476,7 +896,13 @@ export class HfxError extends Error {
 
 /** Calls the hf API with the configured bearer token; resolves to the JSON body. */
 export async function request(method, path, body, signal) {
+  return (await send(method, path, body, signal)).data;
+}
+
+/** `request`, also giving the response's `ETag` (a record's version) and sending `ifMatch`. */
+async function send(method, path, body, signal, ifMatch) {
   const headers = { accept: "application/json" };
+  if (ifMatch) headers["if-match"] = ifMatch;
   if (body !== undefined) headers["content-type"] = "application/json";
   if (config.token) headers.authorization = "Bearer " + config.token;
   let res;
@@ -503,7 +929,7 @@ export async function request(method, path, body, signal) {
     const errors = data && Array.isArray(data.errors) ? data.errors : [{ code: "HTTP_" + res.status, message: res.statusText || "HTTP " + res.status, scope: "request", target: null }];
     throw new HfxError(res.status, errors);
   }
-  return data;
+  return { data, etag: res.headers.get("etag") };
 }
 
 function errorsOf(e) {
@@ -518,32 +944,52 @@ export async function runQuery(hoqs, params, signal) {
 }
 
 /**
- * `{#query "HOQS", params as q}`: runs the query now and whenever its inputs change, and exposes
- * `q.loading`, `q.error`, `q.errors`, `q.records` and `q.refresh()` to the block's markup.
+ * `{#query "HOQS", params, options as q}`: runs the query now and whenever its text or parameter
+ * values change, and exposes `q.loading`, `q.error`, `q.errors`, `q.records`, `q.total` (with the
+ * `count` option) and `q.refresh()` to the block's markup.
  */
 export function query(ctx, b, parent, slot, get, deps, body) {
   let controller = null;
   let seq = 0;
+  let last = null; // the text, parameters and options of the last run, as JSON
+  let timer = null;
   const q = {
     loading: false,
     error: null,
     errors: [],
     records: [],
+    total: null,
     refresh() {
-      return run();
+      return run(true);
     },
   };
-  async function run() {
-    const [hoqs, params] = get();
+  // Runs when the query's text, parameter values or options changed (or on `refresh()`); with
+  // `debounce: ms`, a change waits until nothing changed for that long.
+  function run(force) {
+    const [hoqs, params, options] = get();
+    const opts = options || {};
+    const key = JSON.stringify([hoqs, params, opts]);
+    if (!force && key === last) return;
+    const first = last === null;
+    last = key;
+    clearTimeout(timer);
+    if (force || first || !(opts.debounce > 0)) return exec(hoqs, params, opts);
+    timer = setTimeout(() => exec(hoqs, params, opts), opts.debounce);
+  }
+  async function exec(hoqs, params, opts) {
     if (controller) controller.abort();
     const mine = ++seq;
     controller = new AbortController();
     q.loading = true;
     ctx.u(undefined, slot);
     try {
-      const records = await runQuery(hoqs, params, controller.signal);
+      const [records, counted] = await Promise.all([
+        runQuery(hoqs, params, controller.signal),
+        opts.count ? runQuery(opts.count, params, controller.signal) : null,
+      ]);
       if (mine !== seq) return;
       q.records = records;
+      q.total = counted && counted[0] ? Object.values(counted[0])[0] : null;
       q.errors = [];
       q.error = null;
     } catch (e) {
@@ -556,10 +1002,11 @@ export function query(ctx, b, parent, slot, get, deps, body) {
   }
   body(b, parent, q);
   b.u(deps, () => {
-    run();
+    run(false);
   });
   b.cleanups.push(() => {
     seq++;
+    clearTimeout(timer);
     if (controller) controller.abort();
   });
 }
@@ -580,12 +1027,15 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
   list.setAttribute("role", "alert");
   const base = "/data/" + encodeURIComponent(moduleKey) + "/" + encodeURIComponent(objectKey);
   let loaded = {};
+  let version = null; // the ETag of the loaded record, sent as If-Match
   let seq = 0;
+  const url = () => base + "/" + encodeURIComponent(f.id);
   const f = {
     id: null,
     values: {},
     errors: {},
     recordErrors: [],
+    conflict: false,
     loading: false,
     saving: false,
     record: null,
@@ -593,20 +1043,23 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
       f.saving = true;
       f.errors = {};
       f.recordErrors = [];
+      f.conflict = false;
       ctx.u(undefined, slot);
       try {
         let record;
         if (f.id == null) {
           const body = {};
           for (const [k, v] of Object.entries(f.values)) if (v !== undefined && !SYSTEM_FIELDS.has(k)) body[k] = v;
-          record = await request("POST", base, body);
+          record = (await send("POST", base, body)).data;
           f.values = {};
         } else {
           const body = {};
           for (const [k, v] of Object.entries(f.values)) {
             if (!SYSTEM_FIELDS.has(k) && JSON.stringify(v) !== JSON.stringify(loaded[k])) body[k] = v;
           }
-          record = await request("PATCH", base + "/" + encodeURIComponent(f.id), body);
+          const res = await send("PATCH", url(), body, undefined, version);
+          record = res.data;
+          version = res.etag;
           loaded = { ...record };
           f.values = { ...record };
         }
@@ -617,6 +1070,7 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
         return record;
       } catch (err) {
         const errors = errorsOf(err);
+        f.conflict = err instanceof HfxError && err.status === 412;
         const byField = {};
         const other = [];
         for (const x of errors) {
@@ -630,6 +1084,26 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
         return null;
       }
     },
+    /** Loads the record again (after a conflict: the other person's version). */
+    reload() {
+      return load(f.id);
+    },
+    /** Deletes the record (`If-Match` its loaded version); resolves to whether it was deleted. */
+    async remove() {
+      if (f.id == null) return false;
+      f.recordErrors = [];
+      try {
+        await send("DELETE", url(), undefined, undefined, version);
+      } catch (err) {
+        f.conflict = err instanceof HfxError && err.status === 412;
+        f.recordErrors = errorsOf(err).map((x) => x.message);
+        ctx.u(undefined, slot);
+        return false;
+      }
+      e.dispatchEvent(new CustomEvent("deleted", { detail: f.id, bubbles: true }));
+      await load(null);
+      return true;
+    },
     reset() {
       f.values = f.id == null ? {} : { ...loaded };
       f.errors = {};
@@ -642,6 +1116,8 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
     f.id = id;
     f.errors = {};
     f.recordErrors = [];
+    f.conflict = false;
+    version = null;
     if (id == null) {
       loaded = {};
       f.values = {};
@@ -652,8 +1128,10 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
     f.loading = true;
     ctx.u(undefined, slot);
     try {
-      const record = await request("GET", base + "/" + encodeURIComponent(id));
+      const res = await send("GET", url());
       if (mine !== seq) return;
+      const record = res.data;
+      version = res.etag;
       loaded = { ...record };
       f.values = { ...record };
       f.record = record;

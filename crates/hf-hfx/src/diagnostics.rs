@@ -59,6 +59,9 @@ pub enum DiagnosticCode {
     UnknownComponent,
     /// A `{#form}` target that is not `module.object`.
     InvalidFormTarget,
+    /// Svelte syntax that HFX spells differently or does not have (`$:`, `<slot>`, a rune HFX
+    /// lacks), refused at compile time rather than failing in the browser.
+    SvelteSyntax,
     /// A bug in the compiler: the generated module did not parse.
     Internal,
 }
@@ -87,6 +90,7 @@ impl DiagnosticCode {
             Self::TopLevelAwait => "TOP_LEVEL_AWAIT",
             Self::UnknownComponent => "UNKNOWN_COMPONENT",
             Self::InvalidFormTarget => "INVALID_FORM_TARGET",
+            Self::SvelteSyntax => "SVELTE_SYNTAX",
             Self::Internal => "INTERNAL",
         }
     }

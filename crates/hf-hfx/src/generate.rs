@@ -179,6 +179,15 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     format!("`{name}`: names starting with `$$` are reserved"),
                 );
             }
+            let hint = match name.as_str() {
+                "$state" | "$derived" | "$effect" => {
+                    Some("runes belong at the top level of the script: `let name = $state(value);`")
+                }
+                other => js::missing_rune(other),
+            };
+            if let Some(hint) = hint {
+                self.sink.error(Code::SvelteSyntax, span.start, hint);
+            }
             deps.extend(self.resolve(name).0);
         }
         let mut edits = Vec::new();
@@ -216,6 +225,15 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     format!("`{name}`: names starting with `$$` are reserved"),
                 );
             }
+            let hint = match name.as_str() {
+                "$state" | "$derived" | "$effect" => {
+                    Some("runes belong at the top level of the script: `let name = $state(value);`")
+                }
+                other => js::missing_rune(other),
+            };
+            if let Some(hint) = hint {
+                self.sink.error(Code::SvelteSyntax, span.start, hint);
+            }
             deps.extend(self.resolve(name).0);
         }
         for (name, target) in &info.writes {
@@ -238,6 +256,32 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     }
 
     fn nodes(&mut self, nodes: &[Node], parent: &str, ctx: Ctx) {
+        // Snippets are declared first, so that markup before a snippet may render it.
+        for node in nodes {
+            if let Node::Snippet(block) = node {
+                let name = self.src()[block.name.start..block.name.end].to_string();
+                let declared = self
+                    .frames
+                    .last()
+                    .is_some_and(|f| f.iter().any(|l| l.name == name));
+                if declared {
+                    self.sink.error(
+                        Code::InvalidBlock,
+                        block.name.start,
+                        format!("`{name}` is already declared here"),
+                    );
+                    continue;
+                }
+                if let Some(frame) = self.frames.last_mut() {
+                    frame.push(Local {
+                        name: name.clone(),
+                        deps: BTreeSet::new(),
+                        writes: BTreeSet::new(),
+                    });
+                }
+                self.snippet(&name, block.params, &block.body, ctx);
+            }
+        }
         for node in nodes {
             match node {
                 Node::Text(text) => self.text(text, parent, ctx),
@@ -257,6 +301,21 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 Node::Const { name, value } => self.const_tag(*name, *value),
                 Node::Query(block) => self.query_block(block, parent, ctx),
                 Node::Form(block) => self.form_block(block, parent, ctx),
+                Node::Snippet(_) => {}
+                Node::Render(span) => self.render_tag(*span, parent),
+                Node::Await(block) => self.await_block(block, parent, ctx),
+                Node::Key { value, body } => {
+                    let (code, deps) = self.expr(*value);
+                    let _ = writeln!(
+                        self.out,
+                        "$$rt.key_block($$b, {parent}, () => {code}, {}, ($$b, $$t) => {{",
+                        slots(&deps)
+                    );
+                    self.frames.push(Vec::new());
+                    self.nodes(body, "$$t", ctx);
+                    self.frames.pop();
+                    self.out.push_str("});\n");
+                }
             }
         }
     }
@@ -289,6 +348,31 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     fn element(&mut self, el: &Element, parent: &str, ctx: Ctx) {
         if el.name.starts_with(|c: char| c.is_ascii_uppercase()) {
             self.component(el, parent);
+            return;
+        }
+        if el.name == "slot" {
+            self.sink.error(
+                Code::SvelteSyntax,
+                el.start,
+                "`<slot>` is Svelte 4: a component shows its content with `{@render children()}`",
+            );
+            return;
+        }
+        let imported = self.script.imports.iter().any(|i| {
+            i.default_name.as_deref() == Some(el.name.as_str())
+                || matches!(i.specifier, crate::imports::Specifier::Screen { .. })
+                    && i.locals.contains(&el.name)
+        });
+        if imported {
+            self.sink.error(
+                Code::UnknownComponent,
+                el.start,
+                format!(
+                    "<{}> is an HTML tag: a component's name starts with a capital letter (`import {} from …`)",
+                    el.name,
+                    capitalised(&el.name)
+                ),
+            );
             return;
         }
         let svg = ctx.svg || el.name == "svg";
@@ -369,9 +453,22 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     fn attributes(&mut self, el: &Element, v: &str) {
         let mut class_deps = BTreeSet::new();
         let mut has_class = false;
+        let mut has_spread = false;
         for attr in &el.attrs {
             let name = attr.name.as_str();
-            if name.starts_with("on:")
+            if name == markup::SPREAD {
+                // The runtime adds the scope class to whatever `class` the object holds.
+                has_spread = true;
+                let (code, deps) = self.attr_code(attr);
+                class_deps.extend(deps.iter().copied());
+                let scope = self.scope.as_deref().map_or("null".into(), js_string);
+                let own_class = el.attrs.iter().any(|a| a.name == "class");
+                let _ = writeln!(
+                    self.out,
+                    "$$rt.spread($$b, {v}, () => {code}, {}, {scope}, {own_class});",
+                    slots(&deps)
+                );
+            } else if name.starts_with("on:")
                 || (is_event_attr(name) && matches!(attr.value, AttrValue::Expr(_)))
             {
                 self.event(attr, v);
@@ -381,17 +478,12 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     attr.start,
                     format!("`{name}` needs a handler expression: `{name}={{handler}}` or `on:{}={{handler}}`", &name[2..]),
                 );
-            } else if let Some(kind) = name.strip_prefix("bind:") {
-                self.binding(el, attr, kind, v);
-            } else if let Some(class) = name.strip_prefix("class:") {
-                let (code, mut deps) = self.directive_value(attr, class);
-                deps.extend(class_deps.iter().copied());
-                let _ = writeln!(
-                    self.out,
-                    "$$b.u({}, () => $$rt.toggle_class({v}, {}, {code}));",
-                    slots(&deps),
-                    js_string(class)
-                );
+            } else if name.starts_with("bind:") {
+                // After the other attributes: see below.
+            } else if let Some(action) = name.strip_prefix("use:") {
+                self.action(attr, action, v);
+            } else if name.starts_with("class:") {
+                // After every other attribute: see below.
             } else if let Some(prop) = name.strip_prefix("style:") {
                 let (code, deps) = self.directive_value(attr, prop);
                 let _ = writeln!(
@@ -417,7 +509,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 let (mut code, deps) = self.attr_code(attr);
                 if name == "class" {
                     has_class = true;
-                    class_deps = deps.clone();
+                    class_deps.extend(deps.iter().copied());
                     if let Some(scope) = &self.scope {
                         code = format!("$$rt.cls({code}, {})", js_string(scope));
                     }
@@ -441,9 +533,31 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 }
             }
         }
-        if !has_class {
+        if !has_class && !has_spread {
             if let Some(scope) = &self.scope {
                 let _ = writeln!(self.out, "$$rt.attr({v}, \"class\", {});", js_string(scope));
+            }
+        }
+        // Bindings read the element's `value` (a radio's in `bind:group`, a select's options),
+        // so they come after the attributes that set it.
+        for attr in &el.attrs {
+            if let Some(kind) = attr.name.strip_prefix("bind:") {
+                self.binding(el, attr, kind, v);
+            }
+        }
+        // `class:name` toggles come after the `class` attribute and the scope class, wherever
+        // they are written, because setting the attribute replaces every class; they re-run
+        // whenever the attribute does.
+        for attr in &el.attrs {
+            if let Some(class) = attr.name.strip_prefix("class:") {
+                let (code, mut deps) = self.directive_value(attr, class);
+                deps.extend(class_deps.iter().copied());
+                let _ = writeln!(
+                    self.out,
+                    "$$b.u({}, () => $$rt.toggle_class({v}, {}, {code}));",
+                    slots(&deps),
+                    js_string(class)
+                );
             }
         }
     }
@@ -517,10 +631,58 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         );
     }
 
+    /// `use:action={parameter}`: `action(element, parameter)` once the element is in the
+    /// document; its `update(parameter)` when the parameter changes, its `destroy()` with the
+    /// block.
+    fn action(&mut self, attr: &Attr, action: &str, v: &str) {
+        if !markup::is_identifier(action) || action.starts_with("$$") {
+            self.sink.error(
+                Code::InvalidDirective,
+                attr.start,
+                format!("`use:{action}`: an action is a function's name (`use:tooltip={{text}}`)"),
+            );
+            return;
+        }
+        let (param, deps) = match &attr.value {
+            AttrValue::Bare => ("undefined".to_string(), BTreeSet::new()),
+            _ => self.attr_code(attr),
+        };
+        let _ = writeln!(
+            self.out,
+            "$$rt.action($$, $$b, {v}, {action}, () => {param}, {});",
+            slots(&deps)
+        );
+    }
+
+    /// A binding's target: its code, the assignment `<target> = $$v` with the slots it changes
+    /// marked, and the slots it reads.
+    fn bind_assignment(&mut self, span: Span) -> (String, String, BTreeSet<usize>) {
+        let text = &self.src()[span.start..span.end];
+        let root: String = text
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '$')
+            .collect();
+        let writes = self.resolve(&root).1;
+        let (code, deps) = self.expr(span);
+        // A deeply reactive variable keeps its proxy (`bind:group` assigns arrays).
+        let whole = root.len() == text.trim().len();
+        let value = match writes.iter().collect::<Vec<_>>().as_slice() {
+            [slot] if whole && self.script.deep.contains(slot) => format!("$$.deep($$v, {slot})"),
+            _ => "$$v".to_string(),
+        };
+        let assign = if writes.is_empty() {
+            format!("{code} = {value}")
+        } else {
+            let list: Vec<String> = writes.iter().map(ToString::to_string).collect();
+            format!("$$.u({code} = {value}, {})", list.join(", "))
+        };
+        (code, assign, deps)
+    }
+
     fn binding(&mut self, el: &Element, attr: &Attr, kind: &str, v: &str) {
         let fits = match kind {
             "value" => matches!(el.name.as_str(), "input" | "textarea" | "select"),
-            "checked" => el.name == "input",
+            "checked" | "group" => el.name == "input",
             "this" => true,
             _ => false,
         };
@@ -528,7 +690,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             self.sink.error(
                 Code::InvalidDirective,
                 attr.start,
-                format!("`bind:{kind}` is not supported on <{}> (use bind:value, bind:checked or bind:this)", el.name),
+                format!("`bind:{kind}` is not supported on <{}> (use bind:value, bind:checked, bind:group or bind:this)", el.name),
             );
             return;
         }
@@ -554,19 +716,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             }
             return;
         }
-        let text = &self.src()[span.start..span.end];
-        let root: String = text
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '$')
-            .collect();
-        let writes = self.resolve(&root).1;
-        let (code, deps) = self.expr(*span);
-        let assign = if writes.is_empty() {
-            format!("{code} = $$v")
-        } else {
-            let list: Vec<String> = writes.iter().map(ToString::to_string).collect();
-            format!("$$.u({code} = $$v, {})", list.join(", "))
-        };
+        let (code, assign, deps) = self.bind_assignment(*span);
         if kind == "this" {
             let _ = writeln!(self.out, "(($$v) => {{ {assign}; }})({v});");
         } else {
@@ -587,24 +737,42 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             );
             return;
         }
-        let has_children = el
-            .children
-            .iter()
-            .any(|n| !matches!(n, Node::Text(t) if t.trim().is_empty()));
-        if has_children {
-            self.sink.error(
-                Code::InvalidBlock,
-                el.start,
-                format!(
-                    "<{}>: components take props, not children, in HFX v1",
-                    el.name
-                ),
-            );
-            return;
-        }
         let mut props = Vec::new();
         let mut deps = BTreeSet::new();
+        // Snippets written between the tags are props of that name; the rest of the content is
+        // the `children` snippet.
+        for node in &el.children {
+            if let Node::Snippet(block) = node {
+                let name = self.src()[block.name.start..block.name.end].to_string();
+                let var = self.var("s");
+                self.snippet(&var, block.params, &block.body, Ctx::default());
+                props.push(format!("{}: {var}", js_string(&name)));
+            }
+        }
+        let content: Vec<&Node> = el
+            .children
+            .iter()
+            .filter(|n| !matches!(n, Node::Snippet(_)))
+            .collect();
+        let has_content = content
+            .iter()
+            .any(|n| !matches!(n, Node::Text(t) if t.trim().is_empty()));
+        if has_content {
+            let var = self.var("s");
+            self.children_snippet(&var, &el.children);
+            props.push(format!("\"children\": {var}"));
+        }
         for attr in &el.attrs {
+            if attr.name == markup::SPREAD {
+                let (code, d) = self.attr_code(attr);
+                deps.extend(d);
+                props.push(format!("...{code}"));
+                continue;
+            }
+            if let Some(prop) = attr.name.strip_prefix("bind:") {
+                self.component_binding(attr, prop, &mut props, &mut deps);
+                continue;
+            }
             let key = if let Some(event) = attr.name.strip_prefix("on:") {
                 format!("on{event}")
             } else if attr.name.contains(':') {
@@ -663,6 +831,70 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             self.out.push_str("},\n");
         }
         self.out.push_str("]);\n");
+    }
+
+    /// `{#await}`: a branch each for pending, then and catch (`null` when absent).
+    fn await_block(&mut self, block: &markup::AwaitBlock, parent: &str, ctx: Ctx) {
+        let (promise, deps) = self.expr(block.promise);
+        let _ = writeln!(
+            self.out,
+            "$$rt.await_block($$b, {parent}, () => {promise}, {}, ",
+            slots(&deps)
+        );
+        if block.pending.is_empty() {
+            self.out.push_str("null,\n");
+        } else {
+            self.out.push_str("($$b, $$t) => {\n");
+            self.frames.push(Vec::new());
+            self.nodes(&block.pending, "$$t", ctx);
+            self.frames.pop();
+            self.out.push_str("},\n");
+        }
+        for (i, branch) in [&block.then, &block.catch].into_iter().enumerate() {
+            let end = if i == 0 { ",\n" } else { ");\n" };
+            let Some((pattern, body)) = branch else {
+                self.out.push_str("null");
+                self.out.push_str(end);
+                continue;
+            };
+            self.out.push_str("($$b, $$t, $$v) => {\n");
+            let mut frame = Vec::new();
+            if let Some(span) = pattern {
+                let (names, code) = self.pattern(*span);
+                let _ = writeln!(self.out, "let {code} = $$v;");
+                frame.extend(names.into_iter().map(|name| Local {
+                    name,
+                    deps: BTreeSet::new(),
+                    writes: BTreeSet::new(),
+                }));
+            }
+            self.frames.push(frame);
+            self.nodes(body, "$$t", ctx);
+            self.frames.pop();
+            self.out.push('}');
+            self.out.push_str(end);
+        }
+    }
+
+    /// A binding pattern (`item`, `{ id, name }`): the names it binds and its code.
+    fn pattern(&mut self, span: Span) -> (Vec<String>, String) {
+        match self.fast.as_deref_mut() {
+            Some(unit) => match unit.pattern(span) {
+                Some(found) => found,
+                None => {
+                    self.sink.error(
+                        Code::Internal,
+                        span.start,
+                        "internal compiler error: pattern not analysed",
+                    );
+                    (Vec::new(), String::from("$$missing"))
+                }
+            },
+            None => (
+                js::pattern_names(self.alloc, self.sink, span).unwrap_or_default(),
+                self.src()[span.start..span.end].to_string(),
+            ),
+        }
     }
 
     fn each_block(&mut self, block: &markup::EachBlock, parent: &str, ctx: Ctx) {
@@ -740,6 +972,142 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         }
     }
 
+    /// `const <var> = $$rt.snippet(...)`: a function the markup renders with `{@render}`. Its
+    /// parameters are locals that depend on a slot of their own, which the runtime marks when
+    /// the snippet is rendered again with new arguments.
+    fn snippet(&mut self, var: &str, params: Span, body: &[Node], ctx: Ctx) {
+        let slot = self.next_slot;
+        self.next_slot += 1;
+        let (names, code) = match self.fast.as_deref_mut() {
+            Some(unit) => match unit.params(params) {
+                Some(found) => found,
+                None => {
+                    self.sink.error(
+                        Code::Internal,
+                        params.start,
+                        "internal compiler error: snippet parameters not analysed",
+                    );
+                    (Vec::new(), String::new())
+                }
+            },
+            None => (
+                js::param_names(self.alloc, self.sink, params).unwrap_or_default(),
+                self.src()[params.start..params.end].to_string(),
+            ),
+        };
+        let _ = writeln!(
+            self.out,
+            "const {var} = $$rt.snippet($$, {slot}, ($$b, $$t, $$a) => {{"
+        );
+        if !names.is_empty() {
+            let list = names.join(", ");
+            let d = self.var("p");
+            let _ = writeln!(
+                self.out,
+                "const {d} = ({code}\n) => [{list}];\nlet [{list}] = {d}(...$$a);\n$$b.set = ($$a) => {{ [{list}] = {d}(...$$a); }};"
+            );
+        }
+        let slot_set = BTreeSet::from([slot]);
+        self.frames.push(
+            names
+                .into_iter()
+                .map(|name| Local {
+                    name,
+                    deps: slot_set.clone(),
+                    writes: BTreeSet::new(),
+                })
+                .collect(),
+        );
+        self.nodes(body, "$$t", ctx);
+        self.frames.pop();
+        self.out.push_str("});\n");
+    }
+
+    /// `bind:prop={target}` on a component: the prop, and a callback the component calls when it
+    /// assigns the prop itself (`"$$bind:prop"`).
+    fn component_binding(
+        &mut self,
+        attr: &Attr,
+        prop: &str,
+        props: &mut Vec<String>,
+        deps: &mut BTreeSet<usize>,
+    ) {
+        let AttrValue::Expr(span) = &attr.value else {
+            self.sink.error(
+                Code::InvalidDirective,
+                attr.start,
+                format!("`bind:{prop}` needs a variable: `bind:{prop}={{name}}`"),
+            );
+            return;
+        };
+        if !markup::is_identifier(prop) || prop == "this" {
+            self.sink.error(
+                Code::InvalidDirective,
+                attr.start,
+                format!("`bind:{prop}`: on a component, `bind:` takes the name of a prop"),
+            );
+            return;
+        }
+        let assignable = match self.fast.as_deref() {
+            Some(unit) => unit.is_assignable(*span),
+            None => js::is_assignable(self.alloc, self.sink, *span),
+        };
+        if !assignable {
+            if self.fast.is_some() {
+                self.sink.error(
+                    Code::InvalidDirective,
+                    span.start,
+                    "a binding needs a variable or a property (`name`, `obj.field`)",
+                );
+            }
+            return;
+        }
+        let (code, assign, d) = self.bind_assignment(*span);
+        deps.extend(d);
+        props.push(format!("{}: {code}", js_string(prop)));
+        props.push(format!(
+            "{}: ($$v) => {{ {assign}; }}",
+            js_string(&format!("$$bind:{prop}"))
+        ));
+    }
+
+    /// The content between a component's tags (its snippets excepted) as a snippet without
+    /// parameters.
+    fn children_snippet(&mut self, var: &str, children: &[Node]) {
+        let slot = self.next_slot;
+        self.next_slot += 1;
+        let _ = writeln!(
+            self.out,
+            "const {var} = $$rt.snippet($$, {slot}, ($$b, $$t, $$a) => {{"
+        );
+        self.frames.push(Vec::new());
+        for node in children {
+            if !matches!(node, Node::Snippet(_)) {
+                self.nodes(std::slice::from_ref(node), "$$t", Ctx::default());
+            }
+        }
+        self.frames.pop();
+        self.out.push_str("});\n");
+    }
+
+    /// `{@render name(args)}`.
+    fn render_tag(&mut self, span: Span, parent: &str) {
+        if !self.src()[span.start..span.end].ends_with(')') {
+            self.sink.error(
+                Code::InvalidBlock,
+                span.start,
+                "expected `{@render name(arguments)}` (a snippet is called, even without arguments)",
+            );
+            return;
+        }
+        let (code, deps) = self.expr(span);
+        let _ = writeln!(
+            self.out,
+            "$$rt.render($$b, {parent}, () => {code}, {});",
+            slots(&deps)
+        );
+    }
+
     fn const_tag(&mut self, name_span: Span, value: Span) {
         let name = self.src()[name_span.start..name_span.end].to_string();
         let declared = self
@@ -781,10 +1149,18 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             }
             None => "undefined".into(),
         };
+        let options = match block.options {
+            Some(span) => {
+                let (code, d) = self.expr(span);
+                deps.extend(d);
+                code
+            }
+            None => "undefined".into(),
+        };
         let name = self.src()[block.name.start..block.name.end].to_string();
         let _ = writeln!(
             self.out,
-            "$$rt.query($$, $$b, {parent}, {slot}, () => [{query}, {params}], {}, ($$b, $$t, {name}) => {{",
+            "$$rt.query($$, $$b, {parent}, {slot}, () => [{query}, {params}, {options}], {}, ($$b, $$t, {name}) => {{",
             slots(&deps)
         );
         let slot_set = BTreeSet::from([slot]);
@@ -827,6 +1203,13 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         self.frames.pop();
         self.out.push_str("});\n");
     }
+}
+
+fn capitalised(name: &str) -> String {
+    let mut chars = name.chars();
+    chars.next().map_or_else(String::new, |c| {
+        c.to_ascii_uppercase().to_string() + chars.as_str()
+    })
 }
 
 fn is_event_attr(name: &str) -> bool {

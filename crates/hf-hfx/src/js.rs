@@ -122,6 +122,43 @@ pub(crate) struct ScriptInfo {
     /// The same instrumentation as AST positions of the analysed program: each assignment to
     /// state and the slot it changes (the one-pass compiler wraps these nodes directly).
     pub(crate) wraps: Vec<(OxcSpan, usize)>,
+    /// The runes of the script (`$state`, `$derived`, `$effect`), in AST positions.
+    pub(crate) runes: Vec<Rune>,
+    /// Slots declared with `$state(…)`: deeply reactive, so values assigned to them are wrapped
+    /// in the runtime's proxy.
+    pub(crate) deep: BTreeSet<usize>,
+}
+
+/// What a rune becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RuneKind {
+    /// `$state(value)`: `$$.deep(value, slot)`.
+    State,
+    /// `$state.raw(value)`: the value itself.
+    StateRaw,
+    /// `$derived(expression)`: `$$.derived(() => expression, slot, [deps], set)`.
+    Derived,
+    /// `$derived.by(function)`: `$$.derived(function, slot, [deps], set)`.
+    DerivedBy,
+    /// `$effect(function)` (and `$effect.pre`): `$$.effect(function, [deps])`.
+    Effect,
+}
+
+/// One rune call of the script.
+#[derive(Debug, Clone)]
+pub(crate) struct Rune {
+    pub(crate) kind: RuneKind,
+    /// The whole call.
+    pub(crate) call: OxcSpan,
+    /// Its argument, if any.
+    pub(crate) arg: Option<OxcSpan>,
+    /// The declared variable (state and derived runes).
+    pub(crate) name: String,
+    pub(crate) slot: usize,
+    /// What a derived value or an effect reads (directly or through top-level functions).
+    pub(crate) deps: BTreeSet<usize>,
+    /// The `const` keyword of the declaration, which becomes `let` (a derived value changes).
+    pub(crate) const_at: Option<u32>,
 }
 
 impl ScriptInfo {
@@ -217,6 +254,14 @@ pub(crate) fn analyze_program(
         match stmt {
             Statement::ImportDeclaration(decl) => {
                 let spec_text = decl.source.value.as_str();
+                if spec_text == "svelte" || spec_text.starts_with("svelte/") {
+                    sink.error(
+                        Code::InvalidImport,
+                        base + decl.source.span.start as usize,
+                        format!("`{spec_text}`: HFX is not Svelte; `onMount`, `onDestroy` and `tick` come from \"hfx\""),
+                    );
+                    continue;
+                }
                 let specifier = match imports::classify(spec_text) {
                     Ok(s) => s,
                     Err(why) => {
@@ -263,6 +308,11 @@ pub(crate) fn analyze_program(
                     type_only,
                 });
             }
+            Statement::LabeledStatement(label) if label.label.name == "$" => sink.error(
+                Code::SvelteSyntax,
+                base + label.span.start as usize,
+                "`$:` reactive statements are Svelte 4: write `let b = $derived(a * 2);`, or a function for a value computed from state",
+            ),
             Statement::ExportDeclaration(export) => match &export.declaration {
                 Declaration::VariableDeclaration(var)
                     if var.kind == VariableDeclarationKind::Let =>
@@ -343,6 +393,108 @@ pub(crate) fn analyze_program(
         }
     }
 
+    // Runes: `let x = $state(…)`/`$derived(…)` declarations and `$effect(…)` statements at the
+    // top level. Anywhere else a rune would be a call of an undefined function in the browser.
+    let mut rune_callees = BTreeSet::new();
+    for stmt in program.body.iter().filter(|s| in_script(s.span())) {
+        match stmt {
+            Statement::VariableDeclaration(var) => {
+                for d in &var.declarations {
+                    let Some(Expression::CallExpression(call)) = &d.init else {
+                        continue;
+                    };
+                    let kind = match rune_name(&call.callee) {
+                        Some("$state") => RuneKind::State,
+                        Some("$state.raw") => RuneKind::StateRaw,
+                        Some("$derived") => RuneKind::Derived,
+                        Some("$derived.by") => RuneKind::DerivedBy,
+                        _ => continue,
+                    };
+                    rune_callees.insert(call.callee.span().start);
+                    let Some(id) = d.id.get_binding_identifier() else {
+                        sink.error(
+                            Code::SvelteSyntax,
+                            base + d.span.start as usize,
+                            "a rune declares one name: `let name = $state(value);`",
+                        );
+                        continue;
+                    };
+                    let arg = match call.arguments.as_slice() {
+                        [] if matches!(kind, RuneKind::State | RuneKind::StateRaw) => None,
+                        [one] if !one.is_spread() => Some(one.span()),
+                        _ => {
+                            sink.error(
+                                Code::SvelteSyntax,
+                                base + call.span.start as usize,
+                                "a rune takes one argument",
+                            );
+                            continue;
+                        }
+                    };
+                    info.runes.push(Rune {
+                        kind,
+                        call: call.span,
+                        arg,
+                        name: id.name.as_str().to_string(),
+                        slot: 0,
+                        deps: BTreeSet::new(),
+                        const_at: (var.kind == VariableDeclarationKind::Const)
+                            .then_some(var.span.start),
+                    });
+                }
+            }
+            Statement::ExpressionStatement(e) => {
+                let Expression::CallExpression(call) = &e.expression else {
+                    continue;
+                };
+                if !matches!(rune_name(&call.callee), Some("$effect" | "$effect.pre")) {
+                    continue;
+                }
+                rune_callees.insert(call.callee.span().start);
+                match call.arguments.as_slice() {
+                    [one] if !one.is_spread() => info.runes.push(Rune {
+                        kind: RuneKind::Effect,
+                        call: call.span,
+                        arg: Some(one.span()),
+                        name: String::new(),
+                        slot: 0,
+                        deps: BTreeSet::new(),
+                        const_at: None,
+                    }),
+                    _ => sink.error(
+                        Code::SvelteSyntax,
+                        base + call.span.start as usize,
+                        "`$effect` takes one function: `$effect(() => { …; return cleanup; })`",
+                    ),
+                }
+            }
+            _ => {}
+        }
+    }
+    for (name, ids) in scoping.root_unresolved_references() {
+        let hint = match name.as_str() {
+            "$state" | "$derived" | "$effect" => {
+                "a rune is used at the top level of the script: `let name = $state(value);`, `let name = $derived(expression);`, `$effect(() => { … });`"
+            }
+            other => match missing_rune(other) {
+                Some(hint) => hint,
+                None => continue,
+            },
+        };
+        for id in ids {
+            let node = nodes.kind(scoping.get_reference(*id).node_id()).span();
+            if in_script(node) && !rune_callees.contains(&node.start) {
+                sink.error(Code::SvelteSyntax, base + node.start as usize, hint);
+            }
+        }
+    }
+    let rune_names: BTreeSet<&str> = info
+        .runes
+        .iter()
+        .filter(|r| r.kind != RuneKind::Effect)
+        .map(|r| r.name.as_str())
+        .collect();
+
     // Top-level symbols in declaration order (the binding map's order is not stable).
     let root = scoping.root_scope_id();
     let mut symbols: Vec<_> = scoping.iter_bindings_in(root).collect();
@@ -375,7 +527,9 @@ pub(crate) fn analyze_program(
             function_spans.push((abs(fs), name.clone()));
             function_symbols.push((symbol, name.clone()));
             info.functions.insert(name, BTreeSet::new());
-        } else if flags.is_variable() && !flags.is_const_variable() {
+        } else if flags.is_variable()
+            && (!flags.is_const_variable() || rune_names.contains(name.as_str()))
+        {
             state_symbols.push(symbol);
             info.state.push(name);
         } else if flags.is_value() || flags.is_import() {
@@ -385,6 +539,16 @@ pub(crate) fn analyze_program(
     for prop in &mut info.props {
         prop.1 = info.state.iter().position(|s| *s == prop.0).unwrap_or(0);
     }
+    // A derived value's expression and an effect's function read state like a function does.
+    for (i, rune) in info.runes.iter().enumerate() {
+        if let (RuneKind::Derived | RuneKind::DerivedBy | RuneKind::Effect, Some(arg)) =
+            (rune.kind, rune.arg)
+        {
+            let name = format!("$rune{i}");
+            function_spans.push((abs(arg), name.clone()));
+            info.functions.insert(name, BTreeSet::new());
+        }
+    }
     function_spans.sort_by_key(|(s, _)| s.start);
     let enclosing_function = |pos: usize| -> Option<&String> {
         let i = function_spans.partition_point(|(s, _)| s.start <= pos);
@@ -393,20 +557,48 @@ pub(crate) fn analyze_program(
     };
 
     // State reads and writes.
+    let deep_names: BTreeSet<&str> = info
+        .runes
+        .iter()
+        .filter(|r| r.kind == RuneKind::State)
+        .map(|r| r.name.as_str())
+        .collect();
     let mut reads_in: HashMap<String, BTreeSet<usize>> = HashMap::new();
     for (slot, symbol) in state_symbols.iter().enumerate() {
+        let deep = deep_names.contains(info.state[slot].as_str());
         for reference in scoping.get_resolved_references(*symbol) {
             let node_span = nodes.kind(reference.node_id()).span();
             if !in_script(node_span) {
                 continue;
             }
-            if let Some(f) = enclosing_function(abs(node_span).start) {
+            // Only reads make a dependency: an effect that assigns state must not re-run
+            // because of its own assignment.
+            if let Some(f) =
+                enclosing_function(abs(node_span).start).filter(|_| reference.is_read())
+            {
                 reads_in.entry(f.clone()).or_default().insert(slot);
             }
             if let Some(target) = assignment_around(semantic, reference) {
                 let slots = BTreeSet::from([slot]);
                 info.edits.extend(Edit::wrap(abs(target), &slots));
                 info.wraps.push((target, slot));
+            }
+            if let Some(right) = deep.then(|| assigned_value(semantic, reference)).flatten() {
+                // Ranked like a wrap of the value's own span (see `Edit::rank`).
+                let (start, end) = (abs(right).start, abs(right).end);
+                let len = i64::try_from(end - start).unwrap_or(i64::MAX);
+                info.edits.push(Edit {
+                    start,
+                    end: start,
+                    text: "$$.deep(".into(),
+                    rank: (1, -len),
+                });
+                info.edits.push(Edit {
+                    start: end,
+                    end,
+                    text: format!(", {slot})"),
+                    rank: (0, len),
+                });
             }
         }
     }
@@ -441,7 +633,129 @@ pub(crate) fn analyze_program(
         }
         info.functions.insert(name, slots);
     }
+    for i in 0..info.runes.len() {
+        let deps = info
+            .functions
+            .remove(&format!("$rune{i}"))
+            .unwrap_or_default();
+        let slot = info.slot_of(&info.runes[i].name).unwrap_or(0);
+        let rune = &mut info.runes[i];
+        rune.deps = deps;
+        rune.slot = slot;
+        if rune.kind == RuneKind::State {
+            info.deep.insert(slot);
+        }
+    }
+    rune_edits(&mut info, base);
     info
+}
+
+/// `$state`, `$state.raw`, `$derived`, `$derived.by`, `$effect` or `$effect.pre` when `callee`
+/// names one of them.
+fn rune_name(callee: &Expression<'_>) -> Option<&'static str> {
+    match callee {
+        Expression::Identifier(id) => match id.name.as_str() {
+            "$state" => Some("$state"),
+            "$derived" => Some("$derived"),
+            "$effect" => Some("$effect"),
+            _ => None,
+        },
+        Expression::StaticMemberExpression(m) => {
+            let Expression::Identifier(object) = &m.object else {
+                return None;
+            };
+            match (object.name.as_str(), m.property.name.as_str()) {
+                ("$state", "raw") => Some("$state.raw"),
+                ("$derived", "by") => Some("$derived.by"),
+                ("$effect", "pre") => Some("$effect.pre"),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The text edits that compile the runes for the piece-by-piece compiler (the one-pass compiler
+/// rewrites the AST instead, see `program.rs`).
+fn rune_edits(info: &mut ScriptInfo, base: usize) {
+    let at = |offset: u32| base + offset as usize;
+    for rune in &info.runes {
+        if let Some(start) = rune.const_at {
+            info.edits
+                .push(Edit::replace(at(start), at(start) + "const".len(), "let"));
+        }
+        let (call_start, call_end) = (at(rune.call.start), at(rune.call.end));
+        let deps = slot_list(&rune.deps);
+        let (open, close) = match rune.kind {
+            RuneKind::State => ("$$.deep(".to_string(), format!(", {})", rune.slot)),
+            RuneKind::StateRaw => ("(".to_string(), ")".to_string()),
+            RuneKind::Derived => (
+                "$$.derived(() => (".to_string(),
+                format!(
+                    "), {}, {deps}, ($$v) => {{ {} = $$v; }})",
+                    rune.slot, rune.name
+                ),
+            ),
+            RuneKind::DerivedBy => (
+                "$$.derived(".to_string(),
+                format!(
+                    ", {}, {deps}, ($$v) => {{ {} = $$v; }})",
+                    rune.slot, rune.name
+                ),
+            ),
+            RuneKind::Effect => ("$$.effect(".to_string(), format!(", {deps})")),
+        };
+        match rune.arg {
+            Some(arg) => {
+                info.edits
+                    .push(Edit::replace(call_start, at(arg.start), open));
+                info.edits.push(Edit::replace(at(arg.end), call_end, close));
+            }
+            None => info.edits.push(Edit::replace(
+                call_start,
+                call_end,
+                format!("{open}undefined{close}"),
+            )),
+        }
+    }
+}
+
+/// `[1, 2]`: a list of slots as JavaScript.
+pub(crate) fn slot_list(slots: &BTreeSet<usize>) -> String {
+    let list: Vec<String> = slots.iter().map(ToString::to_string).collect();
+    format!("[{}]", list.join(", "))
+}
+
+/// The message for a Svelte rune HFX does not have, or `None` when `name` is no such rune.
+pub(crate) fn missing_rune(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "$props" => {
+            "`$props()` is not supported: declare each prop with `export let name = default;`"
+        }
+        "$bindable" => "`$bindable()` is not supported: every prop can be bound with `bind:name`",
+        "$inspect" => "`$inspect` is not supported: use `console.log` in a function or `$effect`",
+        "$host" => "`$host()` is not supported: HFX components are not custom elements",
+        _ => return None,
+    })
+}
+
+/// The value of `name = value` when `reference` is that `name`: a deeply reactive variable keeps
+/// its proxy when a new value is assigned.
+fn assigned_value(semantic: &Semantic<'_>, reference: &Reference) -> Option<OxcSpan> {
+    let nodes = semantic.nodes();
+    let ref_span = nodes.kind(reference.node_id()).span();
+    nodes
+        .ancestor_kinds(reference.node_id())
+        .take(3)
+        .find_map(|kind| match kind {
+            AstKind::AssignmentExpression(a)
+                if a.operator == oxc::syntax::operator::AssignmentOperator::Assign
+                    && a.left.span() == ref_span =>
+            {
+                Some(a.right.span())
+            }
+            _ => None,
+        })
 }
 
 /// If `reference` is assigned (`x = 1`, `x += 1`, `x++`, `[x, y] = ...`) or is the root object of
@@ -575,6 +889,63 @@ pub(crate) fn pattern_names(
             return None;
         }
     };
+    if let Some(bad) = names.iter().find(|n| n.starts_with("$$")) {
+        sink.error(
+            Code::ReservedName,
+            span.start,
+            format!("`{bad}`: names starting with `$$` are reserved"),
+        );
+        return None;
+    }
+    Some(names)
+}
+
+/// Parses a `{#snippet}` parameter list (`item, index`, `{ id, name }: Row`) and returns the
+/// names it binds.
+pub(crate) fn param_names(
+    alloc: &Allocator,
+    sink: &mut Sink<'_>,
+    span: Span,
+) -> Option<Vec<String>> {
+    let text = &sink.source[span.start..span.end];
+    if !nesting_ok(sink, text, span.start) {
+        return None;
+    }
+    let wrapped = alloc.alloc_str(&format!("(({text}\n) => 0);"));
+    let parsed = Parser::new(alloc, wrapped, ts_module()).parse();
+    let shift = isize::try_from(span.start).unwrap_or(0) - 2;
+    if !parsed.diagnostics.is_empty() || parsed.panicked {
+        report(sink, &parsed.diagnostics, shift, span);
+        return None;
+    }
+    let arrow = match parsed.program.body.as_slice() {
+        [Statement::ExpressionStatement(e)] => match &e.expression {
+            Expression::ParenthesizedExpression(p) => match &p.expression {
+                Expression::ArrowFunctionExpression(a)
+                    if p.span.end as usize == wrapped.len() - 1 =>
+                {
+                    Some(a)
+                }
+                _ => None,
+            },
+            _ => None,
+        },
+        _ => None,
+    };
+    let Some(arrow) = arrow else {
+        sink.error(
+            Code::InvalidBlock,
+            span.start,
+            "expected snippet parameters: names or destructuring patterns",
+        );
+        return None;
+    };
+    let names: Vec<String> = arrow
+        .params
+        .iter_bindings()
+        .flat_map(|p| p.get_binding_identifiers())
+        .map(|id| id.name.as_str().to_string())
+        .collect();
     if let Some(bad) = names.iter().find(|n| n.starts_with("$$")) {
         sink.error(
             Code::ReservedName,

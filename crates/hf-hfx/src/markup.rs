@@ -9,6 +9,9 @@
 use crate::diagnostics::{DiagnosticCode as Code, Sink};
 use crate::scan;
 
+/// The name of a spread attribute (`{...object}`), which no real attribute can have.
+pub(crate) const SPREAD: &str = "...";
+
 /// The deepest nesting of elements and blocks a screen may have.
 pub(crate) const MAX_DEPTH: usize = 256;
 
@@ -43,6 +46,17 @@ pub(crate) enum Node {
     },
     Query(QueryBlock),
     Form(FormBlock),
+    /// `{#snippet name(params)}…{/snippet}`.
+    Snippet(SnippetBlock),
+    /// `{@render expression}`: the expression calls a snippet (`name(args)`).
+    Render(Span),
+    /// `{#await promise}…{:then value}…{:catch error}…{/await}`.
+    Await(AwaitBlock),
+    /// `{#key expression}…{/key}`: the content is made anew when the value changes.
+    Key {
+        value: Span,
+        body: Vec<Node>,
+    },
 }
 
 #[derive(Debug)]
@@ -98,7 +112,35 @@ pub(crate) struct EachBlock {
 pub(crate) struct QueryBlock {
     pub(crate) query: Span,
     pub(crate) params: Option<Span>,
+    /// `{ debounce: ms, count: "HOQS" }`.
+    pub(crate) options: Option<Span>,
     pub(crate) name: Span,
+    pub(crate) body: Vec<Node>,
+}
+
+#[derive(Debug)]
+pub(crate) struct AwaitBlock {
+    pub(crate) promise: Span,
+    pub(crate) pending: Vec<Node>,
+    /// `{:then pattern}` (the pattern may be empty) and its content.
+    pub(crate) then: Option<(Option<Span>, Vec<Node>)>,
+    /// `{:catch pattern}` and its content.
+    pub(crate) catch: Option<(Option<Span>, Vec<Node>)>,
+}
+
+/// Which part of an `{#await}` is being parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AwaitPart {
+    Pending,
+    Then,
+    Catch,
+}
+
+#[derive(Debug)]
+pub(crate) struct SnippetBlock {
+    pub(crate) name: Span,
+    /// The text between the parentheses (may be empty).
+    pub(crate) params: Span,
     pub(crate) body: Vec<Node>,
 }
 
@@ -155,6 +197,20 @@ enum Frame {
         start: usize,
         block: FormBlock,
     },
+    Snippet {
+        start: usize,
+        block: SnippetBlock,
+    },
+    Await {
+        start: usize,
+        block: AwaitBlock,
+        part: AwaitPart,
+    },
+    Key {
+        start: usize,
+        value: Span,
+        body: Vec<Node>,
+    },
 }
 
 impl Frame {
@@ -164,7 +220,10 @@ impl Frame {
             Frame::If { start, .. }
             | Frame::Each { start, .. }
             | Frame::Query { start, .. }
-            | Frame::Form { start, .. } => *start,
+            | Frame::Form { start, .. }
+            | Frame::Snippet { start, .. }
+            | Frame::Await { start, .. }
+            | Frame::Key { start, .. } => *start,
         }
     }
 
@@ -176,6 +235,9 @@ impl Frame {
             Frame::Each { .. } => "{#each}".into(),
             Frame::Query { .. } => "{#query}".into(),
             Frame::Form { .. } => "{#form}".into(),
+            Frame::Snippet { .. } => "{#snippet}".into(),
+            Frame::Await { .. } => "{#await}".into(),
+            Frame::Key { .. } => "{#key}".into(),
         }
     }
 
@@ -186,6 +248,9 @@ impl Frame {
             Frame::Each { .. } => "{/each}".into(),
             Frame::Query { .. } => "{/query}".into(),
             Frame::Form { .. } => "{/form}".into(),
+            Frame::Snippet { .. } => "{/snippet}".into(),
+            Frame::Await { .. } => "{/await}".into(),
+            Frame::Key { .. } => "{/key}".into(),
         }
     }
 
@@ -202,6 +267,13 @@ impl Frame {
             }
             Frame::Query { block, .. } => &mut block.body,
             Frame::Form { block, .. } => &mut block.body,
+            Frame::Snippet { block, .. } => &mut block.body,
+            Frame::Await { block, part, .. } => match part {
+                AwaitPart::Pending => &mut block.pending,
+                AwaitPart::Then => &mut block.then.get_or_insert_with(|| (None, Vec::new())).1,
+                AwaitPart::Catch => &mut block.catch.get_or_insert_with(|| (None, Vec::new())).1,
+            },
+            Frame::Key { body, .. } => body,
         }
     }
 
@@ -222,6 +294,9 @@ impl Frame {
             Frame::Each { block, .. } => Node::Each(block),
             Frame::Query { block, .. } => Node::Query(block),
             Frame::Form { block, .. } => Node::Form(block),
+            Frame::Snippet { block, .. } => Node::Snippet(block),
+            Frame::Await { block, .. } => Node::Await(block),
+            Frame::Key { value, body, .. } => Node::Key { value, body },
         }
     }
 }
@@ -516,11 +591,30 @@ impl Parser<'_, '_> {
                         );
                     };
                     let inner = self.src[at + 1..end].trim();
+                    if inner.starts_with("...") {
+                        let raw = &self.src[at + 1..end];
+                        let dots = at + 1 + (raw.len() - raw.trim_start().len());
+                        let value = trimmed(self.src, dots + 3, end);
+                        if value.start == value.end {
+                            return self.fail(
+                                Code::InvalidExpression,
+                                at,
+                                "expected `{...expression}`",
+                            );
+                        }
+                        el.attrs.push(Attr {
+                            name: SPREAD.to_string(),
+                            start: at,
+                            value: AttrValue::Expr(value),
+                        });
+                        self.pos = end + 1;
+                        continue;
+                    }
                     if !is_identifier(inner) {
                         return self.fail(
                             Code::InvalidName,
                             at,
-                            "only `{name}` shorthand attributes are supported (spread `{...x}` is not)",
+                            "expected `{name}` (shorthand for `name={name}`) or `{...object}`",
                         );
                     }
                     let span = trimmed(self.src, at + 1, end);
@@ -708,6 +802,9 @@ impl Parser<'_, '_> {
             (Closer::Block(b), Frame::Each { .. }) => *b == "each",
             (Closer::Block(b), Frame::Query { .. }) => *b == "query",
             (Closer::Block(b), Frame::Form { .. }) => *b == "form",
+            (Closer::Block(b), Frame::Snippet { .. }) => *b == "snippet",
+            (Closer::Block(b), Frame::Await { .. }) => *b == "await",
+            (Closer::Block(b), Frame::Key { .. }) => *b == "key",
             _ => false,
         };
         match self.stack.last() {
@@ -821,8 +918,41 @@ impl Parser<'_, '_> {
                 let block = self.form_header(start, rest)?;
                 self.open(Frame::Form { start, block })
             }
+            (Some(b'#'), "await") => {
+                if !has_rest {
+                    return self.fail(Code::InvalidBlock, start, "{#await} needs a promise");
+                }
+                let (block, part) = self.await_header(rest);
+                self.open(Frame::Await { start, block, part })
+            }
+            (Some(b'#'), "key") => {
+                if !has_rest {
+                    return self.fail(Code::InvalidBlock, start, "{#key} needs a value");
+                }
+                self.open(Frame::Key {
+                    start,
+                    value: rest,
+                    body: Vec::new(),
+                })
+            }
+            (Some(b':'), kw @ ("then" | "catch")) => self.await_branch(start, kw, rest),
+            (Some(b'#'), "snippet") => {
+                let block = self.snippet_header(start, rest)?;
+                self.open(Frame::Snippet { start, block })
+            }
+            (Some(b'@'), "render") => {
+                if !has_rest {
+                    return self.fail(
+                        Code::InvalidBlock,
+                        start,
+                        "expected `{@render name(arguments)}`",
+                    );
+                }
+                self.push_node(Node::Render(rest));
+                Some(())
+            }
             (Some(b':'), "else") => self.else_branch(start, kw_end, end),
-            (Some(b'/'), kw @ ("if" | "each" | "query" | "form")) => {
+            (Some(b'/'), kw @ ("if" | "each" | "query" | "form" | "snippet" | "await" | "key")) => {
                 if has_rest {
                     return self.fail(
                         Code::InvalidBlock,
@@ -1026,17 +1156,142 @@ impl Parser<'_, '_> {
             ),
             None => (head, None),
         };
-        if query.start == query.end || params.is_some_and(|p| p.start == p.end) {
+        let (params, options) = match params {
+            Some(p) => match scan::first_top_level(&self.src[p.start..p.end], |c| c == b',') {
+                Some(comma) => (
+                    Some(trimmed(self.src, p.start, p.start + comma)),
+                    Some(trimmed(self.src, p.start + comma + 1, p.end)),
+                ),
+                None => (Some(p), None),
+            },
+            None => (None, None),
+        };
+        let empty = |s: Option<Span>| s.is_some_and(|s| s.start == s.end);
+        if query.start == query.end || empty(params) || empty(options) {
             return self.fail(
                 Code::InvalidBlock,
                 start,
-                "expected `{#query \"HOQS\", params as name}`",
+                "expected `{#query \"HOQS\", params, options as name}`",
             );
         }
         Some(QueryBlock {
             query,
             params,
+            options,
             name,
+            body: Vec::new(),
+        })
+    }
+
+    /// `promise`, or the short forms `promise then value` / `promise catch error` (no pending
+    /// content).
+    fn await_header(&self, rest: Span) -> (AwaitBlock, AwaitPart) {
+        let text = &self.src[rest.start..rest.end];
+        for (word, part) in [(" then", AwaitPart::Then), (" catch", AwaitPart::Catch)] {
+            if let Some(at) = scan::last_top_level_word(text, word) {
+                let promise = trimmed(self.src, rest.start, rest.start + at);
+                let pattern = trimmed(self.src, rest.start + at + word.len(), rest.end);
+                let pattern = (pattern.start < pattern.end).then_some(pattern);
+                let mut block = AwaitBlock {
+                    promise,
+                    pending: Vec::new(),
+                    then: None,
+                    catch: None,
+                };
+                match part {
+                    AwaitPart::Then => block.then = Some((pattern, Vec::new())),
+                    _ => block.catch = Some((pattern, Vec::new())),
+                }
+                if promise.start < promise.end {
+                    return (block, part);
+                }
+            }
+        }
+        let block = AwaitBlock {
+            promise: rest,
+            pending: Vec::new(),
+            then: None,
+            catch: None,
+        };
+        (block, AwaitPart::Pending)
+    }
+
+    /// `{:then value}` or `{:catch error}` inside `{#await}`.
+    fn await_branch(&mut self, start: usize, kw: &str, rest: Span) -> Option<()> {
+        let pattern = (rest.start < rest.end).then_some(rest);
+        match self.stack.last_mut() {
+            Some(Frame::Await { block, part, .. }) => {
+                let next = if kw == "then" {
+                    AwaitPart::Then
+                } else {
+                    AwaitPart::Catch
+                };
+                let taken = match next {
+                    AwaitPart::Then => block.then.is_some() || *part == AwaitPart::Catch,
+                    _ => block.catch.is_some(),
+                };
+                if taken {
+                    return self.fail(
+                        Code::InvalidBlock,
+                        start,
+                        format!("{{:{kw}}} comes at most once, and {{:then}} before {{:catch}}"),
+                    );
+                }
+                match next {
+                    AwaitPart::Then => block.then = Some((pattern, Vec::new())),
+                    _ => block.catch = Some((pattern, Vec::new())),
+                }
+                *part = next;
+                Some(())
+            }
+            Some(top @ Frame::Element(_)) => {
+                let msg = format!(
+                    "{} is not closed before {{:{kw}}} (expected {})",
+                    top.label(),
+                    top.closer()
+                );
+                let at = top.start();
+                self.fail(Code::UnclosedTag, at, msg)
+            }
+            _ => self.fail(
+                Code::InvalidBlock,
+                start,
+                format!("{{:{kw}}} outside of {{#await}}"),
+            ),
+        }
+    }
+
+    /// `name(params)`: an identifier, then the parameter list in parentheses.
+    fn snippet_header(&mut self, start: usize, rest: Span) -> Option<SnippetBlock> {
+        let text = &self.src[rest.start..rest.end];
+        let name_len = text.bytes().take_while(|b| is_ident_byte(*b)).count();
+        let after = text[name_len..].trim_start();
+        let open = rest.start + (text.len() - after.len());
+        if name_len == 0
+            || !is_identifier(&text[..name_len])
+            || !after.starts_with('(')
+            || !after.ends_with(')')
+            || after.len() < 2
+        {
+            return self.fail(
+                Code::InvalidBlock,
+                start,
+                "expected `{#snippet name(parameters)}`",
+            );
+        }
+        if text[..name_len].starts_with("$$") {
+            return self.fail(
+                Code::ReservedName,
+                rest.start,
+                "names starting with `$$` are reserved",
+            );
+        }
+        Some(SnippetBlock {
+            name: Span {
+                start: rest.start,
+                end: rest.start + name_len,
+            },
+            params: trimmed(self.src, open + 1, rest.end - 1),
             body: Vec::new(),
         })
     }

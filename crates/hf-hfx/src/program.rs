@@ -50,6 +50,8 @@ enum Kind {
     Pattern,
     /// A name the glue uses (a component): `(<name>);`.
     Name,
+    /// A `{#snippet}` parameter list, as an arrow's parameters: `((<text>\n) => 0);`.
+    Params,
 }
 
 /// One piece of code from the markup.
@@ -107,6 +109,8 @@ pub(crate) struct Unit<'a> {
     imports: Vec<Statement<'a>>,
     /// The script analysis (state, props, functions, imports) the generator needs.
     pub(crate) script: ScriptInfo,
+    /// The deeply reactive slots (a copy: the generator takes `script`).
+    deep: BTreeSet<usize>,
 }
 
 impl<'a> Unit<'a> {
@@ -137,7 +141,7 @@ impl<'a> Unit<'a> {
                     text.push_str(code);
                     text.push_str("\n);\n");
                 }
-                Kind::Pattern => {
+                Kind::Pattern | Kind::Params => {
                     text.push_str("((");
                     text.push_str(code);
                     text.push_str("\n) => 0);\n");
@@ -243,8 +247,12 @@ impl<'a> Unit<'a> {
             Wrapper {
                 ast: &ast,
                 targets: &targets,
+                deep: &script.deep,
             }
             .visit_program(&mut program);
+        }
+        if !script.runes.is_empty() {
+            compile_runes(alloc, &ast, &mut program, &script.runes)?;
         }
 
         let by_span = pieces
@@ -261,6 +269,7 @@ impl<'a> Unit<'a> {
             exprs,
             body: program,
             imports,
+            deep: script.deep.clone(),
             script,
         })
     }
@@ -289,6 +298,7 @@ impl<'a> Unit<'a> {
             Wrapper {
                 ast: &ast,
                 targets: &targets,
+                deep: &self.deep,
             }
             .visit_expression(&mut expr);
         }
@@ -304,6 +314,21 @@ impl<'a> Unit<'a> {
         if let Expression::ArrowFunctionExpression(arrow) = &mut expr {
             // The parser marks an arrow in parentheses as "possibly invoked"; printing it with
             // its parentheses would not fit the shape stripped below.
+            arrow.pife = false;
+        }
+        let mut codegen = Codegen::new().with_source_text(self.text);
+        codegen.print_expression(&expr);
+        let printed = codegen.into_source_text();
+        let code = printed.strip_prefix('(')?.strip_suffix(") => 0")?;
+        Some((self.infos[index].names.clone(), code.to_string()))
+    }
+
+    /// A `{#snippet}` parameter list's bound names and its code (types stripped), for an arrow
+    /// `(<params>) => [names]`.
+    pub(crate) fn params(&mut self, span: Span) -> Option<(Vec<String>, String)> {
+        let index = *self.by_span.get(&(span.start, span.end))?;
+        let mut expr = self.exprs.get_mut(index)?.take()?;
+        if let Expression::ArrowFunctionExpression(arrow) = &mut expr {
             arrow.pife = false;
         }
         let mut codegen = Codegen::new().with_source_text(self.text);
@@ -372,8 +397,8 @@ fn collect(nodes: &[Node], out: &mut Vec<Piece>) {
             Node::Const { value, .. } => push(Kind::Expr, *value, out),
             Node::Query(block) => {
                 push(Kind::Expr, block.query, out);
-                if let Some(params) = block.params {
-                    push(Kind::Expr, params, out);
+                for span in block.params.iter().chain(&block.options) {
+                    push(Kind::Expr, *span, out);
                 }
                 collect(&block.body, out);
             }
@@ -382,6 +407,25 @@ fn collect(nodes: &[Node], out: &mut Vec<Piece>) {
                     push(Kind::Expr, id, out);
                 }
                 collect(&block.body, out);
+            }
+            Node::Snippet(block) => {
+                push(Kind::Params, block.params, out);
+                collect(&block.body, out);
+            }
+            Node::Render(span) => push(Kind::Expr, *span, out),
+            Node::Await(block) => {
+                push(Kind::Expr, block.promise, out);
+                collect(&block.pending, out);
+                for (pattern, body) in block.then.iter().chain(&block.catch) {
+                    if let Some(span) = pattern {
+                        push(Kind::Pattern, *span, out);
+                    }
+                    collect(body, out);
+                }
+            }
+            Node::Key { value, body } => {
+                push(Kind::Expr, *value, out);
+                collect(body, out);
             }
         }
     }
@@ -402,6 +446,20 @@ fn collect_element(el: &Element, out: &mut Vec<Piece>) {
         out.push(piece);
     }
     for attr in &el.attrs {
+        // An action is a name the glue uses, like a component.
+        if let Some(action) = attr.name.strip_prefix("use:") {
+            if crate::markup::is_identifier(action) {
+                let mut piece = Piece::new(
+                    Kind::Name,
+                    Span {
+                        start: attr.start,
+                        end: attr.start,
+                    },
+                );
+                piece.name = Some(action.to_string());
+                out.push(piece);
+            }
+        }
         match &attr.value {
             AttrValue::Expr(span) => out.push(Piece::new(Kind::Expr, *span)),
             AttrValue::Mixed(parts) => {
@@ -463,6 +521,12 @@ fn well_formed(program: &Program<'_>, pieces: &[Piece], script_len: usize) -> bo
             }),
             Kind::Name => (piece.start + len + 2, |e| {
                 matches!(e, Expression::Identifier(_))
+            }),
+            Kind::Params => (piece.start + len + 10, |e| {
+                matches!(e, Expression::ArrowFunctionExpression(a)
+                    if a.body.as_expression().is_some() && !a.r#async && a.type_parameters.is_none()
+                        && a.return_type.is_none()
+                        && a.params.items.iter().all(|p| !p.has_modifier() && p.decorators.is_empty()))
             }),
         };
         let ok = match stmt {
@@ -564,6 +628,18 @@ fn analyze_pieces(
             return None;
         };
         match (&paren.expression, piece.kind) {
+            (Expression::ArrowFunctionExpression(arrow), Kind::Params) => {
+                let names: Vec<String> = arrow
+                    .params
+                    .iter_bindings()
+                    .flat_map(|p| p.get_binding_identifiers())
+                    .map(|id| id.name.as_str().to_string())
+                    .collect();
+                if names.iter().any(|n| n.starts_with("$$")) {
+                    return None;
+                }
+                infos[index].names = names;
+            }
             (Expression::ArrowFunctionExpression(arrow), Kind::Pattern) => {
                 let names: Vec<String> = arrow.params.items[0]
                     .pattern
@@ -596,7 +672,7 @@ fn is_pattern_wrapper(kind: oxc::ast::AstKind<'_>, pieces: &[Piece]) -> bool {
     let start = kind.span().start as usize;
     pieces
         .iter()
-        .any(|p| p.kind == Kind::Pattern && p.start + 1 == start)
+        .any(|p| matches!(p.kind, Kind::Pattern | Kind::Params) && p.start + 1 == start)
 }
 
 /// The expression inside a piece's wrapping parentheses.
@@ -661,10 +737,12 @@ fn call<'a>(
     Expression::new_call_expression(SPAN, callee, None, arguments, false, ast)
 }
 
-/// Wraps the assignments at the target positions as `$$.u(<assignment>, <slots>)`.
+/// Wraps the assignments at the target positions as `$$.u(<assignment>, <slots>)`, and the value
+/// of `name = value` as `$$.deep(value, slot)` when `name` is deeply reactive state.
 struct Wrapper<'a, 'w> {
     ast: &'w AstBuilder<'a>,
     targets: &'w HashMap<(u32, u32), BTreeSet<usize>>,
+    deep: &'w BTreeSet<usize>,
 }
 
 impl<'a> VisitMut<'a> for Wrapper<'a, '_> {
@@ -680,17 +758,140 @@ impl<'a> VisitMut<'a> for Wrapper<'a, '_> {
         let Some(slots) = self.targets.get(&(span.start, span.end)) else {
             return;
         };
+        if let (Expression::AssignmentExpression(assign), [slot]) =
+            (&mut *expr, slots.iter().collect::<Vec<_>>().as_slice())
+        {
+            if self.deep.contains(slot)
+                && assign.operator == oxc::syntax::operator::AssignmentOperator::Assign
+                && matches!(
+                    assign.left,
+                    oxc::ast::ast::AssignmentTarget::AssignmentTargetIdentifier(_)
+                )
+            {
+                let value = assign.right.take_in(self.ast);
+                assign.right = call(self.ast, "deep", [value, number(self.ast, **slot)]);
+            }
+        }
         let inner = expr.take_in(self.ast);
         let mut args = vec![inner];
         for slot in slots {
-            args.push(Expression::new_numeric_literal(
-                SPAN,
-                *slot as f64,
-                None,
-                NumberBase::Decimal,
-                self.ast,
-            ));
+            args.push(number(self.ast, *slot));
         }
         *expr = call(self.ast, "u", args);
+    }
+}
+
+fn number<'a>(ast: &AstBuilder<'a>, n: usize) -> Expression<'a> {
+    Expression::new_numeric_literal(SPAN, n as f64, None, NumberBase::Decimal, ast)
+}
+
+/// Compiles the script's runes in the AST (the piece-by-piece compiler edits text instead, see
+/// `js::rune_edits`, which shows the same shapes): each call becomes a call of the runtime with
+/// its argument moved into a small parsed template. `None` if a template does not fit.
+fn compile_runes<'a>(
+    alloc: &'a Allocator,
+    ast: &AstBuilder<'a>,
+    program: &mut Program<'a>,
+    runes: &[js::Rune],
+) -> Option<()> {
+    let consts: BTreeSet<u32> = runes.iter().filter_map(|r| r.const_at).collect();
+    for stmt in program.body.iter_mut() {
+        if let Statement::VariableDeclaration(var) = stmt {
+            if consts.contains(&var.span.start) {
+                var.kind = oxc::ast::ast::VariableDeclarationKind::Let;
+            }
+        }
+    }
+    let mut rewriter = Runes {
+        alloc,
+        ast,
+        by_call: runes
+            .iter()
+            .map(|r| ((r.call.start, r.call.end), r))
+            .collect(),
+        failed: false,
+    };
+    rewriter.visit_program(program);
+    (!rewriter.failed).then_some(())
+}
+
+struct Runes<'a, 'r> {
+    alloc: &'a Allocator,
+    ast: &'r AstBuilder<'a>,
+    by_call: HashMap<(u32, u32), &'r js::Rune>,
+    failed: bool,
+}
+
+impl<'a> Runes<'a, '_> {
+    /// Parses `text` (an expression of the compiler's own) in the arena.
+    fn template(&self, text: &str) -> Option<Expression<'a>> {
+        let text = self.alloc.alloc_str(text);
+        let parsed = Parser::new(self.alloc, text, oxc::span::SourceType::mjs()).parse();
+        if !parsed.diagnostics.is_empty() {
+            return None;
+        }
+        match parsed.program.body.into_iter().next()? {
+            Statement::ExpressionStatement(e) => Some(e.unbox().expression),
+            _ => None,
+        }
+    }
+
+    fn compile(&self, rune: &js::Rune, argument: Expression<'a>) -> Option<Expression<'a>> {
+        use js::RuneKind;
+        let deps = js::slot_list(&rune.deps);
+        let set = format!("($$v) => {{ {} = $$v; }}", rune.name);
+        let (text, hole_in_arrow) = match rune.kind {
+            RuneKind::StateRaw => return Some(argument),
+            RuneKind::State => (format!("$$.deep(0, {})", rune.slot), false),
+            RuneKind::Derived => (
+                format!("$$.derived(() => 0, {}, {deps}, {set})", rune.slot),
+                true,
+            ),
+            RuneKind::DerivedBy => (
+                format!("$$.derived(0, {}, {deps}, {set})", rune.slot),
+                false,
+            ),
+            RuneKind::Effect => (format!("$$.effect(0, {deps})"), false),
+        };
+        let mut template = self.template(&text)?;
+        let Expression::CallExpression(call) = &mut template else {
+            return None;
+        };
+        let first = call.arguments.first_mut()?;
+        if hole_in_arrow {
+            let oxc::ast::ast::Argument::ArrowFunctionExpression(arrow) = first else {
+                return None;
+            };
+            *arrow.body.as_expression_mut()? = argument;
+        } else {
+            *first = Argument::from(argument);
+        }
+        Some(template)
+    }
+}
+
+impl<'a> VisitMut<'a> for Runes<'a, '_> {
+    fn visit_expression(&mut self, expr: &mut Expression<'a>) {
+        walk_mut::walk_expression(self, expr);
+        let Expression::CallExpression(call) = expr else {
+            return;
+        };
+        let Some(rune) = self.by_call.get(&(call.span.start, call.span.end)).copied() else {
+            return;
+        };
+        let argument = match call.arguments.first_mut() {
+            Some(arg) => match arg.as_expression_mut() {
+                Some(e) => e.take_in(self.ast),
+                None => {
+                    self.failed = true;
+                    return;
+                }
+            },
+            None => Expression::new_void_0(SPAN, self.ast),
+        };
+        match self.compile(rune, argument) {
+            Some(compiled) => *expr = compiled,
+            None => self.failed = true,
+        }
     }
 }

@@ -170,6 +170,30 @@ pub(crate) fn last_top_level_as(text: &str) -> Option<usize> {
     found
 }
 
+/// Offset of the whitespace before the last top-level occurrence of `word` (written with one
+/// leading space, like `" then"`) as a whole word, outside strings and brackets.
+pub(crate) fn last_top_level_word(text: &str, word: &str) -> Option<usize> {
+    let keyword = word.trim_start().as_bytes();
+    let first = *keyword.first()?;
+    let bytes = text.as_bytes();
+    let mut scan = JsScan::new(text, 0);
+    let mut found = None;
+    while let Some((pos, c, depth)) = scan.next_code() {
+        if depth == 0
+            && c == first
+            && pos > 0
+            && bytes[pos - 1].is_ascii_whitespace()
+            && bytes[pos..].starts_with(keyword)
+            && bytes
+                .get(pos + keyword.len())
+                .is_none_or(u8::is_ascii_whitespace)
+        {
+            found = Some(pos - 1);
+        }
+    }
+    found
+}
+
 /// Offset of the first top-level byte for which `want` holds.
 pub(crate) fn first_top_level(text: &str, want: impl Fn(u8) -> bool) -> Option<usize> {
     let mut scan = JsScan::new(text, 0);

@@ -131,6 +131,38 @@ pub enum ExprKind {
         case_insensitive: bool,
         /// True for `NOT LIKE` / `NOT ILIKE`.
         negated: bool,
+        /// `ESCAPE <char>`: the character that makes the next `%` or `_` literal (SQL's default
+        /// is `\\`).
+        escape: Option<Box<Expr>>,
+    },
+    /// `operand [NOT] IN (SELECT ... FROM ...)`: a semi-join (an anti-join when negated).
+    /// Only HOQS queries have it; expressions parsed alone refuse the subquery.
+    InSubquery {
+        /// The tested value.
+        operand: Box<Expr>,
+        /// The subquery; it selects one id or lookup field.
+        query: Box<Query>,
+        /// True for `NOT IN`.
+        negated: bool,
+    },
+    /// `CASE WHEN c THEN v [WHEN ...] [ELSE e] END`.
+    Case {
+        /// The `WHEN ... THEN ...` pairs, in order (at least one).
+        branches: Vec<CaseBranch>,
+        /// The `ELSE` value; without it the value is NULL when no condition holds.
+        otherwise: Option<Box<Expr>>,
+    },
+    /// `$User.<field>`: the caller (`id` or `name`).
+    User(Ident),
+    /// `operand INCLUDES (...)` or `EXCLUDES (...)` for multi-select picklists: each item is
+    /// a text whose `;` joins keys that must all be present.
+    Includes {
+        /// The tested multi-select value.
+        operand: Box<Expr>,
+        /// The alternatives.
+        items: Vec<Expr>,
+        /// True for EXCLUDES.
+        negated: bool,
     },
     /// A function or aggregate call `NAME(args)`; names are matched case-insensitively later.
     Call {
@@ -139,6 +171,55 @@ pub enum ExprKind {
         /// The arguments.
         args: CallArgs,
     },
+}
+
+/// One `WHEN condition THEN value` of a CASE.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaseBranch {
+    /// The condition.
+    pub condition: Expr,
+    /// The value when the condition is TRUE (and no earlier one was).
+    pub value: Expr,
+}
+
+/// The relative date literals (`THIS_MONTH`), in upper case; each stands for a range of days.
+pub const DATE_LITERALS: &[&str] = &[
+    "YESTERDAY",
+    "TODAY",
+    "TOMORROW",
+    "LAST_WEEK",
+    "THIS_WEEK",
+    "NEXT_WEEK",
+    "LAST_MONTH",
+    "THIS_MONTH",
+    "NEXT_MONTH",
+    "LAST_QUARTER",
+    "THIS_QUARTER",
+    "NEXT_QUARTER",
+    "LAST_YEAR",
+    "THIS_YEAR",
+    "NEXT_YEAR",
+];
+
+/// The relative date literals that take a count (`LAST_N_DAYS:30`), in upper case.
+pub const DATE_N_LITERALS: &[&str] = &[
+    "LAST_N_DAYS",
+    "NEXT_N_DAYS",
+    "N_DAYS_AGO",
+    "LAST_N_WEEKS",
+    "NEXT_N_WEEKS",
+    "LAST_N_MONTHS",
+    "NEXT_N_MONTHS",
+    "LAST_N_QUARTERS",
+    "LAST_N_YEARS",
+];
+
+/// Whether a bare word is a relative date literal, with or without a count (case-insensitive).
+pub fn is_date_literal(word: &str) -> bool {
+    DATE_LITERALS
+        .iter()
+        .chain(DATE_N_LITERALS)
+        .any(|name| name.eq_ignore_ascii_case(word))
 }
 
 /// The argument list of a call.
@@ -175,6 +256,14 @@ pub enum Literal {
     Date(String),
     /// A datetime `2024-01-31T10:00:00Z` or with an offset (`+02:00`), already checked.
     DateTime(String),
+    /// A relative date literal standing for a range of days: `THIS_MONTH` (`n` is `None`) or
+    /// `LAST_N_DAYS:30`. `name` is upper case; `n` the digits as written.
+    DateRange {
+        /// The literal's name in upper case.
+        name: String,
+        /// The count of a `..._N_...` literal.
+        n: Option<String>,
+    },
 }
 
 /// Prefix operators.
@@ -275,10 +364,39 @@ impl Expr {
                 }
             }
             ExprKind::Like {
-                operand, pattern, ..
+                operand,
+                pattern,
+                escape,
+                ..
             } => {
                 operand.walk(visit);
                 pattern.walk(visit);
+                if let Some(escape) = escape {
+                    escape.walk(visit);
+                }
+            }
+            ExprKind::InSubquery { operand, query, .. } => {
+                operand.walk(visit);
+                query.walk_exprs(visit);
+            }
+            ExprKind::Case {
+                branches,
+                otherwise,
+            } => {
+                for branch in branches {
+                    branch.condition.walk(visit);
+                    branch.value.walk(visit);
+                }
+                if let Some(otherwise) = otherwise {
+                    otherwise.walk(visit);
+                }
+            }
+            ExprKind::User(_) => {}
+            ExprKind::Includes { operand, items, .. } => {
+                operand.walk(visit);
+                for item in items {
+                    item.walk(visit);
+                }
             }
             ExprKind::InArray { operand, array, .. } => {
                 operand.walk(visit);

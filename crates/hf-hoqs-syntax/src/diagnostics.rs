@@ -344,7 +344,7 @@ pub(crate) fn expected_close_after_star(found: &str, span: Span) -> Diagnostic {
 
 pub(crate) fn subquery_not_allowed(span: Span) -> Diagnostic {
     Diagnostic::syntax(
-        "a subquery is only allowed as an item of the select list, like `SELECT name, (SELECT amount FROM crm.opportunity.account) FROM crm.account`"
+        "a subquery is only allowed in a query, as an item of the select list (`SELECT name, (SELECT amount FROM crm.opportunity.account) FROM crm.account`) or after IN (`WHERE id IN (SELECT account FROM crm.opportunity)`)"
             .to_string(),
         span,
     )
@@ -441,4 +441,23 @@ pub(crate) fn unknown_function(name: &str, suggestion: Option<&str>, span: Span)
         message,
         span,
     }
+}
+
+pub(crate) fn date_literal_needs_count(word: &str, span: Span) -> Diagnostic {
+    let upper = word.to_ascii_uppercase();
+    Diagnostic::syntax(
+        format!("`{upper}` needs a count after a colon, like `{upper}:7`"),
+        span,
+    )
+}
+
+pub(crate) fn expected_case_word(expected: &str, found: &str, span: Span) -> Diagnostic {
+    Diagnostic::syntax(format!("expected {expected} in CASE, found {found}"), span)
+}
+
+pub(crate) fn unknown_global(name: &str, span: Span) -> Diagnostic {
+    Diagnostic::syntax(
+        format!("unknown global `{name}`: the caller is `$User.id` or `$User.name`"),
+        span,
+    )
 }

@@ -107,6 +107,11 @@ fn write_expr(out: &mut String, expr: &Expr) {
             Literal::Decimal(text) => out.push_str(&format!("(decimal {text})")),
             Literal::Boolean(value) => out.push_str(if *value { "true" } else { "false" }),
             Literal::Null => out.push_str("null"),
+            Literal::DateRange { .. } => {
+                out.push_str("(date-range ");
+                write_literal(out, literal);
+                out.push(')');
+            }
             Literal::String(_) | Literal::Integer(_) => write_literal(out, literal),
         },
         ExprKind::Param(name) => {
@@ -173,6 +178,7 @@ fn write_expr(out: &mut String, expr: &Expr) {
             pattern,
             case_insensitive,
             negated,
+            escape,
         } => {
             out.push('(');
             if *negated {
@@ -182,7 +188,62 @@ fn write_expr(out: &mut String, expr: &Expr) {
             write_expr(out, operand);
             out.push(' ');
             write_expr(out, pattern);
+            if let Some(escape) = escape {
+                out.push_str(" escape ");
+                write_expr(out, escape);
+            }
             out.push(')');
+        }
+        ExprKind::InSubquery {
+            operand,
+            query,
+            negated,
+        } => {
+            out.push_str(if *negated {
+                "(not-in-select "
+            } else {
+                "(in-select "
+            });
+            write_expr(out, operand);
+            out.push_str(" [");
+            out.push_str(&crate::printer::print(query));
+            out.push_str("])");
+        }
+        ExprKind::Includes {
+            operand,
+            items,
+            negated,
+        } => {
+            out.push_str(if *negated { "(excludes " } else { "(includes " });
+            write_expr(out, operand);
+            for item in items {
+                out.push(' ');
+                write_expr(out, item);
+            }
+            out.push(')');
+        }
+        ExprKind::Case {
+            branches,
+            otherwise,
+        } => {
+            out.push_str("(case");
+            for branch in branches {
+                out.push_str(" (when ");
+                write_expr(out, &branch.condition);
+                out.push(' ');
+                write_expr(out, &branch.value);
+                out.push(')');
+            }
+            if let Some(otherwise) = otherwise {
+                out.push_str(" (else ");
+                write_expr(out, otherwise);
+                out.push(')');
+            }
+            out.push(')');
+        }
+        ExprKind::User(field) => {
+            out.push_str("$User.");
+            out.push_str(&field.name);
         }
         ExprKind::Call { name, args } => {
             out.push_str("(call ");

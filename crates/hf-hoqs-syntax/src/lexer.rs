@@ -27,6 +27,11 @@ pub(crate) enum TokenKind {
     DateTime,
     /// `:name`.
     Param,
+    /// A relative date literal with a count, `LAST_N_DAYS:30` (the name is one of
+    /// [`crate::ast::DATE_N_LITERALS`]).
+    DateRange,
+    /// `$name`: a global such as `$User`.
+    Global,
     Plus,
     Minus,
     Star,
@@ -161,7 +166,20 @@ impl Lexer<'_> {
             b':' => self.param(),
             _ if is_word_start(b) => {
                 let end = self.scan_while(start, is_word_continue);
-                self.push(TokenKind::Word, start, end);
+                let word = self.text(start, end);
+                let counted = crate::ast::DATE_N_LITERALS
+                    .iter()
+                    .any(|name| name.eq_ignore_ascii_case(word));
+                if counted && self.byte(end) == b':' && self.byte(end + 1).is_ascii_digit() {
+                    let digits_end = self.scan_while(end + 1, |b| b.is_ascii_digit());
+                    self.push(TokenKind::DateRange, start, digits_end);
+                } else {
+                    self.push(TokenKind::Word, start, end);
+                }
+            }
+            b'$' if is_word_start(next) => {
+                let end = self.scan_while(start + 1, is_word_continue);
+                self.push(TokenKind::Global, start, end);
             }
             b'+' => self.push(TokenKind::Plus, start, start + 1),
             b'-' => self.push(TokenKind::Minus, start, start + 1),

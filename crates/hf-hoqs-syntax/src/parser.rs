@@ -7,8 +7,9 @@
 //! [`MAX_DEPTH`] with a diagnostic, never a stack overflow.
 
 use crate::ast::{
-    BinaryOp, CallArgs, Direction, Expr, ExprKind, Ident, Literal, NullsOrder, OrderItem, Path,
-    Query, RowCount, RowCountValue, SelectItem, SelectValue, Span, UnaryOp,
+    is_date_literal, BinaryOp, CallArgs, CaseBranch, Direction, Expr, ExprKind, Ident, Literal,
+    NullsOrder, OrderItem, Path, Query, RowCount, RowCountValue, SelectItem, SelectValue, Span,
+    UnaryOp, DATE_N_LITERALS,
 };
 use crate::diagnostics::{self as diag, quote, Diagnostic};
 use crate::lexer::{Token, TokenKind};
@@ -103,6 +104,9 @@ enum Infix {
         negated: bool,
         case_insensitive: bool,
     },
+    Includes {
+        negated: bool,
+    },
 }
 
 pub(crate) struct Parser<'a> {
@@ -112,6 +116,8 @@ pub(crate) struct Parser<'a> {
     nesting: usize,
     /// "the end of the query" or "the end of the expression", for messages.
     end_name: &'static str,
+    /// Whether `IN (SELECT ...)` may appear: in queries, not in formulas, rules and filters.
+    in_query: bool,
 }
 
 impl<'a> Parser<'a> {
@@ -122,6 +128,7 @@ impl<'a> Parser<'a> {
             pos: 0,
             nesting: 0,
             end_name,
+            in_query: false,
         }
     }
 
@@ -222,6 +229,7 @@ impl<'a> Parser<'a> {
 
     pub(crate) fn parse_query_to_end(&mut self) -> PResult<Query> {
         // `query` itself checks that nothing follows the last clause.
+        self.in_query = true;
         self.query(false)
     }
 
@@ -334,6 +342,8 @@ impl<'a> Parser<'a> {
             | TokenKind::Date
             | TokenKind::DateTime
             | TokenKind::Param
+            | TokenKind::DateRange
+            | TokenKind::Global
             | TokenKind::LParen => true,
             _ => false,
         }
@@ -568,6 +578,9 @@ impl<'a> Parser<'a> {
                         case_insensitive,
                     };
                     Some((like, LEVEL_COMPARE, 1))
+                } else if is("INCLUDES") || is("EXCLUDES") {
+                    let negated = is("EXCLUDES");
+                    Some((Infix::Includes { negated }, LEVEL_COMPARE, 1))
                 } else if is("NOT") {
                     let after = self.peek_at(1);
                     if self.is_kw(after, "IN") {
@@ -641,7 +654,19 @@ impl<'a> Parser<'a> {
                     return Err(diag::empty_in_list(open.span.to(close.span)));
                 }
                 if self.at_kw("SELECT") {
-                    return Err(diag::subquery_not_allowed(open.span.to(self.peek().span)));
+                    if !self.in_query {
+                        return Err(diag::subquery_not_allowed(open.span.to(self.peek().span)));
+                    }
+                    let mut query = self.query(true)?;
+                    let close = self.expect_close(open)?;
+                    query.span = Span::new(open.span.start, close.span.end);
+                    let span = Span::new(start, close.span.end);
+                    let kind = ExprKind::InSubquery {
+                        operand: Box::new(left.expr),
+                        query: Box::new(query),
+                        negated,
+                    };
+                    return self.node(kind, span, left.depth + 1);
                 }
                 let mut items = Vec::new();
                 let mut depth = left.depth;
@@ -672,15 +697,51 @@ impl<'a> Parser<'a> {
                 case_insensitive,
             } => {
                 let pattern = self.expr(LEVEL_COMPARE + 1)?;
-                let span = Span::new(start, pattern.expr.span.end);
-                let depth = 1 + left.depth.max(pattern.depth);
+                let mut span = Span::new(start, pattern.expr.span.end);
+                let mut depth = 1 + left.depth.max(pattern.depth);
+                let escape = if self.eat_kw("ESCAPE") {
+                    let escape = self.expr(LEVEL_COMPARE + 1)?;
+                    span.end = escape.expr.span.end;
+                    depth = depth.max(1 + escape.depth);
+                    Some(Box::new(escape.expr))
+                } else {
+                    None
+                };
                 let kind = ExprKind::Like {
                     operand: Box::new(left.expr),
                     pattern: Box::new(pattern.expr),
                     case_insensitive,
                     negated,
+                    escape,
                 };
                 self.node(kind, span, depth)
+            }
+            Infix::Includes { negated } => {
+                let Some(open) = self.eat(TokenKind::LParen) else {
+                    let next = self.peek();
+                    return Err(diag::expected_in_list(&self.describe(next), next.span));
+                };
+                if let Some(close) = self.eat(TokenKind::RParen) {
+                    return Err(diag::empty_in_list(open.span.to(close.span)));
+                }
+                let mut items = Vec::new();
+                let mut depth = left.depth;
+                loop {
+                    let item = self.expr(0)?;
+                    depth = depth.max(item.depth);
+                    items.push(item.expr);
+                    if self.eat(TokenKind::Comma).is_none() {
+                        break;
+                    }
+                }
+                let close = self.expect_close(open)?;
+                let span = Span::new(start, close.span.end);
+                let kind = ExprKind::Includes {
+                    operand: Box::new(left.expr),
+                    items,
+                    negated,
+                };
+                self.node(kind, span, depth + 1)
             }
         }
     }
@@ -732,6 +793,15 @@ impl<'a> Parser<'a> {
                 self.bump();
                 Ok(leaf(ExprKind::Param(param_name(self.text(token)))))
             }
+            TokenKind::DateRange => {
+                self.bump();
+                let (name, n) = self.text(token).split_once(':').unwrap_or_default();
+                Ok(leaf(ExprKind::Literal(Literal::DateRange {
+                    name: name.to_ascii_uppercase(),
+                    n: Some(n.to_owned()),
+                })))
+            }
+            TokenKind::Global => self.global(),
             TokenKind::Minus => {
                 self.bump();
                 self.unary(UnaryOp::Neg, token, LEVEL_UNARY)
@@ -757,8 +827,22 @@ impl<'a> Parser<'a> {
                 if is_reserved(word) {
                     return Err(self.expected_expression_error(token));
                 }
-                if self.peek_at(1).kind == TokenKind::LParen {
+                let next = self.peek_at(1);
+                if next.kind == TokenKind::LParen {
                     return self.call();
+                }
+                if word.eq_ignore_ascii_case("CASE") && self.is_kw(next, "WHEN") {
+                    return self.case();
+                }
+                if is_date_literal(word) && next.kind != TokenKind::Dot {
+                    if DATE_N_LITERALS.iter().any(|n| n.eq_ignore_ascii_case(word)) {
+                        return Err(diag::date_literal_needs_count(word, token.span));
+                    }
+                    self.bump();
+                    return Ok(leaf(ExprKind::Literal(Literal::DateRange {
+                        name: word.to_ascii_uppercase(),
+                        n: None,
+                    })));
                 }
                 self.path_expr()
             }
@@ -870,6 +954,87 @@ impl<'a> Parser<'a> {
         self.leave();
         let span = Span::new(name.span.start, close.span.end);
         self.node(ExprKind::Call { name, args }, span, depth)
+    }
+
+    /// `CASE WHEN c THEN v [WHEN ...] [ELSE e] END`; the cursor is at `CASE`, followed by WHEN.
+    fn case(&mut self) -> PResult<Node> {
+        let case = self.bump();
+        self.enter()?;
+        let mut depth = 1;
+        let mut branches = Vec::new();
+        while self.eat_kw("WHEN") {
+            let condition = self.expr(0)?;
+            let then = self.peek();
+            if !self.eat_kw("THEN") {
+                return Err(diag::expected_case_word(
+                    "THEN",
+                    &self.describe(then),
+                    then.span,
+                ));
+            }
+            let value = self.expr(0)?;
+            depth = depth.max(1 + condition.depth.max(value.depth));
+            branches.push(CaseBranch {
+                condition: condition.expr,
+                value: value.expr,
+            });
+        }
+        let otherwise = if self.eat_kw("ELSE") {
+            let value = self.expr(0)?;
+            depth = depth.max(1 + value.depth);
+            Some(Box::new(value.expr))
+        } else {
+            None
+        };
+        let end = self.peek();
+        if !self.eat_kw("END") {
+            let expected = if otherwise.is_some() {
+                "END"
+            } else {
+                "WHEN, ELSE or END"
+            };
+            return Err(diag::expected_case_word(
+                expected,
+                &self.describe(end),
+                end.span,
+            ));
+        }
+        self.leave();
+        let span = Span::new(case.span.start, end.span.end);
+        self.node(
+            ExprKind::Case {
+                branches,
+                otherwise,
+            },
+            span,
+            depth,
+        )
+    }
+
+    /// `$User.id` or `$User.name`; the cursor is at the `$word` token.
+    fn global(&mut self) -> PResult<Node> {
+        let global = self.bump();
+        let name = self.text(global);
+        if !name.eq_ignore_ascii_case("$User") {
+            return Err(diag::unknown_global(name, global.span));
+        }
+        if self.eat(TokenKind::Dot).is_none() {
+            let next = self.peek();
+            return Err(diag::expected_name_after_dot(
+                &self.describe(next),
+                next.span,
+            ));
+        }
+        let field = self.peek();
+        if field.kind != TokenKind::Word {
+            return Err(diag::expected_name_after_dot(
+                &self.describe(field),
+                field.span,
+            ));
+        }
+        self.bump();
+        let span = Span::new(global.span.start, field.span.end);
+        self.node(ExprKind::User(self.ident(field)), span, 1)
     }
 
     fn path_expr(&mut self) -> PResult<Node> {

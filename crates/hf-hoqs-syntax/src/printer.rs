@@ -32,7 +32,10 @@ pub(crate) fn write_ident(out: &mut String, name: &str) {
     let bytes = name.as_bytes();
     let plain = bytes.first().is_some_and(|b| is_word_start(*b))
         && bytes.iter().all(|b| is_word_continue(*b))
-        && !is_reserved(name);
+        && !is_reserved(name)
+        // A bare `case` before WHEN starts a CASE, and a bare date literal name is the literal.
+        && !name.eq_ignore_ascii_case("CASE")
+        && !crate::ast::is_date_literal(name);
     if plain {
         out.push_str(name);
     } else {
@@ -62,6 +65,13 @@ pub(crate) fn write_literal(out: &mut String, literal: &Literal) {
         | Literal::Decimal(text)
         | Literal::Date(text)
         | Literal::DateTime(text) => out.push_str(text),
+        Literal::DateRange { name, n } => {
+            out.push_str(name);
+            if let Some(n) = n {
+                out.push(':');
+                out.push_str(n);
+            }
+        }
         Literal::Boolean(true) => out.push_str("TRUE"),
         Literal::Boolean(false) => out.push_str("FALSE"),
         Literal::Null => out.push_str("NULL"),
@@ -144,7 +154,12 @@ fn write_list(out: &mut String, exprs: &[Expr]) {
 /// The binding level of an expression's outermost operator (see the parser's levels).
 fn level(expr: &Expr) -> u8 {
     match &expr.kind {
-        ExprKind::Literal(_) | ExprKind::Param(_) | ExprKind::Path(_) | ExprKind::Call { .. } => 9,
+        ExprKind::Literal(_)
+        | ExprKind::Param(_)
+        | ExprKind::Path(_)
+        | ExprKind::Call { .. }
+        | ExprKind::Case { .. }
+        | ExprKind::User(_) => 9,
         ExprKind::Unary {
             op: UnaryOp::Neg, ..
         } => 8,
@@ -155,6 +170,8 @@ fn level(expr: &Expr) -> u8 {
         ExprKind::IsNull { .. }
         | ExprKind::InList { .. }
         | ExprKind::InArray { .. }
+        | ExprKind::InSubquery { .. }
+        | ExprKind::Includes { .. }
         | ExprKind::Like { .. } => 4,
     }
 }
@@ -246,6 +263,7 @@ fn write_expr(out: &mut String, expr: &Expr, min_level: u8) {
             pattern,
             case_insensitive,
             negated,
+            escape,
         } => {
             write_expr(out, operand, 5);
             out.push_str(if *negated { " NOT" } else { "" });
@@ -255,6 +273,55 @@ fn write_expr(out: &mut String, expr: &Expr, min_level: u8) {
                 " LIKE "
             });
             write_expr(out, pattern, 5);
+            if let Some(escape) = escape {
+                out.push_str(" ESCAPE ");
+                write_expr(out, escape, 5);
+            }
+        }
+        ExprKind::InSubquery {
+            operand,
+            query,
+            negated,
+        } => {
+            write_expr(out, operand, 5);
+            out.push_str(if *negated { " NOT IN (" } else { " IN (" });
+            write_query(out, query);
+            out.push(')');
+        }
+        ExprKind::Includes {
+            operand,
+            items,
+            negated,
+        } => {
+            write_expr(out, operand, 5);
+            out.push_str(if *negated {
+                " EXCLUDES ("
+            } else {
+                " INCLUDES ("
+            });
+            write_list(out, items);
+            out.push(')');
+        }
+        ExprKind::Case {
+            branches,
+            otherwise,
+        } => {
+            out.push_str("CASE");
+            for branch in branches {
+                out.push_str(" WHEN ");
+                write_expr(out, &branch.condition, 0);
+                out.push_str(" THEN ");
+                write_expr(out, &branch.value, 0);
+            }
+            if let Some(otherwise) = otherwise {
+                out.push_str(" ELSE ");
+                write_expr(out, otherwise, 0);
+            }
+            out.push_str(" END");
+        }
+        ExprKind::User(field) => {
+            out.push_str("$User.");
+            out.push_str(&field.name);
         }
         ExprKind::Call { name, args } => {
             out.push_str(&name.name);

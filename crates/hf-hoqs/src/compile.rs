@@ -13,10 +13,9 @@ use hf_hoqs_syntax::ast::{Ident, Path, Span};
 use hf_hoqs_syntax::functions::{check_function_names, did_you_mean};
 use hf_hoqs_syntax::{parse_expression, Diagnostic};
 use hf_model::{Field, FieldKind, FieldPath, Model, QualifiedName, RollupFunction, ScalarType};
-use serde_json::{Map, Value};
 
 use crate::diagnostics as diag;
-use crate::params::Params;
+use crate::params::{Params, RequestParams};
 use crate::types::Type;
 use crate::Error;
 
@@ -121,7 +120,7 @@ pub(crate) struct Compiler<'a> {
     pub(crate) model: &'a Model,
     pub(crate) params: Params,
     /// The request's parameters; `None` where parameters are not allowed at all.
-    pub(crate) request: Option<&'a Map<String, Value>>,
+    pub(crate) request: Option<&'a RequestParams>,
     pub(crate) diagnostics: Vec<Diagnostic>,
     internal: Option<Error>,
     next_alias: usize,
@@ -130,13 +129,18 @@ pub(crate) struct Compiler<'a> {
     computing: Vec<(QualifiedName, String)>,
     expanded_bytes: usize,
     relations: HashMap<QualifiedName, String>,
+    /// The request's IANA time zone for date literals, `TODAY()` and date functions in a
+    /// query; `None` is UTC (and formulas, rules and filters are always UTC).
+    pub(crate) time_zone: Option<String>,
+    /// The caller, for `$User.id` and `$User.name`; `None` where there is none.
+    pub(crate) caller: Option<crate::Caller>,
 }
 
 impl<'a> Compiler<'a> {
     pub(crate) fn new(
         model: &'a Model,
         params: Params,
-        request: Option<&'a Map<String, Value>>,
+        request: Option<&'a RequestParams>,
         alias_prefix_start: usize,
     ) -> Compiler<'a> {
         Compiler {
@@ -149,6 +153,20 @@ impl<'a> Compiler<'a> {
             computing: Vec::new(),
             expanded_bytes: 0,
             relations: HashMap::new(),
+            time_zone: None,
+            caller: None,
+        }
+    }
+
+    /// The SQL of the time zone a context evaluates dates in: the request's (a bound
+    /// parameter) in a query, `'UTC'` elsewhere.
+    pub(crate) fn zone(&mut self, cx: Cx) -> String {
+        match (&self.time_zone, cx.purpose) {
+            (Some(zone), Purpose::Query) if zone != "UTC" => {
+                let zone = zone.clone();
+                self.literal(Type::Text, zone)
+            }
+            _ => "'UTC'".to_owned(),
         }
     }
 

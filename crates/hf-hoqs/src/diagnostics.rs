@@ -243,7 +243,7 @@ pub(crate) fn invalid_literal(ty: Type, text: &str, span: Span) -> Diagnostic {
 pub(crate) fn param_type(name: &str, ty: Type, expected: &str, span: Span) -> Diagnostic {
     type_error(
         format!(
-            "the parameter `:{name}` is used as {} here, so its value must be {expected}",
+            "the parameter `:{name}` is used as {} here: {expected}",
             a(ty)
         ),
         span,
@@ -260,7 +260,7 @@ pub(crate) fn param_not_array(name: &str, span: Span) -> Diagnostic {
 pub(crate) fn param_element_type(name: &str, ty: Type, expected: &str, span: Span) -> Diagnostic {
     type_error(
         format!(
-            "the elements of `:{name}` are compared with {} here, so each must be {expected}",
+            "the elements of `:{name}` are compared with {} here: {expected}",
             a(ty)
         ),
         span,
@@ -470,6 +470,119 @@ pub(crate) fn distinct_order_by(span: Span) -> Diagnostic {
 pub(crate) fn order_by_subquery(alias: &str, span: Span) -> Diagnostic {
     shape_error(
         format!("cannot sort by `{alias}`, which is a subquery"),
+        span,
+    )
+}
+
+pub(crate) fn includes_needs_multipicklist(what: &str, ty: Type, span: Span) -> Diagnostic {
+    type_error(
+        format!("{what} tests a multi-select picklist field, not {}", a(ty)),
+        span,
+    )
+}
+
+pub(crate) fn escape_length(span: Span) -> Diagnostic {
+    type_error(
+        "the ESCAPE of a LIKE is exactly one character, like `ESCAPE '!'`".to_owned(),
+        span,
+    )
+}
+
+pub(crate) fn user_not_allowed(place: &str, span: Span) -> Diagnostic {
+    type_error(
+        format!("`$User` is not allowed in {place}: only queries and rules know the caller"),
+        span,
+    )
+}
+
+pub(crate) fn unknown_user_field(name: &str, span: Span) -> Diagnostic {
+    let close = hf_hoqs_syntax::functions::did_you_mean(name, &["id", "name"]);
+    let hint = match close {
+        Some(_) => suggestion(close),
+        None => ": it has `id` and `name`".to_owned(),
+    };
+    name_error(format!("unknown field `{name}` of `$User`{hint}"), span)
+}
+
+pub(crate) fn no_caller(span: Span) -> Diagnostic {
+    type_error(
+        "`$User` needs a caller, and this expression is compiled without one".to_owned(),
+        span,
+    )
+}
+
+pub(crate) fn date_range_operand(name: &str, ty: Type, span: Span) -> Diagnostic {
+    type_error(
+        format!(
+            "`{name}` is a range of days: compare a date or datetime with it, not {}",
+            a(ty)
+        ),
+        span,
+    )
+}
+
+pub(crate) fn date_range_count(name: &str, span: Span) -> Diagnostic {
+    type_error(
+        format!(
+            "the count of `{name}` must be a whole number reaching at most {} days (about 1000 years)",
+            crate::expr::DATE_RANGE_MAX_DAYS
+        ),
+        span,
+    )
+}
+
+pub(crate) fn date_range_outside_comparison(name: &str, span: Span) -> Diagnostic {
+    type_error(
+        format!(
+            "`{name}` stands for a range of days and can only be compared with a date or datetime, like `close_date = {name}`"
+        ),
+        span,
+    )
+}
+
+pub(crate) fn semi_join_operand(ty: Type, span: Span) -> Diagnostic {
+    type_error(
+        format!(
+            "`IN (SELECT ...)` tests an id or lookup field (a uuid), not {}",
+            a(ty)
+        ),
+        span,
+    )
+}
+
+pub(crate) fn semi_join_from(span: Span) -> Diagnostic {
+    shape_error(
+        "the subquery of `IN (SELECT ...)` reads an object: `FROM <module>.<object>`".to_owned(),
+        span,
+    )
+}
+
+pub(crate) fn semi_join_select(span: Span) -> Diagnostic {
+    type_error(
+        "the subquery of `IN (SELECT ...)` selects exactly one id or lookup field, like `SELECT account FROM crm.opportunity`".to_owned(),
+        span,
+    )
+}
+
+pub(crate) fn semi_join_clauses(span: Span) -> Diagnostic {
+    shape_error(
+        "the subquery of `IN (SELECT ...)` may only have a WHERE clause (no DISTINCT, GROUP BY, HAVING, ORDER BY, LIMIT or OFFSET)".to_owned(),
+        span,
+    )
+}
+
+pub(crate) fn bad_regex(problem: &str, span: Span) -> Diagnostic {
+    type_error(
+        format!("this is not a valid regular expression: {problem}"),
+        span,
+    )
+}
+
+pub(crate) fn order_param_not_a_path(name: &str, span: Span) -> Diagnostic {
+    type_error(
+        format!(
+            "`ORDER BY :{name}` sorts by the field the parameter names: give `\"{name}\"` a field or lookup path as text, like \"amount\" or \"account.name\""
+        ),
         span,
     )
 }

@@ -12,11 +12,13 @@
 //! condition takes the else branch), `AND`/`OR` (three-valued), and division by zero, which
 //! gives NULL instead of an error.
 
-use hf_hoqs_syntax::ast::{BinaryOp, Expr, ExprKind, Literal, Span, UnaryOp};
+use hf_hoqs_syntax::ast::{BinaryOp, CaseBranch, Expr, ExprKind, Ident, Literal, Span, UnaryOp};
+
+use hf_model::ScalarType;
 
 use crate::compile::{Compiler, Cx, Frag, Level, Purpose, Row};
 use crate::diagnostics as diag;
-use crate::params::{is_date, is_datetime, is_uuid, natural_type, param_text};
+use crate::params::{array_elements, natural_type, param_text};
 use crate::types::{unify, widest_numeric, Type};
 
 /// Whether an operand takes its type from its neighbour: `NULL`, a parameter, a text literal.
@@ -92,6 +94,7 @@ impl Compiler<'_> {
                 pattern,
                 case_insensitive,
                 negated,
+                escape,
             } => {
                 let op = match (case_insensitive, negated) {
                     (false, false) => "LIKE",
@@ -113,13 +116,175 @@ impl Compiler<'_> {
                     Type::Text,
                     pattern.span,
                 )?;
+                let escape = match escape {
+                    Some(escape) => format!(" ESCAPE {}", self.escape(level, row, escape, cx)?),
+                    None => String::new(),
+                };
                 Some(Frag::new(
-                    format!("({} {op} {})", value.sql, pattern_frag.sql),
+                    format!("({} {op} {}{escape})", value.sql, pattern_frag.sql),
                     Type::Boolean,
                 ))
             }
+            ExprKind::InSubquery {
+                operand,
+                query,
+                negated,
+            } => self.semi_join(level, row, operand, query, *negated, cx),
+            ExprKind::Case {
+                branches,
+                otherwise,
+            } => self.case(level, row, branches, otherwise.as_deref(), cx, hint),
+            ExprKind::User(field) => self.user(field, cx),
+            ExprKind::Includes {
+                operand, negated, ..
+            } => {
+                let frag = self.expr(level, row, operand, cx, None)?;
+                let what = if *negated { "EXCLUDES" } else { "INCLUDES" };
+                self.report(diag::includes_needs_multipicklist(
+                    what,
+                    frag.ty,
+                    operand.span,
+                ));
+                None
+            }
             ExprKind::Call { name, args } => self.call(level, row, expr, name, args, cx, hint),
         }
+    }
+
+    /// The `ESCAPE` character of a LIKE: text; a literal must be exactly one character.
+    fn escape(&mut self, level: &mut Level, row: &Row, escape: &Expr, cx: Cx) -> Option<String> {
+        if let ExprKind::Literal(Literal::String(text)) = &escape.kind {
+            if text.chars().count() != 1 {
+                self.report(diag::escape_length(escape.span));
+                return None;
+            }
+        }
+        let frag = self.expr(level, row, escape, cx, Some(Type::Text))?;
+        self.expect_fit("LIKE", "ESCAPE", "text", &frag, Type::Text, escape.span)?;
+        Some(frag.sql)
+    }
+
+    /// `CASE WHEN c THEN v ... [ELSE e] END`: boolean conditions, values of one type.
+    fn case(
+        &mut self,
+        level: &mut Level,
+        row: &Row,
+        branches: &[CaseBranch],
+        otherwise: Option<&Expr>,
+        cx: Cx,
+        hint: Option<Type>,
+    ) -> Option<Frag> {
+        let mut conditions = Vec::with_capacity(branches.len());
+        let mut failed = false;
+        for branch in branches {
+            match self.condition(level, row, &branch.condition, cx, "CASE WHEN") {
+                Some(frag) => conditions.push(frag.sql),
+                None => failed = true,
+            }
+        }
+        let mut values: Vec<&Expr> = branches.iter().map(|branch| &branch.value).collect();
+        values.extend(otherwise);
+        let (sql, ty) = self.uniform(level, row, &values, cx, "CASE")?;
+        if failed {
+            return None;
+        }
+        let mut out = String::from("(CASE");
+        for (condition, value) in conditions.iter().zip(&sql) {
+            out.push_str(&format!(" WHEN {condition} THEN {value}"));
+        }
+        if otherwise.is_some() {
+            if let Some(last) = sql.last() {
+                out.push_str(&format!(" ELSE {last}"));
+            }
+        }
+        out.push_str(" END)");
+        let ty = if ty == Type::Null {
+            hint.unwrap_or(ty)
+        } else {
+            ty
+        };
+        Some(Frag::new(out, ty))
+    }
+
+    /// `$User.id` (uuid) or `$User.name` (text): the caller, bound as parameters. Queries and
+    /// rules have a caller; formulas and rollup filters do not (their value would depend on
+    /// who reads).
+    fn user(&mut self, field: &Ident, cx: Cx) -> Option<Frag> {
+        if !matches!(cx.purpose, Purpose::Query | Purpose::Assert) {
+            self.report(diag::user_not_allowed(cx.purpose.place(), field.span));
+            return None;
+        }
+        let ty = match field.name.as_str() {
+            "id" => Type::Uuid,
+            "name" => Type::Text,
+            other => {
+                self.report(diag::unknown_user_field(other, field.span));
+                return None;
+            }
+        };
+        let Some(caller) = &self.caller else {
+            self.report(diag::no_caller(field.span));
+            return None;
+        };
+        let value = if ty == Type::Uuid {
+            caller.id.clone()
+        } else {
+            caller.name.clone()
+        };
+        Some(Frag::new(self.literal(ty, value), ty))
+    }
+
+    /// A comparison with a relative date literal (`close_date = THIS_MONTH`): the literal is a
+    /// range of days in the context's time zone, `[start, end)`; `=` tests inside it, `<`
+    /// before its start, `>` after its end, and `<=`, `>=`, `!=` likewise.
+    fn date_range_comparison(
+        &mut self,
+        level: &mut Level,
+        row: &Row,
+        op: BinaryOp,
+        value: &Expr,
+        range: (&str, Option<&str>, Span),
+        cx: Cx,
+    ) -> Option<Frag> {
+        let (name, n, span) = range;
+        let frag = self.expr(level, row, value, cx, Some(Type::Date))?;
+        if !frag.ty.is_temporal() {
+            self.report(diag::date_range_operand(name, frag.ty, value.span));
+            return None;
+        }
+        let Some((unit, from, to)) = date_range_bounds(name, n) else {
+            self.report(diag::date_range_count(name, span));
+            return None;
+        };
+        let zone = self.zone(cx);
+        let mut bound = |k: i64| {
+            let (field, k) = match unit {
+                "day" => ("days", k),
+                "week" => ("weeks", k),
+                "month" => ("months", k),
+                "quarter" => ("months", k * 3),
+                _ => ("years", k),
+            };
+            let k = self.literal(Type::Integer, k.to_string());
+            let local = format!(
+                "(date_trunc('{unit}', now() AT TIME ZONE {zone}) + make_interval({field} => ({k})::integer))"
+            );
+            match frag.ty {
+                Type::Date => format!("({local})::date"),
+                _ => format!("({local} AT TIME ZONE {zone})"),
+            }
+        };
+        let (start, end) = (bound(from), bound(to + 1));
+        let x = &frag.sql;
+        let sql = match op {
+            BinaryOp::Eq => format!("({x} >= {start} AND {x} < {end})"),
+            BinaryOp::NotEq => format!("({x} < {start} OR {x} >= {end})"),
+            BinaryOp::Lt => format!("({x} < {start})"),
+            BinaryOp::LtEq => format!("({x} < {end})"),
+            BinaryOp::Gt => format!("({x} >= {end})"),
+            _ => format!("({x} >= {start})"),
+        };
+        Some(Frag::new(sql, Type::Boolean))
     }
 
     /// Compiles a condition (WHERE, HAVING, an assert, a filter): it must be boolean.
@@ -162,6 +327,10 @@ impl Compiler<'_> {
     fn literal_expr(&mut self, literal: &Literal, span: Span, hint: Option<Type>) -> Option<Frag> {
         let (ty, text) = match literal {
             Literal::Null => return Some(Frag::new("NULL".to_owned(), Type::Null)),
+            Literal::DateRange { name, .. } => {
+                self.report(diag::date_range_outside_comparison(name, span));
+                return None;
+            }
             Literal::Boolean(value) => (Type::Boolean, value.to_string()),
             Literal::Integer(digits) => match digits.parse::<i64>() {
                 Ok(value) => (Type::Integer, value.to_string()),
@@ -169,25 +338,32 @@ impl Compiler<'_> {
                 Err(_) => (Type::Decimal, digits.clone()),
             },
             Literal::Decimal(text) => (Type::Decimal, text.clone()),
-            Literal::Date(text) => (Type::Date, text.clone()),
-            Literal::DateTime(text) => (Type::Datetime, text.clone()),
+            Literal::Date(text) | Literal::DateTime(text) => {
+                let scalar = match literal {
+                    Literal::Date(_) => ScalarType::Date,
+                    _ => ScalarType::Datetime,
+                };
+                let ty = Type::from_scalar(scalar);
+                match scalar.parse_text(text) {
+                    Ok(value) => (ty, value),
+                    Err(_) => {
+                        self.report(diag::invalid_literal(ty, text, span));
+                        return None;
+                    }
+                }
+            }
             Literal::String(text) => {
                 let ty = match hint {
                     Some(ty @ (Type::Uuid | Type::Date | Type::Datetime | Type::Json)) => ty,
                     _ => Type::Text,
                 };
-                let valid = match ty {
-                    Type::Uuid => is_uuid(text),
-                    Type::Date => is_date(text),
-                    Type::Datetime => is_datetime(text),
-                    Type::Json => serde_json::from_str::<serde_json::Value>(text).is_ok(),
-                    _ => true,
-                };
-                if !valid {
-                    self.report(diag::invalid_literal(ty, text, span));
-                    return None;
+                match ty.scalar().map(|scalar| scalar.parse_text(text)) {
+                    Some(Ok(value)) => (ty, value),
+                    _ => {
+                        self.report(diag::invalid_literal(ty, text, span));
+                        return None;
+                    }
                 }
-                (ty, text.clone())
             }
         };
         Some(Frag::new(self.literal(ty, text), ty))
@@ -209,7 +385,7 @@ impl Compiler<'_> {
         let text = match param_text(value, ty) {
             Ok(text) => text,
             Err(expected) => {
-                self.report(diag::param_type(name, ty, expected, span));
+                self.report(diag::param_type(name, ty, &expected, span));
                 return None;
             }
         };
@@ -275,6 +451,30 @@ impl Compiler<'_> {
         cx: Cx,
     ) -> Option<Frag> {
         let span = left.span.to(right.span);
+        if op.is_comparison() {
+            fn range(expr: &Expr) -> Option<(&str, Option<&str>, Span)> {
+                match &expr.kind {
+                    ExprKind::Literal(Literal::DateRange { name, n }) => {
+                        Some((name.as_str(), n.as_deref(), expr.span))
+                    }
+                    _ => None,
+                }
+            }
+            if let Some(found) = range(right) {
+                return self.date_range_comparison(level, row, op, left, found, cx);
+            }
+            if let Some(found) = range(left) {
+                // `THIS_MONTH > x` is `x < THIS_MONTH`.
+                let flipped = match op {
+                    BinaryOp::Lt => BinaryOp::Gt,
+                    BinaryOp::LtEq => BinaryOp::GtEq,
+                    BinaryOp::Gt => BinaryOp::Lt,
+                    BinaryOp::GtEq => BinaryOp::LtEq,
+                    other => other,
+                };
+                return self.date_range_comparison(level, row, flipped, right, found, cx);
+            }
+        }
         if matches!(op, BinaryOp::And | BinaryOp::Or) {
             let boolean = Some(Type::Boolean);
             let l = self.expr(level, row, left, cx, boolean);
@@ -456,7 +656,7 @@ impl Compiler<'_> {
             self.report(diag::unknown_param(name, array.span));
             return None;
         };
-        let serde_json::Value::Array(items) = given else {
+        let Some(items) = array_elements(given) else {
             self.report(diag::param_not_array(name, array.span));
             return None;
         };
@@ -466,7 +666,7 @@ impl Compiler<'_> {
             match param_text(item, ty) {
                 Ok(text) => elements.push(text),
                 Err(expected) => {
-                    self.report(diag::param_element_type(name, ty, expected, array.span));
+                    self.report(diag::param_element_type(name, ty, &expected, array.span));
                     return None;
                 }
             }
@@ -525,3 +725,46 @@ fn array_literal(elements: &[Option<String>]) -> String {
     literal.push('}');
     literal
 }
+
+/// The range a relative date literal stands for: its unit (`day`, `week`, `month`, `quarter`,
+/// `year`, as `date_trunc` spells them) and the first and last unit it covers, counted from the
+/// current one (0); `None` when its count is out of range. Weeks start on Monday
+/// (`date_trunc('week', ...)`). `LAST_N_DAYS:n` is the n days before today and today; the other
+/// `LAST_N_...` and `NEXT_N_...` literals cover whole units before or after the current one,
+/// as in SOQL.
+fn date_range_bounds(name: &str, n: Option<&str>) -> Option<(&'static str, i64, i64)> {
+    let fixed = |unit: &'static str, k: i64| Some((unit, k, k));
+    let (unit, max) = match name {
+        "YESTERDAY" => return fixed("day", -1),
+        "TODAY" => return fixed("day", 0),
+        "TOMORROW" => return fixed("day", 1),
+        "LAST_WEEK" => return fixed("week", -1),
+        "THIS_WEEK" => return fixed("week", 0),
+        "NEXT_WEEK" => return fixed("week", 1),
+        "LAST_MONTH" => return fixed("month", -1),
+        "THIS_MONTH" => return fixed("month", 0),
+        "NEXT_MONTH" => return fixed("month", 1),
+        "LAST_QUARTER" => return fixed("quarter", -1),
+        "THIS_QUARTER" => return fixed("quarter", 0),
+        "NEXT_QUARTER" => return fixed("quarter", 1),
+        "LAST_YEAR" => return fixed("year", -1),
+        "THIS_YEAR" => return fixed("year", 0),
+        "NEXT_YEAR" => return fixed("year", 1),
+        "LAST_N_DAYS" | "NEXT_N_DAYS" | "N_DAYS_AGO" => ("day", DATE_RANGE_MAX_DAYS),
+        "LAST_N_WEEKS" | "NEXT_N_WEEKS" => ("week", DATE_RANGE_MAX_DAYS / 7),
+        "LAST_N_MONTHS" | "NEXT_N_MONTHS" => ("month", DATE_RANGE_MAX_DAYS / 30),
+        "LAST_N_QUARTERS" => ("quarter", DATE_RANGE_MAX_DAYS / 91),
+        "LAST_N_YEARS" => ("year", DATE_RANGE_MAX_DAYS / 365),
+        _ => return None,
+    };
+    let n: i64 = n?.parse().ok().filter(|n| (0..=max).contains(n))?;
+    Some(match name {
+        "LAST_N_DAYS" => (unit, -n, 0),
+        "N_DAYS_AGO" => (unit, -n, -n),
+        _ if name.starts_with("NEXT") => (unit, 1, n),
+        _ => (unit, -n, -1),
+    })
+}
+
+/// How far back or ahead a counted date literal may reach: about 1000 years.
+pub(crate) const DATE_RANGE_MAX_DAYS: i64 = 365_000;

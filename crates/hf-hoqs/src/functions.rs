@@ -6,7 +6,7 @@
 //! depend on the session's time zone (dates and datetimes are UTC) and never fail on ordinary
 //! data: a negative length gives an empty text, division by zero gives NULL.
 
-use hf_hoqs_syntax::ast::{CallArgs, Expr, Ident, Span};
+use hf_hoqs_syntax::ast::{CallArgs, Expr, ExprKind, Ident, Literal, Span};
 use hf_hoqs_syntax::functions::{lookup, FunctionKind};
 
 use crate::compile::{Aggregates, Compiler, Cx, Frag, Level, Row};
@@ -62,20 +62,141 @@ impl Want {
     }
 }
 
-/// `(x AT TIME ZONE 'UTC')` for a datetime, so date parts are those of the UTC calendar.
-fn utc(frag: &Frag) -> String {
+/// `(x AT TIME ZONE zone)` for a datetime, so date parts are those of that zone's calendar
+/// (`zone` is the SQL of [`Compiler::zone`]).
+fn local(frag: &Frag, zone: &str) -> String {
     match frag.ty {
-        Type::Datetime => format!("({} AT TIME ZONE 'UTC')", frag.sql),
+        Type::Datetime => format!("({} AT TIME ZONE {zone})", frag.sql),
         _ => frag.sql.clone(),
     }
 }
 
-/// The UTC calendar date of a date or datetime.
-fn utc_date(frag: &Frag) -> String {
+/// The calendar date of a date or datetime in `zone`.
+fn local_date(frag: &Frag, zone: &str) -> String {
     match frag.ty {
-        Type::Datetime => format!("({} AT TIME ZONE 'UTC')::date", frag.sql),
+        Type::Datetime => format!("({} AT TIME ZONE {zone})::date", frag.sql),
         _ => frag.sql.clone(),
     }
+}
+
+/// The text of a value as `TEXT(x)` gives it: numbers exactly, dates `YYYY-MM-DD`, datetimes
+/// RFC 3339 in UTC (as in result records), booleans `true`/`false`.
+fn as_text(frag: &Frag) -> String {
+    match frag.ty {
+        Type::Text => frag.sql.clone(),
+        Type::Datetime => crate::types::json_value(&frag.sql, Type::Datetime),
+        Type::Json => format!("(({}) #>> '{{}}')", frag.sql),
+        _ => format!("({})::text", frag.sql),
+    }
+}
+
+/// What is wrong with a regular expression PostgreSQL would refuse, checked on a pattern
+/// literal so the mistake is located in the text: unbalanced parentheses or brackets, a
+/// quantifier with nothing to repeat, a bad `{m,n}`, a trailing backslash.
+pub(crate) fn regex_problem(pattern: &str) -> Option<&'static str> {
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut depth = 0usize;
+    let mut can_repeat = false;
+    let mut at = 0;
+    while at < chars.len() {
+        let c = chars[at];
+        match c {
+            '\\' => {
+                if at + 1 >= chars.len() {
+                    return Some("it ends with a lone backslash");
+                }
+                at += 1;
+                can_repeat = true;
+            }
+            '[' => {
+                // A bracket expression: `]` right after `[` or `[^` is a member.
+                let mut end = at + 1;
+                if chars.get(end) == Some(&'^') {
+                    end += 1;
+                }
+                if chars.get(end) == Some(&']') {
+                    end += 1;
+                }
+                while end < chars.len() && chars[end] != ']' {
+                    if chars[end] == '[' && matches!(chars.get(end + 1), Some(':' | '.' | '=')) {
+                        let close = chars.get(end + 1).copied().unwrap_or(':');
+                        let mut inner = end + 2;
+                        while inner + 1 < chars.len()
+                            && !(chars[inner] == close && chars[inner + 1] == ']')
+                        {
+                            inner += 1;
+                        }
+                        end = inner + 1;
+                    }
+                    end += 1;
+                }
+                if end >= chars.len() {
+                    return Some("a `[` is never closed by `]`");
+                }
+                at = end;
+                can_repeat = true;
+            }
+            '(' => {
+                depth += 1;
+                can_repeat = false;
+                if chars.get(at + 1) == Some(&'?') {
+                    at += 1;
+                    if matches!(chars.get(at + 1), Some(':' | '=' | '!')) {
+                        at += 1;
+                    } else {
+                        return Some("`(?` must be followed by `:`, `=` or `!`");
+                    }
+                }
+            }
+            ')' => {
+                if depth == 0 {
+                    return Some("a `)` has no `(`");
+                }
+                depth -= 1;
+                can_repeat = true;
+            }
+            '*' | '+' | '?' => {
+                if !can_repeat {
+                    return Some("a quantifier (`*`, `+`, `?`) has nothing to repeat");
+                }
+                // `*?` and friends are non-greedy forms; a third quantifier is an error.
+                if matches!(chars.get(at + 1), Some('?')) {
+                    at += 1;
+                }
+                can_repeat = false;
+            }
+            '{' => {
+                let close = chars[at..].iter().position(|&c| c == '}');
+                let Some(close) = close else {
+                    return Some("a `{` is never closed by `}`");
+                };
+                let inner: String = chars[at + 1..at + close].iter().collect();
+                let bound = |part: &str| part.parse::<u16>().ok().filter(|n| *n <= 255);
+                let valid = match inner.split_once(',') {
+                    Some((low, "")) => bound(low).is_some(),
+                    Some((low, high)) => {
+                        matches!((bound(low), bound(high)), (Some(l), Some(h)) if l <= h)
+                    }
+                    None => bound(&inner).is_some(),
+                };
+                if !valid {
+                    return Some("a `{m,n}` repetition needs counts from 0 to 255, m ≤ n");
+                }
+                if !can_repeat {
+                    return Some("a `{m,n}` repetition has nothing to repeat");
+                }
+                at += close;
+                can_repeat = false;
+            }
+            '|' | '^' => can_repeat = false,
+            _ => can_repeat = true,
+        }
+        at += 1;
+    }
+    if depth > 0 {
+        return Some("a `(` is never closed by `)`");
+    }
+    None
 }
 
 impl Compiler<'_> {
@@ -272,6 +393,9 @@ impl Compiler<'_> {
         span: Span,
     ) -> Option<Frag> {
         use Want::{Integer, Numeric, Temporal, Text};
+        if let Some(frag) = self.more_scalar(level, row, name, items, cx, hint, span) {
+            return frag;
+        }
         let text = |sql: String| Some(Frag::new(sql, Type::Text));
         match name {
             "IF" => {
@@ -500,7 +624,8 @@ impl Compiler<'_> {
                 Some(if name == "NOW" {
                     Frag::new("now()".to_owned(), Type::Datetime)
                 } else {
-                    Frag::new("(now() AT TIME ZONE 'UTC')::date".to_owned(), Type::Date)
+                    let zone = self.zone(cx);
+                    Frag::new(format!("(now() AT TIME ZONE {zone})::date"), Type::Date)
                 })
             }
             "YEAR" | "MONTH" | "DAY" => {
@@ -515,8 +640,9 @@ impl Compiler<'_> {
                 }
                 let value = self.arg(level, row, name, items, 0, Temporal, cx)?;
                 let part = name.to_ascii_lowercase();
+                let zone = self.zone(cx);
                 Some(Frag::new(
-                    format!("(extract({part} FROM {}))::bigint", utc(&value)),
+                    format!("(extract({part} FROM {}))::bigint", local(&value, &zone)),
                     Type::Integer,
                 ))
             }
@@ -532,15 +658,20 @@ impl Compiler<'_> {
                 }
                 let a = self.args(level, row, name, items, &[Temporal, Integer], cx)?;
                 let (value, count) = (&a[0], &a[1]);
+                let zone = self.zone(cx);
                 let unit = if name == "ADD_DAYS" { "days" } else { "months" };
                 let interval = format!("make_interval({unit} => ({})::integer)", count.sql);
                 Some(match value.ty {
                     Type::Date => {
                         Frag::new(format!("({} + {interval})::date", value.sql), Type::Date)
                     }
-                    // Months are counted on the UTC calendar, whatever the session's zone.
+                    // Months are counted on the calendar of the context's zone (UTC outside
+                    // queries), whatever the session's zone.
                     _ => Frag::new(
-                        format!("(({} + {interval}) AT TIME ZONE 'UTC')", utc(value)),
+                        format!(
+                            "(({} + {interval}) AT TIME ZONE {zone})",
+                            local(value, &zone)
+                        ),
                         Type::Datetime,
                     ),
                 })
@@ -550,12 +681,281 @@ impl Compiler<'_> {
                     return None;
                 }
                 let a = self.args(level, row, name, items, &[Temporal, Temporal], cx)?;
+                let zone = self.zone(cx);
                 Some(Frag::new(
-                    format!("(({}) - ({}))::bigint", utc_date(&a[1]), utc_date(&a[0])),
+                    format!(
+                        "(({}) - ({}))::bigint",
+                        local_date(&a[1], &zone),
+                        local_date(&a[0], &zone)
+                    ),
                     Type::Integer,
                 ))
             }
             _ => None,
         }
     }
+
+    /// The functions of conversions, patterns, logarithms and calendars; `None` when `name`
+    /// is not one of them (the caller goes on), `Some(None)` when it is and has a problem.
+    #[allow(clippy::too_many_arguments)]
+    fn more_scalar(
+        &mut self,
+        level: &mut Level,
+        row: &Row,
+        name: &'static str,
+        items: &[Expr],
+        cx: Cx,
+        hint: Option<Type>,
+        span: Span,
+    ) -> Option<Option<Frag>> {
+        use Want::{Integer, Numeric, Temporal, Text};
+        let text = |sql: String| Some(Frag::new(sql, Type::Text));
+        Some(match name {
+            "REGEX" => {
+                if !self.arity(name, items, (2, 2), "2 arguments (text, pattern)", span) {
+                    return Some(None);
+                }
+                if let Some(Expr {
+                    kind: ExprKind::Literal(Literal::String(pattern)),
+                    span: pattern_span,
+                }) = items.get(1)
+                {
+                    if let Some(problem) = regex_problem(pattern) {
+                        self.report(diag::bad_regex(problem, *pattern_span));
+                        return Some(None);
+                    }
+                }
+                let Some(a) = self.args(level, row, name, items, &[Text, Text], cx) else {
+                    return Some(None);
+                };
+                // The whole text must match: the pattern is anchored around a group.
+                Some(Frag::new(
+                    format!("({} ~ ('^(?:' || {} || ')$'))", a[0].sql, a[1].sql),
+                    Type::Boolean,
+                ))
+            }
+            "LPAD" | "RPAD" => {
+                if !self.arity(
+                    name,
+                    items,
+                    (2, 3),
+                    "2 or 3 arguments (text, length, pad)",
+                    span,
+                ) {
+                    return Some(None);
+                }
+                let wants: &[Want] = if items.len() == 3 {
+                    &[Text, Integer, Text]
+                } else {
+                    &[Text, Integer]
+                };
+                let a = self.args(level, row, name, items, wants, cx)?;
+                let lower = name.to_ascii_lowercase();
+                let pad = a.get(2).map_or("' '".to_owned(), |pad| pad.sql.clone());
+                // A length is capped so a formula cannot build a huge text.
+                text(format!(
+                    "{lower}({}, least(greatest(({})::bigint, 0), {MAX_PAD})::integer, {pad})",
+                    a[0].sql, a[1].sql
+                ))
+            }
+            "FIND" => {
+                if !self.arity(name, items, (2, 2), "2 arguments (needle, text)", span) {
+                    return Some(None);
+                }
+                let a = self.args(level, row, name, items, &[Text, Text], cx)?;
+                Some(Frag::new(
+                    format!("(strpos({}, {}))::bigint", a[1].sql, a[0].sql),
+                    Type::Integer,
+                ))
+            }
+            "TEXT" => {
+                if !self.arity(name, items, (1, 1), "one argument", span) {
+                    return Some(None);
+                }
+                let value = self.expr(level, row, &items[0], cx, None)?;
+                if value.ty == Type::Null {
+                    return Some(text("NULL::text".to_owned()));
+                }
+                text(as_text(&value))
+            }
+            "VALUE" => {
+                if !self.arity(name, items, (1, 1), "one argument (text)", span) {
+                    return Some(None);
+                }
+                let value = self.arg(level, row, name, items, 0, Text, cx)?;
+                // Text that is not a plain decimal number gives NULL rather than an error.
+                let trimmed = format!("btrim({})", value.sql);
+                Some(Frag::new(
+                    format!(
+                        "(CASE WHEN {trimmed} ~ '^[-+]?[0-9]+(\\.[0-9]+)?$' THEN ({trimmed})::numeric END)"
+                    ),
+                    Type::Decimal,
+                ))
+            }
+            "DATEVALUE" => {
+                if !self.arity(
+                    name,
+                    items,
+                    (1, 1),
+                    "one argument (text or a datetime)",
+                    span,
+                ) {
+                    return Some(None);
+                }
+                let value = self.expr(level, row, &items[0], cx, Some(Type::Text))?;
+                match value.ty {
+                    Type::Null => Some(Frag::new("NULL::date".to_owned(), Type::Date)),
+                    Type::Date => Some(value),
+                    Type::Datetime => {
+                        let zone = self.zone(cx);
+                        Some(Frag::new(local_date(&value, &zone), Type::Date))
+                    }
+                    Type::Text => {
+                        // `YYYY-MM-DD` naming a real day, else NULL: the day is built from the
+                        // first of its month (always valid) and kept only when it reads back
+                        // as the same text, so no cast can fail.
+                        let t = &value.sql;
+                        let day = format!(
+                            "((substr({t}, 1, 8) || '01')::date + (substr({t}, 9, 2)::integer - 1))"
+                        );
+                        Some(Frag::new(
+                            format!(
+                                "(CASE WHEN {t} ~ '^[0-9]{{4}}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$' AND substr({t}, 1, 4) <> '0000' THEN (CASE WHEN to_char({day}, 'YYYY-MM-DD') = {t} THEN {day} END) END)"
+                            ),
+                            Type::Date,
+                        ))
+                    }
+                    other => {
+                        let expected = "text or a datetime";
+                        self.report(diag::argument_type(name, 1, expected, other, items[0].span));
+                        None
+                    }
+                }
+            }
+            "EXP" | "LN" | "LOG" => {
+                if !self.arity(name, items, (1, 1), "one argument (a number)", span) {
+                    return Some(None);
+                }
+                let value = self.arg(level, row, name, items, 0, Numeric, cx)?;
+                let x = format!("({})::double precision", value.sql);
+                let sql = match name {
+                    "EXP" => format!("exp({x})"),
+                    // The logarithm of zero or a negative number is NULL, not an error.
+                    "LN" => format!("ln(CASE WHEN {x} > 0 THEN {x} END)"),
+                    _ => format!("log(CASE WHEN {x} > 0 THEN {x} END)"),
+                };
+                Some(Frag::new(sql, Type::Float))
+            }
+            "TRUNC" => {
+                if !self.arity(
+                    name,
+                    items,
+                    (1, 2),
+                    "1 or 2 arguments (a number, digits)",
+                    span,
+                ) {
+                    return Some(None);
+                }
+                let value = self.arg(level, row, name, items, 0, Numeric, cx)?;
+                if items.len() == 1 {
+                    return Some(Some(match value.ty {
+                        Type::Integer => value,
+                        ty => Frag::new(format!("trunc({})", value.sql), ty),
+                    }));
+                }
+                let digits = self.arg(level, row, name, items, 1, Integer, cx)?;
+                let cut = format!("trunc(({})::numeric, ({})::integer)", value.sql, digits.sql);
+                Some(match value.ty {
+                    Type::Decimal => Frag::new(cut, Type::Decimal),
+                    ty => Frag::new(format!("({cut})::{}", ty.sql_type()), ty),
+                })
+            }
+            "ISBLANK" => {
+                if !self.arity(name, items, (1, 1), "one argument", span) {
+                    return Some(None);
+                }
+                let value = self.expr(level, row, &items[0], cx, None)?;
+                let sql = match value.ty {
+                    Type::Text => format!("({} IS NULL OR {} = '')", value.sql, value.sql),
+                    _ => format!("({} IS NULL)", value.sql),
+                };
+                Some(Frag::new(sql, Type::Boolean))
+            }
+            "BLANKVALUE" => {
+                if !self.arity(name, items, (2, 2), "2 arguments (value, fallback)", span) {
+                    return Some(None);
+                }
+                let exprs: Vec<&Expr> = items.iter().collect();
+                let (sql, ty) = self.uniform(level, row, &exprs, cx, "BLANKVALUE's arguments")?;
+                let [value, fallback] = sql.as_slice() else {
+                    return Some(None);
+                };
+                let ty = if ty == Type::Null {
+                    hint.unwrap_or(ty)
+                } else {
+                    ty
+                };
+                let value = if ty == Type::Text {
+                    format!("NULLIF({value}, '')")
+                } else {
+                    value.clone()
+                };
+                Some(Frag::new(format!("COALESCE({value}, {fallback})"), ty))
+            }
+            "CALENDAR_YEAR" | "CALENDAR_QUARTER" | "CALENDAR_MONTH" | "WEEK_IN_YEAR"
+            | "DAY_IN_MONTH" | "DAY_IN_WEEK" | "HOUR_IN_DAY" => {
+                if !self.arity(
+                    name,
+                    items,
+                    (1, 1),
+                    "one argument (a date or datetime)",
+                    span,
+                ) {
+                    return Some(None);
+                }
+                let value = self.arg(level, row, name, items, 0, Temporal, cx)?;
+                let zone = self.zone(cx);
+                let at = local(&value, &zone);
+                let sql = match name {
+                    "CALENDAR_YEAR" => format!("extract(year FROM {at})"),
+                    "CALENDAR_QUARTER" => format!("extract(quarter FROM {at})"),
+                    "CALENDAR_MONTH" => format!("extract(month FROM {at})"),
+                    // ISO 8601 weeks, as PostgreSQL's `week`.
+                    "WEEK_IN_YEAR" => format!("extract(week FROM {at})"),
+                    "DAY_IN_MONTH" => format!("extract(day FROM {at})"),
+                    // 1 = Sunday ... 7 = Saturday.
+                    "DAY_IN_WEEK" => format!("(extract(dow FROM {at}) + 1)"),
+                    _ => format!("extract(hour FROM ({at})::timestamp)"),
+                };
+                Some(Frag::new(format!("({sql})::bigint"), Type::Integer))
+            }
+            "DAY_ONLY" => {
+                if !self.arity(name, items, (1, 1), "one argument (a datetime)", span) {
+                    return Some(None);
+                }
+                let value = self.expr(level, row, &items[0], cx, Some(Type::Datetime))?;
+                match value.ty {
+                    Type::Null => Some(Frag::new("NULL::date".to_owned(), Type::Date)),
+                    Type::Datetime => {
+                        let zone = self.zone(cx);
+                        Some(Frag::new(local_date(&value, &zone), Type::Date))
+                    }
+                    other => {
+                        self.report(diag::argument_type(
+                            name,
+                            1,
+                            "a datetime",
+                            other,
+                            items[0].span,
+                        ));
+                        None
+                    }
+                }
+            }
+            _ => return None,
+        })
+    }
 }
+
+/// The longest text LPAD and RPAD build.
+const MAX_PAD: i64 = 10_000;

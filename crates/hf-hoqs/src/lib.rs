@@ -37,10 +37,9 @@ mod types;
 use hf_hoqs_syntax::functions::{check_function_names, check_query_function_names};
 use hf_hoqs_syntax::{parse_expression, parse_query};
 use hf_model::{Model, QualifiedName, ScalarType};
-use serde_json::{Map, Value};
 
 pub use hf_hoqs_syntax::{Code, Diagnostic};
-pub use params::Params;
+pub use params::{Params, RequestParams};
 pub use query::{DEFAULT_LIMIT, MAX_LIMIT, MAX_SELECT_ITEMS};
 pub use types::Type;
 
@@ -84,13 +83,49 @@ pub struct QueryOutput {
     pub diagnostics: Vec<Diagnostic>,
 }
 
+/// The principal a statement runs for: `$User.id` and `$User.name`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Caller {
+    /// The principal's id (a uuid).
+    pub id: String,
+    /// The principal's name (its database role).
+    pub name: String,
+}
+
+/// What a query is compiled with besides its text.
+#[derive(Clone, Copy, Debug)]
+pub struct QueryOptions<'a> {
+    /// The values of `:name` parameters.
+    pub params: &'a RequestParams,
+    /// The IANA time zone date literals, `TODAY()` and the date functions of datetimes are
+    /// evaluated in; the caller has checked it is one PostgreSQL knows. `None` is UTC.
+    pub time_zone: Option<&'a str>,
+    /// The caller, for `$User`; `None` makes `$User` an error.
+    pub caller: Option<&'a Caller>,
+}
+
 /// Parses, type-checks and compiles a HOQS query against `model`, with the request's `params`
-/// (`:name` → JSON value).
+/// (`:name` → JSON value), in UTC and without a caller.
 pub fn compile_query(
     model: &Model,
     source: &str,
-    params: &Map<String, Value>,
+    params: &RequestParams,
 ) -> Result<QueryOutput, Error> {
+    let options = QueryOptions {
+        params,
+        time_zone: None,
+        caller: None,
+    };
+    compile_query_with(model, source, options)
+}
+
+/// Parses, type-checks and compiles a HOQS query against `model` with its [`QueryOptions`].
+pub fn compile_query_with(
+    model: &Model,
+    source: &str,
+    options: QueryOptions<'_>,
+) -> Result<QueryOutput, Error> {
+    let params = options.params;
     let parsed = parse_query(source);
     let Some(query) = parsed.query else {
         return Ok(problems(parsed.diagnostics));
@@ -100,6 +135,8 @@ pub fn compile_query(
         return Ok(problems(unknown));
     }
     let mut compiler = Compiler::new(model, Params::new(), Some(params), 0);
+    compiler.time_zone = options.time_zone.map(str::to_owned);
+    compiler.caller = options.caller.cloned();
     let compiled = compiler.top_query(&query);
     if let Some(error) = compiler.take_internal() {
         return Err(error);

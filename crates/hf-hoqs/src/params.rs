@@ -10,7 +10,8 @@
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 
-use serde_json::Value;
+use hf_model::ScalarType;
+use serde_json::value::RawValue;
 
 use crate::types::Type;
 
@@ -74,156 +75,34 @@ impl Params {
     }
 }
 
+/// The values of a request's `:name` parameters, each the raw JSON text it was sent as, so
+/// numbers keep every digit.
+pub type RequestParams = HashMap<String, Box<RawValue>>;
+
 /// The type a request parameter has when nothing around it says which type it must be.
-pub(crate) fn natural_type(value: &Value) -> Type {
-    match value {
-        Value::Null => Type::Null,
-        Value::Bool(_) => Type::Boolean,
-        Value::Number(number) if number.is_i64() => Type::Integer,
-        Value::Number(_) => Type::Decimal,
-        Value::String(_) => Type::Text,
-        Value::Array(_) | Value::Object(_) => Type::Json,
+pub(crate) fn natural_type(value: &RawValue) -> Type {
+    ScalarType::of_json(value.get()).map_or(Type::Null, Type::from_scalar)
+}
+
+/// Converts a request parameter to the text of a value of `ty` by the model's value grammar
+/// ([`ScalarType::parse_json`]: the rules a record field of that type follows), or says what
+/// was expected. JSON `null` is SQL NULL for every type; a parameter of type `null` (nothing
+/// says which type, and the value is `null`) must be `null`.
+pub(crate) fn param_text(value: &RawValue, ty: Type) -> Result<Option<String>, String> {
+    match ty.scalar() {
+        Some(scalar) => scalar.parse_json(value.get()),
+        None => ScalarType::Text.parse_json(value.get()),
     }
 }
 
-/// Converts a request parameter to the text of a value of `ty`, or says what was expected.
-///
-/// JSON `null` is SQL NULL for every type. Decimals accept a JSON number or a string holding a
-/// decimal number (so exact values survive JSON); everything else takes exactly one JSON kind.
-pub(crate) fn param_text(value: &Value, ty: Type) -> Result<Option<String>, &'static str> {
-    if value.is_null() {
-        return Ok(None);
-    }
-    let text = match (ty, value) {
-        (Type::Null | Type::Text, Value::String(text)) => text.clone(),
-        (Type::Integer, Value::Number(number)) if number.is_i64() => number.to_string(),
-        (Type::Integer, _) => return Err("a whole number between -2^63 and 2^63-1"),
-        (Type::Decimal, Value::Number(number)) => number.to_string(),
-        (Type::Decimal, Value::String(text)) if is_decimal(text) => text.clone(),
-        (Type::Decimal, _) => return Err("a number, or a string holding a decimal like \"12.50\""),
-        (Type::Float, Value::Number(number)) => number.to_string(),
-        (Type::Float, _) => return Err("a number"),
-        (Type::Boolean, Value::Bool(flag)) => flag.to_string(),
-        (Type::Boolean, _) => return Err("true or false"),
-        (Type::Date, Value::String(text)) if is_date(text) => text.clone(),
-        (Type::Date, _) => return Err("a date string like \"2024-01-31\""),
-        (Type::Datetime, Value::String(text)) if is_datetime(text) => text.clone(),
-        (Type::Datetime, _) => {
-            return Err("a datetime string like \"2024-01-31T10:00:00Z\" (with Z or an offset)")
-        }
-        (Type::Uuid, Value::String(text)) if is_uuid(text) => text.clone(),
-        (Type::Uuid, _) => {
-            return Err("a uuid string like \"6f9619ff-8b86-d011-b42d-00c04fc964ff\"")
-        }
-        (Type::Json, other) => other.to_string(),
-        (Type::Null | Type::Text, _) => return Err("a string"),
-    };
-    Ok(Some(text))
-}
-
-/// An optional sign, digits, and an optional point followed by digits: what `numeric` reads
-/// without surprises (no exponents, no `NaN`).
-pub(crate) fn is_decimal(text: &str) -> bool {
-    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
-    let (whole, fraction) = match unsigned.split_once('.') {
-        Some((whole, fraction)) => (whole, Some(fraction)),
-        None => (unsigned, None),
-    };
-    let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
-    digits(whole) && fraction.is_none_or(digits)
-}
-
-/// `YYYY-MM-DD` naming a real calendar day.
-pub(crate) fn is_date(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    if bytes.len() != 10 || bytes[4] != b'-' || bytes[7] != b'-' {
-        return false;
-    }
-    let number = |range: std::ops::Range<usize>| -> Option<u32> {
-        let part = text.get(range)?;
-        if !part.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        part.parse().ok()
-    };
-    let (Some(year), Some(month), Some(day)) = (number(0..4), number(5..7), number(8..10)) else {
-        return false;
-    };
-    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-    let days = match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if leap => 29,
-        2 => 28,
-        _ => return false,
-    };
-    (1..=days).contains(&day)
-}
-
-/// A date, `T` (or a space), a time, and a zone (`Z` or `±HH:MM`): RFC 3339. PostgreSQL
-/// checks the ranges of the time part; a zone is required so the instant is unambiguous.
-pub(crate) fn is_datetime(text: &str) -> bool {
-    let (Some(date), Some(rest)) = (text.get(..10), text.get(10..)) else {
-        return false;
-    };
-    let Some(time) = rest.strip_prefix(['T', 't', ' ']) else {
-        return false;
-    };
-    let (clock, zone_ok) = if let Some(clock) = time.strip_suffix(['Z', 'z']) {
-        (clock, true)
-    } else {
-        match time
-            .len()
-            .checked_sub(6)
-            .and_then(|at| time.get(at..).map(|z| (at, z)))
-        {
-            Some((at, zone)) => {
-                let zone = zone.as_bytes();
-                let ok = matches!(zone[0], b'+' | b'-')
-                    && zone[1].is_ascii_digit()
-                    && zone[2].is_ascii_digit()
-                    && zone[3] == b':'
-                    && zone[4].is_ascii_digit()
-                    && zone[5].is_ascii_digit();
-                (time.get(..at).unwrap_or(""), ok)
-            }
-            None => ("", false),
-        }
-    };
-    let clock = clock.as_bytes();
-    let hms = clock.len() >= 8
-        && clock[2] == b':'
-        && clock[5] == b':'
-        && [0, 1, 3, 4, 6, 7]
-            .iter()
-            .all(|&i| clock[i].is_ascii_digit());
-    let fraction = match clock.get(8..) {
-        None | Some([]) => true,
-        Some([b'.', digits @ ..]) => {
-            !digits.is_empty() && digits.len() <= 9 && digits.iter().all(u8::is_ascii_digit)
-        }
-        Some(_) => false,
-    };
-    is_date(date) && zone_ok && hms && fraction
-}
-
-/// 32 hexadecimal digits, optionally in the 8-4-4-4-12 groups.
-pub(crate) fn is_uuid(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    let grouped = bytes.len() == 36
-        && [8, 13, 18, 23].iter().all(|&i| bytes[i] == b'-')
-        && bytes
-            .iter()
-            .enumerate()
-            .all(|(i, b)| [8, 13, 18, 23].contains(&i) || b.is_ascii_hexdigit());
-    let plain = bytes.len() == 32 && bytes.iter().all(u8::is_ascii_hexdigit);
-    grouped || plain
+/// The elements of a parameter whose value is a JSON array, or `None` when it is not one.
+pub(crate) fn array_elements(value: &RawValue) -> Option<Vec<&RawValue>> {
+    serde_json::from_str(value.get()).ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn equal_literals_share_a_parameter() {
@@ -236,28 +115,33 @@ mod tests {
         assert_eq!(params.values().len(), 3);
     }
 
+    fn raw(json: &str) -> Box<RawValue> {
+        RawValue::from_string(json.to_owned()).unwrap()
+    }
+
     #[test]
-    fn request_values_are_checked_per_type() {
-        assert_eq!(param_text(&json!(5), Type::Integer), Ok(Some("5".into())));
-        assert!(param_text(&json!(5.5), Type::Integer).is_err());
-        assert!(param_text(&json!("5"), Type::Integer).is_err());
+    fn request_values_follow_the_model_grammar() {
+        assert_eq!(param_text(&raw("5"), Type::Integer), Ok(Some("5".into())));
+        assert!(param_text(&raw("5.5"), Type::Integer).is_err());
+        assert!(param_text(&raw("\"5\""), Type::Integer).is_err());
         assert_eq!(
-            param_text(&json!("12.50"), Type::Decimal),
+            param_text(&raw("\"12.50\""), Type::Decimal),
             Ok(Some("12.50".into()))
         );
-        assert!(param_text(&json!("1e5"), Type::Decimal).is_err());
-        assert_eq!(param_text(&json!(null), Type::Date), Ok(None));
-        assert!(param_text(&json!("2024-02-30"), Type::Date).is_err());
-        assert!(param_text(&json!("2024-02-29"), Type::Date).is_ok());
-        assert!(param_text(&json!("2024-01-31T10:00:00Z"), Type::Datetime).is_ok());
-        assert!(param_text(&json!("2024-01-31T10:00:00.5+02:00"), Type::Datetime).is_ok());
-        assert!(param_text(&json!("2024-01-31T10:00:00"), Type::Datetime).is_err());
-        assert!(param_text(&json!("6f9619ff-8b86-d011-b42d-00c04fc964ff"), Type::Uuid).is_ok());
-        assert!(param_text(&json!("6f9619ff"), Type::Uuid).is_err());
+        // Exact: a number a double cannot hold is refused, not rounded.
+        assert!(param_text(&raw("12345678901234567.5"), Type::Decimal).is_err());
+        assert!(param_text(&raw("\"1e5\""), Type::Decimal).is_err());
+        assert_eq!(param_text(&raw("null"), Type::Date), Ok(None));
+        assert!(param_text(&raw("\"0000-01-01\""), Type::Date).is_err());
+        assert!(param_text(&raw("\"2024-02-29\""), Type::Date).is_ok());
+        assert!(param_text(&raw("\"2024-01-31T10:00:00\""), Type::Datetime).is_err());
         assert_eq!(
-            param_text(&json!({"a": [1]}), Type::Json),
-            Ok(Some("{\"a\":[1]}".into()))
+            param_text(&raw("{\"a\": [1]}"), Type::Json),
+            Ok(Some("{\"a\": [1]}".into()))
         );
-        assert!(param_text(&json!(1), Type::Text).is_err());
+        assert!(param_text(&raw("1"), Type::Text).is_err());
+        assert_eq!(natural_type(&raw("99999999999999999999")), Type::Decimal);
+        assert_eq!(array_elements(&raw("[1, \"a\"]")).map(|v| v.len()), Some(2));
+        assert!(array_elements(&raw("{}")).is_none());
     }
 }

@@ -6,14 +6,15 @@
 //! relationship subqueries become correlated `json_agg` subqueries; `SELECT DISTINCT` gets an
 //! inner query so distinctness and sorting work on the values, not on their JSON.
 
+use std::borrow::Cow;
+
 use hf_hoqs_syntax::ast::{
-    CallArgs, Direction, Expr, ExprKind, NullsOrder, OrderItem, Query, RowCount, RowCountValue,
-    SelectValue, Span,
+    CallArgs, Direction, Expr, ExprKind, Ident, NullsOrder, OrderItem, Path, Query, RowCount,
+    RowCountValue, SelectValue, Span,
 };
 use hf_hoqs_syntax::functions::{lookup, FunctionKind};
 use hf_hoqs_syntax::printer::print_expr;
 use hf_model::{FieldKind, QualifiedName};
-use serde_json::Value;
 
 use crate::compile::{Aggregates, Compiler, Cx, Frag, Level, Purpose, Row};
 use crate::diagnostics as diag;
@@ -148,17 +149,18 @@ impl Compiler<'_> {
         };
 
         // ORDER BY may name a select item by its alias; it then sorts by that item's value.
-        let order_exprs: Vec<Option<&Expr>> = query
+        let order_exprs: Vec<Option<Cow<'_, Expr>>> = query
             .order_by
             .iter()
             .map(|item| self.order_target(query, item))
             .collect();
         if grouped && ok {
-            ok &= self.check_grouping(query, &order_exprs);
+            let targets: Vec<Option<&Expr>> = order_exprs.iter().map(|e| e.as_deref()).collect();
+            ok &= self.check_grouping(query, &targets);
         }
         let mut order = Vec::with_capacity(query.order_by.len());
         for (item, target) in query.order_by.iter().zip(&order_exprs) {
-            let Some(expr) = target else {
+            let Some(expr) = target.as_deref() else {
                 ok = false;
                 continue;
             };
@@ -206,14 +208,118 @@ impl Compiler<'_> {
         })
     }
 
-    /// The expression an ORDER BY item sorts by: the select item it names by alias, or its own
-    /// expression. `None` (reported) for an alias of a subquery.
-    fn order_target<'q>(&mut self, query: &'q Query, item: &'q OrderItem) -> Option<&'q Expr> {
+    /// `operand [NOT] IN (SELECT <id or lookup> FROM <object> [WHERE ...])`: a semi-join,
+    /// compiled as `EXISTS` (an anti-join as `NOT EXISTS`) correlated on the selected field, so
+    /// PostgreSQL plans it as a hash semi-join. NULLs never match: a record whose value is NULL
+    /// is not IN any subquery and is NOT IN every one.
+    pub(crate) fn semi_join(
+        &mut self,
+        level: &mut Level,
+        row: &Row,
+        operand: &Expr,
+        query: &Query,
+        negated: bool,
+        cx: Cx,
+    ) -> Option<Frag> {
+        let value = self.expr(level, row, operand, cx, Some(Type::Uuid));
+        let value = value.and_then(|value| {
+            if value.ty == Type::Uuid {
+                Some(value)
+            } else {
+                self.report(diag::semi_join_operand(value.ty, operand.span));
+                None
+            }
+        });
+        let shape_ok = self.semi_join_shape(query);
+        let [module, object] = query.from.segments.as_slice() else {
+            self.report(diag::semi_join_from(query.from.span));
+            return None;
+        };
+        let object = self.resolve_object(module, object);
+        let (value, object) = (value?, object?);
+        if !shape_ok {
+            return None;
+        }
+        let sub_row = Row {
+            object,
+            alias: self.alias(),
+            path: String::new(),
+        };
+        let mut sub_level = Level::default();
+        let where_cx = Cx {
+            purpose: Purpose::Query,
+            aggregates: Aggregates::Forbidden("WHERE"),
+        };
+        let item = query.select.first()?;
+        let SelectValue::Expr(selected) = &item.value else {
+            self.report(diag::semi_join_select(item.span));
+            return None;
+        };
+        let selected_frag = match &selected.kind {
+            ExprKind::Path(path) => self.path(&mut sub_level, &sub_row, path),
+            _ => {
+                self.report(diag::semi_join_select(item.span));
+                None
+            }
+        };
+        let condition = match &query.where_clause {
+            Some(expr) => self
+                .condition(&mut sub_level, &sub_row, expr, where_cx, "WHERE")
+                .map(Some),
+            None => Some(None),
+        };
+        let (selected_frag, condition) = (selected_frag?, condition?);
+        if selected_frag.ty != Type::Uuid {
+            self.report(diag::semi_join_select(item.span));
+            return None;
+        }
+        let mut conditions = vec![format!("({} = {})", selected_frag.sql, value.sql)];
+        conditions.extend(condition.map(|frag| frag.sql));
+        let relation = self.relation(&sub_row.object);
+        let exists = format!(
+            "EXISTS (SELECT 1 FROM {relation} AS {}{} WHERE {})",
+            sub_row.alias,
+            sub_level.joins,
+            conditions.join(" AND ")
+        );
+        let sql = if negated {
+            format!("(NOT {exists})")
+        } else {
+            format!("({exists})")
+        };
+        Some(Frag::new(sql, Type::Boolean))
+    }
+
+    /// A semi-join's subquery selects one field and may only filter (WHERE).
+    fn semi_join_shape(&mut self, query: &Query) -> bool {
+        if query.select.len() != 1 {
+            self.report(diag::semi_join_select(query.span));
+            return false;
+        }
+        let extra = query.distinct
+            || !query.group_by.is_empty()
+            || query.having.is_some()
+            || !query.order_by.is_empty()
+            || query.limit.is_some()
+            || query.offset.is_some();
+        if extra {
+            self.report(diag::semi_join_clauses(query.span));
+        }
+        !extra
+    }
+
+    /// The expression an ORDER BY item sorts by: the select item it names by alias, the field
+    /// a parameter names, or its own expression. `None` (reported) for an alias of a subquery
+    /// or a parameter that names no field.
+    fn order_target<'q>(&mut self, query: &'q Query, item: &'q OrderItem) -> Option<Cow<'q, Expr>> {
+        if let ExprKind::Param(name) = &item.expr.kind {
+            return self.order_by_param(name, item.expr.span).map(Cow::Owned);
+        }
         let ExprKind::Path(path) = &item.expr.kind else {
-            return Some(&item.expr);
+            return Some(Cow::Borrowed(&item.expr));
         };
         let [name] = path.segments.as_slice() else {
-            return Some(&item.expr);
+            return Some(Cow::Borrowed(&item.expr));
         };
         let named = query.select.iter().find(|select| {
             select
@@ -222,13 +328,42 @@ impl Compiler<'_> {
                 .is_some_and(|alias| alias.name == name.name)
         });
         match named.map(|select| &select.value) {
-            Some(SelectValue::Expr(expr)) => Some(expr),
+            Some(SelectValue::Expr(expr)) => Some(Cow::Borrowed(expr)),
             Some(SelectValue::Subquery(_)) => {
                 self.report(diag::order_by_subquery(&name.name, item.span));
                 None
             }
-            None => Some(&item.expr),
+            None => Some(Cow::Borrowed(&item.expr)),
         }
+    }
+
+    /// `ORDER BY :param`: the parameter's value is a text naming a field or a lookup path
+    /// (`"amount"`, `"account.name"`), which is then sorted by as if written there; names are
+    /// checked like written ones (an unknown one is located at the parameter). Sorting by a
+    /// parameter's value itself would sort by a constant, so any other value is refused.
+    fn order_by_param(&mut self, name: &str, span: Span) -> Option<Expr> {
+        let Some(value) = self.request.and_then(|request| request.get(name)) else {
+            self.report(diag::unknown_param(name, span));
+            return None;
+        };
+        let text = match hf_model::ScalarType::Text.parse_json(value.get()) {
+            Ok(Some(text)) if !text.is_empty() => text,
+            _ => {
+                self.report(diag::order_param_not_a_path(name, span));
+                return None;
+            }
+        };
+        let segments: Vec<Ident> = text
+            .split('.')
+            .map(|segment| Ident {
+                name: segment.to_owned(),
+                span,
+            })
+            .collect();
+        Some(Expr {
+            kind: ExprKind::Path(Path { segments, span }),
+            span,
+        })
     }
 
     /// In a grouped query, every field read outside an aggregate must be a GROUP BY
@@ -255,7 +390,24 @@ impl Compiler<'_> {
             return true;
         }
         match &expr.kind {
-            ExprKind::Literal(_) | ExprKind::Param(_) => true,
+            ExprKind::Literal(_) | ExprKind::Param(_) | ExprKind::User(_) => true,
+            ExprKind::InSubquery { operand, .. } | ExprKind::Includes { operand, .. } => {
+                self.grouped_expr(operand, groups)
+            }
+            ExprKind::Case {
+                branches,
+                otherwise,
+            } => {
+                let mut ok = true;
+                for branch in branches {
+                    ok &= self.grouped_expr(&branch.condition, groups);
+                    ok &= self.grouped_expr(&branch.value, groups);
+                }
+                if let Some(otherwise) = otherwise {
+                    ok &= self.grouped_expr(otherwise, groups);
+                }
+                ok
+            }
             ExprKind::Path(_) => {
                 self.report(diag::not_grouped(&print_expr(expr), expr.span));
                 false
@@ -274,8 +426,17 @@ impl Compiler<'_> {
                 self.grouped_expr(left, groups) && self.grouped_expr(right, groups)
             }
             ExprKind::Like {
-                operand, pattern, ..
-            } => self.grouped_expr(operand, groups) && self.grouped_expr(pattern, groups),
+                operand,
+                pattern,
+                escape,
+                ..
+            } => {
+                self.grouped_expr(operand, groups)
+                    && self.grouped_expr(pattern, groups)
+                    && escape
+                        .as_ref()
+                        .is_none_or(|escape| self.grouped_expr(escape, groups))
+            }
             ExprKind::InList { operand, items, .. } => {
                 self.grouped_expr(operand, groups)
                     && items.iter().all(|item| self.grouped_expr(item, groups))
@@ -313,12 +474,9 @@ impl Compiler<'_> {
                     self.report(diag::unknown_param(name, *span));
                     return None;
                 };
-                match found {
-                    Value::Number(number) if number.as_u64().is_some() => {
-                        let value = number.as_u64().unwrap_or(u64::MAX);
-                        (value, *span, value.to_string())
-                    }
-                    _ => {
+                match found.get().trim().parse::<u64>() {
+                    Ok(value) => (value, *span, value.to_string()),
+                    Err(_) => {
                         self.report(diag::row_count_type(clause, name, *span));
                         return None;
                     }

@@ -68,19 +68,26 @@ impl Type {
         }
     }
 
-    /// The PostgreSQL type a value of this type is cast to (API Part 3 item 2).
+    /// The metadata scalar type of values of this type; `None` for `null`.
+    pub fn scalar(self) -> Option<ScalarType> {
+        Some(match self {
+            Type::Null => return None,
+            Type::Text => ScalarType::Text,
+            Type::Integer => ScalarType::Integer,
+            Type::Decimal => ScalarType::Decimal,
+            Type::Float => ScalarType::Float,
+            Type::Boolean => ScalarType::Boolean,
+            Type::Date => ScalarType::Date,
+            Type::Datetime => ScalarType::Datetime,
+            Type::Uuid => ScalarType::Uuid,
+            Type::Json => ScalarType::Json,
+        })
+    }
+
+    /// The PostgreSQL type a value of this type is cast to: the model's mapping
+    /// ([`ScalarType::sql_type`]); `null` is cast as `text`.
     pub fn sql_type(self) -> &'static str {
-        match self {
-            Type::Null | Type::Text => "text",
-            Type::Integer => "bigint",
-            Type::Decimal => "numeric",
-            Type::Float => "double precision",
-            Type::Boolean => "boolean",
-            Type::Date => "date",
-            Type::Datetime => "timestamptz",
-            Type::Uuid => "uuid",
-            Type::Json => "jsonb",
-        }
+        self.scalar().map_or("text", ScalarType::sql_type)
     }
 
     /// Integer, decimal or float.

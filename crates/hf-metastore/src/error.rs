@@ -74,6 +74,19 @@ pub enum Error {
         /// The path given.
         path: String,
     },
+    /// The branch's ref is locked by a lock file that is neither young enough to belong to a
+    /// writer at work nor old enough to be removed as stale, or that cannot be removed (see
+    /// [`crate::locks`]).
+    #[error(
+        "branch `{}` is locked by {} ({} s old)",
+        lock.branch,
+        lock.file,
+        lock.age_secs
+    )]
+    Locked {
+        /// The lock file.
+        lock: crate::RefLock,
+    },
     /// libgit2 failed (I/O, a corrupt repository...).
     #[error("git: {0}")]
     Git(#[from] git2::Error),
@@ -106,7 +119,12 @@ pub enum ErrorKind {
     Conflict,
     /// Stored files on the branch cannot be read as a model.
     BrokenMetadata,
-    /// The repository or the file system failed.
+    /// The branch's ref is held by a lock file; retrying after it is cleared may succeed.
+    Locked,
+    /// The file system refused to read or write the repository (read-only, full, permissions):
+    /// the service cannot store metadata until an operator fixes it.
+    Storage,
+    /// The repository failed otherwise (corrupt objects, a bug).
     Internal,
 }
 
@@ -126,6 +144,15 @@ impl Error {
             Error::BranchNotFound { .. } | Error::UnknownObject { .. } => ErrorKind::NotFound,
             Error::Invalid { .. } => ErrorKind::InvalidMetadata,
             Error::Conflict { .. } | Error::Contention { .. } => ErrorKind::Conflict,
+            Error::Locked { .. } => ErrorKind::Locked,
+            Error::Git(error)
+                if matches!(
+                    error.class(),
+                    git2::ErrorClass::Os | git2::ErrorClass::Filesystem
+                ) =>
+            {
+                ErrorKind::Storage
+            }
             Error::NotARepository { .. } | Error::Git(_) => ErrorKind::Internal,
         }
     }

@@ -9,7 +9,9 @@
 //!   live branch;
 //! - the two halves of a write ([`Store::prepare`], [`Store::advance`]) for the live branch,
 //!   whose ref may only move once the database DDL has committed;
-//! - seeding a fresh repository from a directory ([`Store::seed_from_dir`]).
+//! - seeding a fresh repository from a directory ([`Store::seed_from_dir`]);
+//! - ref lock files left by a crashed writer ([`locks`]): cleared when provably stale,
+//!   reported otherwise.
 //!
 //! See the [`store`](Store) docs for how one `Store` serves many threads.
 
@@ -17,10 +19,12 @@
 
 mod cache;
 mod error;
+pub mod locks;
 mod store;
 mod tree;
 
 pub use error::{Error, ErrorKind};
+pub use locks::RefLock;
 pub use store::{BranchInfo, Prepared, Snapshot, Store, Written};
 
 /// Turns off libgit2's object cache, for the whole process.

@@ -429,6 +429,18 @@ impl Store {
         };
         match moved {
             Ok(_) => Ok(()),
+            Err(error) if error.code() == ErrorCode::Locked => {
+                match crate::locks::judge(repo.path(), branch) {
+                    crate::locks::Verdict::Held(lock) => Err(Error::Locked { lock }),
+                    crate::locks::Verdict::Retry | crate::locks::Verdict::Cleared(_) => {
+                        Err(Error::Conflict {
+                            branch: branch.to_owned(),
+                            expected: expected_old.map(str::to_owned),
+                            actual: head_of(repo, branch)?.map(|id| id.to_string()),
+                        })
+                    }
+                }
+            }
             Err(error)
                 if matches!(
                     error.code(),
@@ -446,6 +458,33 @@ impl Store {
             }
             Err(error) => Err(error.into()),
         }
+    }
+
+    /// Removes every branch ref lock file old enough to be stale (see [`crate::locks`]), as a
+    /// crashed writer leaves them; returns the removed ones. Called at start-up.
+    pub fn clear_stale_locks(&self) -> Result<Vec<crate::RefLock>, Error> {
+        let mut cleared = Vec::new();
+        for (lock, age) in crate::locks::list(&self.path) {
+            if age < crate::locks::STALE_LOCK_AGE {
+                continue;
+            }
+            match crate::locks::judge(&self.path, &lock.branch) {
+                crate::locks::Verdict::Cleared(lock) => cleared.push(lock),
+                crate::locks::Verdict::Held(lock) => return Err(Error::Locked { lock }),
+                crate::locks::Verdict::Retry => {}
+            }
+        }
+        Ok(cleared)
+    }
+
+    /// The branch ref lock files older than a writer at work would hold them: what blocks
+    /// writes now. Empty in normal operation.
+    pub fn held_locks(&self) -> Vec<crate::RefLock> {
+        crate::locks::list(&self.path)
+            .into_iter()
+            .filter(|(_, age)| *age >= crate::locks::LOCK_PATIENCE)
+            .map(|(lock, _)| lock)
+            .collect()
     }
 
     /// Commits the metadata files of a directory (for example `fixtures/demo`) onto the live

@@ -43,6 +43,8 @@ pub enum Code {
     InvalidKey,
     /// A label is longer than [`MAX_LABEL_CHARS`].
     LabelTooLong,
+    /// A label holds a control character, or a description one other than a line break or tab.
+    ControlCharacter,
     /// An identity colour or icon is not a short kebab-case name.
     InvalidIdentity,
     /// `extends` names an object that does not exist (`INVALID_REFERENCE`).
@@ -87,6 +89,7 @@ impl Code {
         match self {
             Code::InvalidKey => "INVALID_KEY",
             Code::LabelTooLong => "LABEL_TOO_LONG",
+            Code::ControlCharacter => "CONTROL_CHARACTER",
             Code::InvalidIdentity => "INVALID_IDENTITY",
             Code::MissingParent => "MISSING_PARENT",
             Code::ExtendsCycle => "EXTENDS_CYCLE",
@@ -155,6 +158,20 @@ pub(crate) fn invalid_key(
 pub(crate) fn label_too_long(target: Target, property: &'static str, chars: usize) -> Diagnostic {
     let message = format!("{property} has {chars} characters; the limit is {MAX_LABEL_CHARS}");
     diagnostic(Code::LabelTooLong, target, Some(property), message)
+}
+
+pub(crate) fn control_character(
+    target: Target,
+    property: &'static str,
+    index: usize,
+    c: char,
+) -> Diagnostic {
+    let message = format!(
+        "{property} holds the control character U+{:04X} at character {}; labels hold none, descriptions only line breaks and tabs",
+        u32::from(c),
+        index + 1
+    );
+    diagnostic(Code::ControlCharacter, target, Some(property), message)
 }
 
 pub(crate) fn invalid_identity(target: Target, property: &'static str, value: &str) -> Diagnostic {

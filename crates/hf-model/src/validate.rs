@@ -76,6 +76,27 @@ fn check_label(target: &Target, property: &'static str, label: &str, out: &mut V
     if chars > MAX_LABEL_CHARS {
         out.push(diag::label_too_long(target.clone(), property, chars));
     }
+    // A label is one line: no control character at all.
+    if let Some((index, c)) = label.chars().enumerate().find(|(_, c)| c.is_control()) {
+        out.push(diag::control_character(target.clone(), property, index, c));
+    }
+}
+
+/// A description may span lines (line breaks and tabs), but holds no other control character:
+/// a NUL cannot be stored by PostgreSQL as a comment, and the others only hide text.
+fn check_description(target: &Target, description: Option<&str>, out: &mut Vec<Diagnostic>) {
+    let Some(text) = description else {
+        return;
+    };
+    let forbidden = |c: &char| c.is_control() && !matches!(c, '\n' | '\r' | '\t');
+    if let Some((index, c)) = text.chars().enumerate().find(|(_, c)| forbidden(c)) {
+        out.push(diag::control_character(
+            target.clone(),
+            "description",
+            index,
+            c,
+        ));
+    }
 }
 
 fn is_kebab_name(text: &str) -> bool {
@@ -122,6 +143,7 @@ fn check_module(module: &Module, out: &mut Vec<Diagnostic>) {
     let hint = module.renamed_from.as_deref();
     check_rename_hint(&target, KeyKind::Module, &module.key, hint, out);
     check_label(&target, "label", &module.label, out);
+    check_description(&target, module.description.as_deref(), out);
     check_identity(&target, &module.identity, out);
     if let Some(vendor) = &module.vendor_key {
         check_key(&target, KeyKind::Vendor, vendor, out);
@@ -145,6 +167,7 @@ fn check_object(model: &Model, name: &QualifiedName, object: &Object, out: &mut 
     let hint = object.renamed_from.as_deref();
     check_rename_hint(&target, KeyKind::Object, &object.key, hint, out);
     check_label(&target, "label", &object.label, out);
+    check_description(&target, object.description.as_deref(), out);
     check_identity(&target, &object.identity, out);
     check_parent(model, name, object, out);
 
@@ -162,6 +185,7 @@ fn check_object(model: &Model, name: &QualifiedName, object: &Object, out: &mut 
         let hint = field.renamed_from.as_deref();
         check_rename_hint(&field_target, KeyKind::Field, &field.key, hint, out);
         check_label(&field_target, "label", &field.label, out);
+        check_description(&field_target, field.description.as_deref(), out);
         if let Some(declared_on) = inherited_field(&field.key) {
             out.push(diag::redefined_field(field_target.clone(), declared_on));
         }

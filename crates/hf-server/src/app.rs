@@ -181,6 +181,8 @@ pub fn build(
         .app_data(web::Data::new(RouteTable::from_openapi(&doc)))
         .into_utoipa_app();
     let (app, _) = register(app).split_for_parts();
+    // The console is a web page, not part of the API: it stays out of the OpenAPI document.
+    let app = crate::console::register(app);
     // Innermost first: small answers are marked uncompressed, `Compress` encodes the rest as the
     // client asks, the mark is dropped, CORS headers are added, and `edge` sees everything.
     app.default_service(web::to(crate::middleware::not_found))

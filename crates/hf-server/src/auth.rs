@@ -29,7 +29,6 @@ use hf_auth::password::{self, HashMemory, PasswordParams};
 use hf_auth::token::{self, Subject, DEFAULT_LEEWAY};
 use hf_storage::auth::{Bootstrap, LoginThrottle, Principal, PrincipalCache};
 use hf_storage::Pool;
-use tokio::sync::Semaphore;
 
 use crate::error::{ApiError, Code};
 use crate::state::AppState;
@@ -70,6 +69,11 @@ pub struct AuthConfig {
     pub throttle: LoginThrottle,
     /// Password hashes computed at once at most; each takes ~19 MiB and a CPU core.
     pub hashing_concurrency: usize,
+    /// Password checks that may wait for a hashing slot; more are refused at once with 503
+    /// `OVERLOADED` (see [`crate::shed`]).
+    pub hashing_queue: usize,
+    /// The longest a password check waits for a hashing slot before it is refused.
+    pub hashing_wait: std::time::Duration,
 }
 
 impl Default for AuthConfig {
@@ -85,6 +89,8 @@ impl Default for AuthConfig {
             admin_password: None,
             throttle: LoginThrottle::default(),
             hashing_concurrency: std::thread::available_parallelism().map_or(1, usize::from),
+            hashing_queue: 4 * std::thread::available_parallelism().map_or(1, usize::from),
+            hashing_wait: std::time::Duration::from_secs(2),
         }
     }
 }
@@ -116,7 +122,7 @@ pub struct AuthState {
     keys: RwLock<LoadedKeys>,
     verified: Mutex<HashMap<String, VerifiedToken>>,
     principals: PrincipalCache,
-    hashing: Arc<Semaphore>,
+    hashing: crate::shed::WorkQueue,
     /// argon2 working memories kept between hashes, at most one per permit of `hashing`
     /// (hf_auth::password explains why they are reused).
     hash_memories: Arc<Mutex<Vec<HashMemory>>>,
@@ -209,7 +215,12 @@ pub async fn prepare(
         }),
         verified: Mutex::new(HashMap::new()),
         principals: PrincipalCache::new(pool.clone(), database_url)?,
-        hashing: Arc::new(Semaphore::new(config.hashing_concurrency.max(1))),
+        hashing: crate::shed::WorkQueue::new(
+            "password checks",
+            config.hashing_concurrency,
+            config.hashing_queue,
+            config.hashing_wait,
+        ),
         hash_memories: Arc::new(Mutex::new(Vec::new())),
     };
     Ok((state, bootstrap))
@@ -418,7 +429,8 @@ impl AuthState {
         .await
     }
 
-    /// Runs argon2 work on a blocking thread, at most `hashing_concurrency` at once, each in a
+    /// Runs argon2 work on a blocking thread, at most `hashing_concurrency` at once (and at most
+    /// `hashing_queue` waiting, or 503 `OVERLOADED`), each in a
     /// working memory reused from earlier hashes. The permit and the memory travel with the
     /// work, so work that outlives its request (the client went away) still counts and still
     /// gives its memory back.
@@ -426,10 +438,7 @@ impl AuthState {
         &self,
         work: impl FnOnce(&mut HashMemory) -> T + Send + 'static,
     ) -> Result<T, ApiError> {
-        let permit = Arc::clone(&self.hashing)
-            .acquire_owned()
-            .await
-            .map_err(|_| ApiError::internal())?;
+        let permit = self.hashing.enter().await?;
         let memories = Arc::clone(&self.hash_memories);
         let mut memory = lock_memories(&memories).pop().unwrap_or_default();
         tokio::task::spawn_blocking(move || {
@@ -498,7 +507,7 @@ impl FromRequest for Admin {
 
 /// The token a request presents: the Bearer header, or on `/hfx/modules/*` only, the session
 /// cookie. A malformed Authorization header is an error even where a cookie is also present.
-fn presented_token(req: &HttpRequest) -> Result<String, ApiError> {
+pub(crate) fn presented_token(req: &HttpRequest) -> Result<String, ApiError> {
     let unauthenticated = |message: &str| ApiError::new(Code::Unauthenticated, message);
     if let Some(value) = req.headers().get(header::AUTHORIZATION) {
         let text = value

@@ -75,6 +75,7 @@ error_codes! {
     InvalidMetadata = "INVALID_METADATA" => UNPROCESSABLE_ENTITY,
     // The model's validation diagnostics (`hf_model::diagnostics::Code`), each with its status.
     LabelTooLong = "LABEL_TOO_LONG" => UNPROCESSABLE_ENTITY,
+    ControlCharacter = "CONTROL_CHARACTER" => UNPROCESSABLE_ENTITY,
     InvalidIdentity = "INVALID_IDENTITY" => UNPROCESSABLE_ENTITY,
     ExtendsCycle = "EXTENDS_CYCLE" => UNPROCESSABLE_ENTITY,
     ExtensionWithoutParent = "EXTENSION_WITHOUT_PARENT" => UNPROCESSABLE_ENTITY,
@@ -112,6 +113,14 @@ error_codes! {
     UniqueViolation = "UNIQUE_VIOLATION" => CONFLICT,
     NotUniqueField = "NOT_UNIQUE_FIELD" => BAD_REQUEST,
     PreconditionFailed = "PRECONDITION_FAILED" => PRECONDITION_FAILED,
+    RequestTimeout = "REQUEST_TIMEOUT" => REQUEST_TIMEOUT,
+    UriTooLong = "URI_TOO_LONG" => URI_TOO_LONG,
+    HeadersTooLarge = "HEADERS_TOO_LARGE" => REQUEST_HEADER_FIELDS_TOO_LARGE,
+    TooManyConnections = "TOO_MANY_CONNECTIONS" => TOO_MANY_REQUESTS,
+    PoolBusy = "POOL_BUSY" => SERVICE_UNAVAILABLE,
+    Overloaded = "OVERLOADED" => SERVICE_UNAVAILABLE,
+    StorageUnavailable = "STORAGE_UNAVAILABLE" => SERVICE_UNAVAILABLE,
+    MetadataLocked = "METADATA_LOCKED" => SERVICE_UNAVAILABLE,
     Internal = "INTERNAL" => INTERNAL_SERVER_ERROR,
 }
 
@@ -357,6 +366,11 @@ impl From<hf_storage::Error> for ApiError {
                 )
                 .with_retry_after(1)
             }
+            ErrorKind::Busy => ApiError::new(
+                Code::PoolBusy,
+                "Every database connection is busy; try again shortly.",
+            )
+            .with_retry_after(1),
             ErrorKind::Timeout => {
                 ApiError::new(Code::Timeout, "The database did not answer in time.")
             }
@@ -445,6 +459,34 @@ impl From<hf_metastore::Error> for ApiError {
                 Code::MetadataConflict,
                 format!("Branch `{branch}` is changing too fast; retry the write."),
             ),
+            E::Locked { lock } => {
+                let wait = hf_metastore::locks::STALE_LOCK_AGE
+                    .as_secs()
+                    .saturating_sub(lock.age_secs)
+                    .max(1);
+                tracing::warn!(branch = %lock.branch, file = %lock.file, age_secs = lock.age_secs, "metadata branch locked");
+                ApiError::entry(
+                    Code::MetadataLocked,
+                    format!(
+                        "Branch `{}` is locked by `{}` in the metadata repository ({} s old), probably left by a writer that crashed; it is removed once {} s old. Nothing was written.",
+                        lock.branch,
+                        lock.file,
+                        lock.age_secs,
+                        hf_metastore::locks::STALE_LOCK_AGE.as_secs()
+                    ),
+                    Scope::Request,
+                    Some(lock.branch),
+                )
+                .with_retry_after(wait)
+            }
+            other if other.kind() == hf_metastore::ErrorKind::Storage => {
+                tracing::error!(error = %other, "metadata repository storage failure");
+                ApiError::new(
+                    Code::StorageUnavailable,
+                    "The metadata repository cannot be written (its file system is read-only, full or refuses access); nothing was written. Retry once an operator has fixed it.",
+                )
+                .with_retry_after(5)
+            }
             other => {
                 tracing::error!(error = %other, "metadata store failure");
                 ApiError::internal()
@@ -460,6 +502,7 @@ fn model_diagnostic_code(code: hf_model::Code) -> Code {
     match code {
         D::InvalidKey => Code::InvalidKey,
         D::LabelTooLong => Code::LabelTooLong,
+        D::ControlCharacter => Code::ControlCharacter,
         D::InvalidIdentity => Code::InvalidIdentity,
         D::ExtendsCycle => Code::ExtendsCycle,
         D::ExtensionWithoutParent => Code::ExtensionWithoutParent,
@@ -521,6 +564,16 @@ impl From<hf_model::Error> for ApiError {
 fn ddl_error(error: hf_ddl::Error) -> ApiError {
     use hf_ddl::Error as E;
     let lock_timeout = error.kind() == hf_ddl::ErrorKind::LockTimeout;
+    if error.kind() == hf_ddl::ErrorKind::Unavailable {
+        // The connection broke under the apply: its transaction was not committed, and the
+        // driver's text says nothing the client can use.
+        tracing::warn!(%error, "database connection lost while applying DDL");
+        return ApiError::new(
+            Code::DatabaseUnavailable,
+            "The database connection was lost while applying the change; nothing was applied. Retry shortly.",
+        )
+        .with_retry_after(1);
+    }
     match error {
         E::Statement { target, sql, .. } if lock_timeout => ApiError::new(
             Code::ApplyFailed,
@@ -554,6 +607,23 @@ fn ddl_error(error: hf_ddl::Error) -> ApiError {
                     .map_or_else(|| source.to_string(), |db| db.message().to_owned())
             ),
         ),
+        E::InvalidPlan { errors } => {
+            let entries = errors
+                .into_iter()
+                .map(|diagnostic| ErrorEntry {
+                    code: Code::ApplyFailed.as_str(),
+                    message: format!(
+                        "The plan cannot be applied: `{}`: {}.",
+                        diagnostic.target, diagnostic.message
+                    ),
+                    scope: Scope::Request,
+                    target: Some(diagnostic.target),
+                    rule: None,
+                    location: None,
+                })
+                .collect();
+            ApiError::from_entries(StatusCode::UNPROCESSABLE_ENTITY, entries)
+        }
         E::Precheck {
             target,
             sql,
@@ -646,6 +716,14 @@ pub fn for_status(status: StatusCode) -> ApiError {
         StatusCode::UNSUPPORTED_MEDIA_TYPE => (
             Code::UnsupportedMediaType,
             "The request body must be application/json.",
+        ),
+        StatusCode::REQUEST_TIMEOUT => {
+            (Code::RequestTimeout, "The request did not arrive in time.")
+        }
+        StatusCode::URI_TOO_LONG => (Code::UriTooLong, "The request URL is too long."),
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => (
+            Code::HeadersTooLarge,
+            "The request's header fields are too large.",
         ),
         StatusCode::SERVICE_UNAVAILABLE => (
             Code::DatabaseUnavailable,

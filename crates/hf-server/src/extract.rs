@@ -3,6 +3,15 @@
 //! actix-web's own `Json` cannot name the property a shape error concerns and answers some
 //! failures in plain text, so bodies are read here: content type first (415), then size (413),
 //! then syntax (400 `MALFORMED_JSON`), then shape with the property path (400 `INVALID_BODY`).
+//!
+//! A property named twice in one object is a syntax error here (400 `MALFORMED_JSON`), although
+//! serde_json accepts it and keeps the last value: `{"username":"nobody","username":"admin"}`
+//! would be judged as `admin` by us and possibly as `nobody` by a proxy or a log reader in front
+//! of us. The check is a `Deserialize` of our own ([`UniqueKeys`]) that builds the same
+//! `serde_json::Value` the shape check needs and refuses a key its object already holds. It runs
+//! inside the one parse every body gets anyway, so it costs no second pass over the bytes, and
+//! serde_json reports its error with a line and column like any other syntax error; a streaming
+//! pre-check would have re-tokenised every body for the same answer.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -11,7 +20,7 @@ use actix_web::dev::Payload;
 use actix_web::http::header;
 use actix_web::{web, FromRequest, HttpRequest};
 use futures_util::StreamExt;
-use serde::de::DeserializeOwned;
+use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::error::{ApiError, Code, Location};
 
@@ -118,6 +127,9 @@ async fn read_body(req: &HttpRequest, mut payload: Payload) -> Result<web::Bytes
     let mut body = web::BytesMut::new();
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(|error| {
+            if crate::limits::is_timeout(&error) {
+                return crate::limits::body_timeout(req.app_data());
+            }
             ApiError::new(
                 Code::BadRequest,
                 format!("The request body could not be read: {error}"),
@@ -132,7 +144,9 @@ async fn read_body(req: &HttpRequest, mut payload: Payload) -> Result<web::Bytes
 }
 
 fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|error| {
+    // Parsed once as a whole for its nesting limit (128 levels), located syntax errors and
+    // properties named twice; the value itself is not needed.
+    let UniqueKeys(_) = serde_json::from_slice(bytes).map_err(|error| {
         let mut api = ApiError::new(
             Code::MalformedJson,
             format!("The request body is not valid JSON: {error}."),
@@ -142,21 +156,113 @@ fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         }
         api
     })?;
-    from_value(value)
+    // Valid JSON: deserialise the bytes themselves (every error now concerns the shape), so
+    // bodies may keep values as raw JSON text (`RawValue`, exact numbers).
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+        // The position serde_json appends to its message is noise for a shape error.
+        let position = format!(
+            " at line {} column {}",
+            error.inner().line(),
+            error.inner().column()
+        );
+        let path = error.path().to_string();
+        let inner = error.inner().to_string();
+        let inner = inner.strip_suffix(&position).unwrap_or(&inner);
+        shape_error(&path, inner)
+    })
+}
+
+/// A JSON value, parsed like `serde_json::Value` except that an object naming a property twice
+/// is refused (see the module comment for why).
+struct UniqueKeys(serde_json::Value);
+
+impl<'de> de::Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer
+            .deserialize_any(UniqueKeysVisitor)
+            .map(UniqueKeys)
+    }
+}
+
+struct UniqueKeysVisitor;
+
+impl<'de> Visitor<'de> for UniqueKeysVisitor {
+    type Value = serde_json::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::Bool(value))
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Self::Value, E> {
+        Ok(value.into())
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Self::Value, E> {
+        Ok(value.into())
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Self::Value, E> {
+        // JSON has no NaN or infinity, so the conversion only fails on input serde_json refused.
+        serde_json::Number::from_f64(value)
+            .map(serde_json::Value::Number)
+            .ok_or_else(|| E::custom("a number out of range"))
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::String(value.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, value: String) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::String(value))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        while let Some(UniqueKeys(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(serde_json::Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if object.contains_key(&key) {
+                return Err(de::Error::custom(format_args!(
+                    "the property `{}` appears more than once",
+                    truncate(&key, 100)
+                )));
+            }
+            let UniqueKeys(value) = map.next_value()?;
+            object.insert(key, value);
+        }
+        Ok(serde_json::Value::Object(object))
+    }
 }
 
 /// Deserialises an already parsed body, naming the property a shape error concerns.
 pub fn from_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
-    serde_path_to_error::deserialize(value).map_err(|error| {
-        let path = error.path().to_string();
-        let inner = error.inner().to_string();
-        let target = property_target(&path, &inner);
-        ApiError::field(
-            Code::InvalidBody,
-            format!("The request body has the wrong shape: {inner}."),
-            target,
-        )
-    })
+    serde_path_to_error::deserialize(value)
+        .map_err(|error| shape_error(&error.path().to_string(), &error.inner().to_string()))
+}
+
+/// A shape error (`INVALID_BODY`) at a property path, naming the property it concerns.
+fn shape_error(path: &str, inner: &str) -> ApiError {
+    let target = property_target(path, inner);
+    ApiError::field(
+        Code::InvalidBody,
+        format!("The request body has the wrong shape: {inner}."),
+        target,
+    )
 }
 
 /// Names the property a shape error concerns. serde reports unknown and missing properties at
@@ -252,7 +358,29 @@ pub fn json_config(limit: usize) -> web::JsonConfig {
 
 #[cfg(test)]
 mod tests {
-    use super::property_target;
+    use super::{parse, property_target};
+
+    #[test]
+    fn refuses_a_property_named_twice_at_any_depth() {
+        for body in [
+            r#"{"username":"nobody","username":"admin"}"#,
+            r#"{"a":{"b":1,"b":1}}"#,
+            r#"[{"x":null},{"x":1,"x":1}]"#,
+        ] {
+            let error = parse::<serde_json::Value>(body.as_bytes()).unwrap_err();
+            let entry = &error.entries()[0];
+            assert_eq!(entry.code, "MALFORMED_JSON", "{body}");
+            assert!(
+                entry.message.contains("more than once"),
+                "{}",
+                entry.message
+            );
+            assert!(entry.location.is_some(), "{body}");
+        }
+        let same_key_elsewhere = r#"{"a":{"k":1},"b":{"k":2},"k":[1,1.5,-2,true,null,"s"]}"#;
+        let value = parse::<serde_json::Value>(same_key_elsewhere.as_bytes()).unwrap();
+        assert_eq!(value.to_string(), same_key_elsewhere);
+    }
 
     #[test]
     fn names_the_property() {

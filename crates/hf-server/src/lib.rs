@@ -8,14 +8,17 @@ pub mod app;
 pub mod auth;
 pub mod auth_gate;
 pub mod compression;
+pub mod console;
 pub mod cors;
 pub mod dto;
 pub mod error;
 pub mod extract;
+pub mod limits;
 pub mod middleware;
 pub mod openapi;
 pub mod public_access;
 pub mod routes;
+pub mod shed;
 pub mod state;
 
 use std::net::SocketAddr;
@@ -44,6 +47,8 @@ pub struct ServerConfig {
     pub auth: auth::AuthConfig,
     /// The public URL and the trusted reverse proxies (`HF_PUBLIC_URL`, `HF_TRUSTED_PROXIES`).
     pub public_access: public_access::PublicAccess,
+    /// Timeouts and caps of every phase of a request.
+    pub limits: limits::Limits,
     /// Web origins whose pages may call the API (`HF_CORS_ORIGINS`); none by default.
     pub cors_origins: cors::CorsOrigins,
 }
@@ -59,6 +64,7 @@ impl ServerConfig {
             shutdown_timeout: Duration::from_secs(30),
             auth: auth::AuthConfig::default(),
             public_access: public_access::PublicAccess::default(),
+            limits: limits::Limits::default(),
             cors_origins: cors::CorsOrigins::default(),
         }
     }
@@ -126,20 +132,28 @@ pub async fn prepare_database(pool: &hf_storage::Pool) -> Result<(), Error> {
 pub fn bind(config: &ServerConfig, state: AppState) -> Result<Server, Error> {
     let body_limit = config.body_limit;
     let public_access = config.public_access.clone();
+    let limits = config.limits;
     let cors_origins = config.cors_origins.clone();
-    let mut http = HttpServer::new(move || {
+    let slots = limits::AddressSlots::new(limits.max_connections_per_address);
+    let workers = config.workers.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    let http = HttpServer::new(move || {
         app::build(
             state.clone(),
             body_limit,
             public_access.clone(),
             &cors_origins,
         )
+        .app_data(limits)
     })
     .disable_signals()
-    .shutdown_timeout(config.shutdown_timeout.as_secs());
-    if let Some(workers) = config.workers {
-        http = http.workers(workers);
-    }
+    .shutdown_timeout(config.shutdown_timeout.as_secs())
+    .workers(workers)
+    .client_request_timeout(limits.header_timeout)
+    .keep_alive(limits.keep_alive)
+    .max_connections(limits.max_connections_per_worker(workers))
+    .on_connect(move |io, data| slots.on_connect(io, data));
     let http = http.bind(&config.listen).map_err(|source| Error::Bind {
         address: config.listen.clone(),
         source,

@@ -1,5 +1,6 @@
-//! What every request passes through: a request id, one log line, panic containment, and the
-//! guarantee that every error response carries the envelope.
+//! What every request passes through: a request id, the URL and header limits and the body
+//! deadline (`crate::limits`), one log line, panic containment, and the guarantee that every
+//! error response carries the envelope.
 
 use std::panic::AssertUnwindSafe;
 use std::time::Instant;
@@ -13,19 +14,36 @@ use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
 use futures_util::FutureExt;
 
 use crate::error::{self, ApiError, Code};
+use crate::limits::Limits;
 
 /// The request id header, echoed when the client sends a sensible one.
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The middleware function wrapped around the whole application.
 pub async fn edge(
-    req: ServiceRequest,
+    mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     let started = Instant::now();
     let request_id = request_id(&req);
     let method = req.method().clone();
     let path = req.path().to_owned();
+
+    let limits = req.app_data::<Limits>().copied();
+    let mut body_expired = None;
+    if let Some(limits) = &limits {
+        if let Err(error) = crate::limits::check_head(&req, limits) {
+            log_request(
+                &method,
+                &path,
+                error.status_code().as_u16(),
+                started,
+                &request_id,
+            );
+            return Err(error.with_request_id(request_id).into());
+        }
+        body_expired = crate::limits::limit_body(&mut req, limits);
+    }
 
     let outcome = AssertUnwindSafe(next.call(req)).catch_unwind().await;
     // Failures that never became a response carry no request to build one from; they go back to
@@ -42,6 +60,15 @@ pub async fn edge(
             tracing::error!(%request_id, %method, %path, panic = %message, "handler panicked");
             Err(ApiError::internal())
         }
+    };
+    // A body that missed its deadline is the answer, whatever the extractor made of the broken
+    // stream (ours says 408; actix's `Bytes` would say 400).
+    let failure = match failure {
+        Ok(response) if response.status().is_success() => Ok(response),
+        _ if body_expired.as_ref().is_some_and(|expired| expired.get()) => {
+            Err(crate::limits::body_timeout(limits.as_ref()))
+        }
+        other => other,
     };
     let mut response = match failure {
         Ok(response) => response,

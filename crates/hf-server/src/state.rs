@@ -17,4 +17,6 @@ pub struct AppState {
     pub store: Arc<hf_metastore::Store>,
     /// The branch the database reflects.
     pub live_branch: String,
+    /// The supervisor's view of the embedded PostgreSQL, when the service runs one.
+    pub embedded: Option<hf_storage::ClusterWatch>,
 }

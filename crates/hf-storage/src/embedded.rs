@@ -34,7 +34,36 @@ pub struct EmbeddedCluster {
     /// Held while this process owns the cluster; another hf sees it taken and attaches instead
     /// of starting (and never stops a server it does not own).
     lock: Option<fs::File>,
+    /// How to start the server (again); `None` when attached to another process's server.
+    server: Option<ServerCommand>,
 }
+
+/// What starting the server takes: kept so that a supervisor can restart it.
+#[derive(Debug, Clone)]
+struct ServerCommand {
+    bindir: PathBuf,
+    log_path: PathBuf,
+    run_as: Option<RunAs>,
+}
+
+/// Why one attempt to start the server failed.
+#[derive(Debug)]
+enum StartFailure {
+    /// The backends of a server that died still hold its shared memory block; PostgreSQL
+    /// refuses to start until they have exited, which they do on their own shortly.
+    LeftoverMemory(Error),
+    /// Anything else.
+    Other(Error),
+}
+
+impl From<Error> for StartFailure {
+    fn from(error: Error) -> Self {
+        StartFailure::Other(error)
+    }
+}
+
+/// The line PostgreSQL logs when a dead server's backends still hold its shared memory.
+const LEFTOVER_MEMORY: &str = "pre-existing shared memory block";
 
 /// The operating system user the server processes run as when hf itself runs as root.
 #[derive(Debug, Clone, Copy)]
@@ -91,6 +120,7 @@ impl EmbeddedCluster {
                 socket_dir,
                 child: None,
                 lock: None,
+                server: None,
             });
         };
         let run_as = run_as()?;
@@ -105,25 +135,79 @@ impl EmbeddedCluster {
         }
         stop_leftover_server(&data)?;
 
-        let log_path = root.join("postgres.log");
+        let mut cluster = Self {
+            data,
+            socket_dir,
+            child: None,
+            lock: Some(lock),
+            server: Some(ServerCommand {
+                bindir,
+                log_path: root.join("postgres.log"),
+                run_as,
+            }),
+        };
+        cluster.start_with_retries()?;
+        Ok(cluster)
+    }
+
+    /// Starts the server, retrying with backoff (within [`STARTUP_TIMEOUT`]) while the backends
+    /// of a server that died still hold its shared memory: they exit on their own once they
+    /// notice their postmaster is gone, and PostgreSQL's refusal until then is what keeps two
+    /// servers off one data directory.
+    fn start_with_retries(&mut self) -> Result<()> {
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            match self.start_server() {
+                Ok(()) => return Ok(()),
+                Err(StartFailure::LeftoverMemory(error)) if Instant::now() + backoff < deadline => {
+                    tracing::warn!(
+                        retry_in_ms = backoff.as_millis() as u64,
+                        "the backends of an earlier PostgreSQL still hold its shared memory; retrying the start"
+                    );
+                    tracing::debug!(%error, "start-up failure");
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+                Err(StartFailure::LeftoverMemory(error) | StartFailure::Other(error)) => {
+                    return Err(error)
+                }
+            }
+        }
+    }
+
+    /// Starts the server once and waits until it accepts connections.
+    fn start_server(&mut self) -> std::result::Result<(), StartFailure> {
+        let Some(server) = self.server.clone() else {
+            return Err(Error::Embedded(
+                "this process does not own the embedded PostgreSQL, so it cannot start it"
+                    .to_owned(),
+            )
+            .into());
+        };
+        let log_path = &server.log_path;
         let log = fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(&log_path)
+            .open(log_path)
             .map_err(|e| Error::io(format!("opening {}", log_path.display()), e))?;
         let log_err = log
             .try_clone()
             .map_err(|e| Error::io("duplicating the log file", e))?;
-        let mut command = Command::new(bindir.join("postgres"));
+        let postgres = server.bindir.join("postgres");
+        let mut command = Command::new(&postgres);
         command
             .arg("-D")
-            .arg(&data)
+            .arg(&self.data)
             .arg("-p")
             .arg(PORT.to_string())
             .arg("-c")
             .arg("listen_addresses=")
             .arg("-c")
-            .arg(format!("unix_socket_directories={}", socket_dir.display()))
+            .arg(format!(
+                "unix_socket_directories={}",
+                self.socket_dir.display()
+            ))
             .arg("-c")
             .arg("unix_socket_permissions=0700")
             .stdin(Stdio::null())
@@ -132,18 +216,45 @@ impl EmbeddedCluster {
             // Its own process group: Ctrl-C in the terminal must reach hf first, so requests in
             // flight finish before the database stops.
             .process_group(0);
-        apply_run_as(&mut command, run_as);
+        apply_run_as(&mut command, server.run_as);
         let child = command
             .spawn()
-            .map_err(|e| Error::io(format!("starting {}", bindir.join("postgres").display()), e))?;
-        let mut cluster = Self {
-            data,
-            socket_dir,
-            child: Some(child),
-            lock: Some(lock),
-        };
-        cluster.wait_until_ready(&log_path)?;
-        Ok(cluster)
+            .map_err(|e| Error::io(format!("starting {}", postgres.display()), e))?;
+        self.child = Some(child);
+        self.wait_until_ready(log_path)
+    }
+
+    /// Reaps the server if it has exited (so it never lingers as a zombie) and says how it
+    /// ended; `None` while it runs, or when this process does not run it.
+    pub fn reap(&mut self) -> Option<std::process::ExitStatus> {
+        let child = self.child.as_mut()?;
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                self.child = None;
+                Some(status)
+            }
+            Ok(None) => None,
+            Err(error) => {
+                tracing::warn!(%error, "checking the embedded PostgreSQL failed");
+                None
+            }
+        }
+    }
+
+    /// Whether the server this process started is running (as of the last [`Self::reap`]).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Starts the server again after it exited: one attempt, which fails quickly while a dead
+    /// server's backends still hold its shared memory. The caller retries with backoff.
+    pub fn restart(&mut self) -> Result<()> {
+        if self.child.is_some() {
+            return Ok(());
+        }
+        self.start_server().map_err(|failure| match failure {
+            StartFailure::LeftoverMemory(error) | StartFailure::Other(error) => error,
+        })
     }
 
     /// Whether this process started the server (and so stops it).
@@ -207,7 +318,7 @@ impl EmbeddedCluster {
         }
     }
 
-    fn wait_until_ready(&mut self, log_path: &Path) -> Result<()> {
+    fn wait_until_ready(&mut self, log_path: &Path) -> std::result::Result<(), StartFailure> {
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         let pid_file = self.data.join("postmaster.pid");
         loop {
@@ -217,25 +328,34 @@ impl EmbeddedCluster {
                     .map_err(|e| Error::io("checking postgres", e))?
                 {
                     self.child = None;
-                    return Err(Error::Embedded(format!(
-                        "postgres exited during start-up ({status}); its log {} ends with:\n{}",
+                    let tail = log_tail(log_path);
+                    let error = Error::Embedded(format!(
+                        "postgres exited during start-up ({status}); its log {} ends with:\n{tail}",
                         log_path.display(),
-                        log_tail(log_path)
-                    )));
+                    ));
+                    return Err(if tail.contains(LEFTOVER_MEMORY) {
+                        StartFailure::LeftoverMemory(error)
+                    } else {
+                        StartFailure::Other(error)
+                    });
                 }
             }
             // The eighth line of postmaster.pid is the server's state; `pg_ctl` waits for "ready".
+            // The first is the server's PID: a file left by a server that died says "ready" too.
+            let our_pid = self.child.as_ref().map(|child| child.id().to_string());
             if let Ok(contents) = fs::read_to_string(&pid_file) {
-                if contents.lines().nth(7).map(str::trim) == Some("ready") {
+                let mut lines = contents.lines().map(str::trim);
+                let pid = lines.next();
+                if pid == our_pid.as_deref() && lines.nth(6) == Some("ready") {
                     return Ok(());
                 }
             }
             if Instant::now() > deadline {
-                return Err(Error::Embedded(format!(
+                return Err(StartFailure::Other(Error::Embedded(format!(
                     "postgres did not become ready within {} s; see {}",
                     STARTUP_TIMEOUT.as_secs(),
                     log_path.display()
-                )));
+                ))));
             }
             std::thread::sleep(Duration::from_millis(25));
         }
@@ -325,8 +445,10 @@ fn init_cluster(bindir: &Path, root: &Path, data: &Path, run_as: Option<RunAs>) 
 }
 
 /// A server left running by an hf that was killed would hold the data directory; stop it. A
-/// `postmaster.pid` naming a process that is gone (or not a postgres of this directory) is stale
-/// and removed, which PostgreSQL itself refuses to do when the PID was reused.
+/// `postmaster.pid` naming a live process that is not a postgres of this directory (its PID was
+/// reused) is stale and removed, which PostgreSQL itself refuses to do. One naming a process that
+/// is gone is left to PostgreSQL: it then checks that no backend of that server still holds its
+/// shared memory, the check that keeps two servers off one data directory.
 fn stop_leftover_server(data: &Path) -> Result<()> {
     let pid_file = data.join("postmaster.pid");
     let Ok(contents) = fs::read_to_string(&pid_file) else {
@@ -358,6 +480,7 @@ fn stop_leftover_server(data: &Path) -> Result<()> {
             }
             Ok(())
         }
+        Some(pid) if !Path::new(&format!("/proc/{pid}")).exists() => Ok(()),
         _ => {
             tracing::warn!("removing a stale postmaster.pid");
             fs::remove_file(&pid_file)

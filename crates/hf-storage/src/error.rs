@@ -59,8 +59,11 @@ pub enum Error {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ErrorKind {
-    /// The database cannot be reached or no connection is free: retry later.
+    /// The database cannot be reached, or the connection broke: retry later.
     Unavailable,
+    /// The database is up but every pooled connection stayed busy for the whole wait timeout:
+    /// the service is overloaded, not broken; retry later.
+    Busy,
     /// The statement ran longer than its timeout or waited too long for a lock.
     Timeout,
     /// The caller's role is gone: the request speaks for a principal that no longer exists.
@@ -85,6 +88,9 @@ impl Error {
         match self {
             Error::Db(error) => db_error_kind(error),
             Error::Pool(deadpool_postgres::PoolError::Backend(error)) => db_error_kind(error),
+            Error::Pool(deadpool_postgres::PoolError::Timeout(
+                deadpool_postgres::TimeoutType::Wait,
+            )) => ErrorKind::Busy,
             Error::Pool(_) | Error::ConnectionLost(_) => ErrorKind::Unavailable,
             Error::RoleMissing { .. } => ErrorKind::RoleMissing,
             Error::Config(_) | Error::Internal(_) | Error::Embedded(_) | Error::Io { .. } => {

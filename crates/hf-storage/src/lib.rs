@@ -13,6 +13,7 @@ pub mod query;
 pub mod records;
 pub mod run_as;
 mod status;
+mod supervisor;
 pub mod tls;
 
 pub use embedded::{find_postgres_bindir, EmbeddedCluster};
@@ -20,6 +21,7 @@ pub use error::{Error, ErrorKind};
 pub use migrations::{migrate, MIGRATIONS};
 pub use pool::{connect, create_database_if_missing, Pool, PoolSettings};
 pub use status::{database_status, DatabaseStatus, SslStatus};
+pub use supervisor::{ClusterHealth, ClusterWatch, Supervised};
 
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,7 +1,7 @@
 //! The connection pool, with every timeout set explicitly.
 //!
 //! deadpool's defaults wait forever for a free connection; a saturated pool would then hang every
-//! request. Here each wait is bounded, so an exhausted pool answers "unavailable" instead.
+//! request. Here each wait is bounded, so an exhausted pool answers "busy" instead.
 
 use std::time::Duration;
 

@@ -180,6 +180,8 @@ fn with_database(url: &str, database: &str) -> String {
 struct Options {
     /// Load `fixtures/demo` into the live branch and apply it.
     demo: bool,
+    /// The service's pool settings, when not the defaults.
+    pool: Option<hf_storage::PoolSettings>,
 }
 
 /// A running hf server on a free loopback port, backed by its own fresh database.
@@ -205,7 +207,27 @@ impl TestServer {
 
     /// Starts the server with the demo CRM loaded and applied.
     pub async fn start_demo() -> Self {
-        Self::launch(Options { demo: true }, |_| {}).await
+        Self::launch(
+            Options {
+                demo: true,
+                pool: None,
+            },
+            |_| {},
+        )
+        .await
+    }
+
+    /// Starts the server with the demo CRM and a pool of its own settings (a tiny pool, short
+    /// waits), for tests of an exhausted pool.
+    pub async fn start_demo_with_pool(pool: hf_storage::PoolSettings) -> Self {
+        Self::launch(
+            Options {
+                demo: true,
+                pool: Some(pool),
+            },
+            |_| {},
+        )
+        .await
     }
 
     /// Starts the server after letting the test adjust its configuration.
@@ -215,7 +237,10 @@ impl TestServer {
 
     async fn launch(options: Options, adjust: impl FnOnce(&mut hf_server::ServerConfig)) -> Self {
         let db = TestDb::new().await;
-        let pool = db.pool();
+        let pool = match &options.pool {
+            Some(settings) => hf_storage::connect(db.url(), settings).expect("pool"),
+            None => db.pool(),
+        };
         hf_server::prepare_database(&pool)
             .await
             .expect("prepare the database");
@@ -252,6 +277,7 @@ impl TestServer {
             store,
             live_branch: "main".to_owned(),
             auth: std::sync::Arc::new(auth),
+            embedded: None,
         };
         let (addr, server) = spawn_server(config, state);
         Self {
@@ -287,6 +313,7 @@ impl TestServer {
             store,
             live_branch: "main".to_owned(),
             auth: std::sync::Arc::new(auth),
+            embedded: None,
         };
         let (addr, server) = spawn_server(config, state);
         TestInstance {

@@ -88,6 +88,22 @@ async function eventually(page, selector, want) {
 const text = (page, selector) => page.locator(selector).first().textContent();
 
 const scenarios = {
+  async navigate() {
+    await frame("navigate", "crm/nav_list", async (page) => {
+      check("navigate: the frame leaves the exchange address (and its code)", page.url().endsWith("/hfx/modules/frame#crm/nav_list"), page.url());
+      await page.click("#open");
+      check("navigate: another screen of the branch opens", await eventually(page, "#record", "record 42 (from the address)"));
+      check("navigate: its props come from the address", page.url().endsWith("/hfx/modules/frame#crm/nav_detail?id=42"), page.url());
+      const reload = await page.reload();
+      check("navigate: a reload is answered while the cookie is valid", reload.status() === 200, String(reload.status()));
+      check("navigate: and shows the same screen", await eventually(page, "#record", "record 42 (from the address)"));
+      await page.goBack();
+      check("navigate: Back returns to the first screen", await eventually(page, "#open", "Open record 42"));
+      const bare = await fetch(`${base}/hfx/modules/frame`);
+      check("navigate: the frame address needs the cookie", bare.status === 401, String(bare.status));
+    });
+  },
+
   async counter() {
     await frame("counter", "crm/counter", async (page) => {
       const button = page.locator("button").first();

@@ -184,3 +184,29 @@ async fn a_held_lock_makes_apply_time_out() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_plan_with_errors_is_refused_naming_each_item() {
+    with_db(|mut client| async move {
+        let before = setup(&mut client).await;
+        let wanted = desired(|s| {
+            account(s).comment = Some("Acc\0ount".to_owned());
+        });
+        let planned = plan(&before, &wanted, &Renames::default());
+        assert!(planned.has_errors());
+        let tx = client.transaction().await.unwrap();
+        let error = apply(&tx, &planned, &ApplyOptions::default())
+            .await
+            .expect_err("a plan with errors is refused");
+        tx.rollback().await.unwrap();
+        assert_eq!(error.kind(), ErrorKind::InvalidPlan);
+        let hf_ddl::Error::InvalidPlan { errors } = &error else {
+            panic!("{error}")
+        };
+        let targets: Vec<&str> = errors.iter().map(|e| e.target.as_str()).collect();
+        assert_eq!(targets, ["crm.account"]);
+        assert!(error.to_string().contains("`crm.account`"), "{error}");
+        assert_unchanged(&client, &before).await;
+    })
+    .await;
+}

@@ -24,6 +24,18 @@ const SCREENS: &[&str] = &[
     "with_sidecar",
     "query_list",
     "form_record",
+    "class_directive_scoped",
+    "card",
+    "list_view",
+    "composition",
+    "ticker",
+    "stepper",
+    "lifecycle",
+    "await_key",
+    "big_list",
+    "typed_binds",
+    "form_conflict",
+    "query_options",
 ];
 const COMMIT: &str = "0000000000000000000000000000000000000000";
 const TOKEN: &str = "test-token";
@@ -84,13 +96,53 @@ fn compiled_files() -> Files {
     files
 }
 
-/// The fake data API: enough of `/data/query` and `POST /data/crm/account` to exercise the
-/// runtime's query and form helpers, with the contract's envelope.
-fn data_api(method: &str, path: &str, auth: Option<&str>, body: &str) -> (u16, String) {
-    if auth != Some(&format!("Bearer {TOKEN}")) {
-        return (401, r#"{"errors":[{"code":"UNAUTHENTICATED","message":"missing token","scope":"request","target":null}]}"#.into());
+/// Record 1 of the fake API: its version (the `ETag`) and name.
+static RECORD_ONE: std::sync::Mutex<(u64, String)> = std::sync::Mutex::new((1, String::new()));
+
+/// One response of the fake API: status, JSON and an `ETag`.
+type Answer = (u16, String, Option<String>);
+
+/// Record 1 (`GET`, `PATCH`, `DELETE /data/crm/account/1`) with versions: a write whose
+/// `If-Match` names another version is 412 `PRECONDITION_FAILED`.
+fn record_one(method: &str, if_match: Option<&str>, body: &str) -> Answer {
+    let mut record = RECORD_ONE.lock().unwrap();
+    if record.1.is_empty() {
+        record.1 = "Acme".into();
     }
-    match (method, path) {
+    let stale = if_match.is_some_and(|tag| tag != format!("\"{}\"", record.0));
+    if method != "GET" && stale {
+        return (412, r#"{"errors":[{"code":"PRECONDITION_FAILED","message":"The record was changed by someone else","scope":"record","target":null}]}"#.into(), None);
+    }
+    if method == "PATCH" {
+        if let Some(name) = body
+            .split("\"name\":\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+        {
+            record.1 = name.to_string();
+        }
+        record.0 += 1;
+    }
+    if method == "DELETE" {
+        return (204, String::new(), None);
+    }
+    let json = format!(
+        r#"{{"id":"1","name":"{}","createdAt":"2024-01-01T00:00:00Z","updatedAt":"2024-01-01T00:00:00Z"}}"#,
+        record.1
+    );
+    (200, json, Some(format!("\"{}\"", record.0)))
+}
+
+/// The fake data API: enough of `/data/query` and `/data/crm/account` to exercise the
+/// runtime's query and form helpers, with the contract's envelope.
+fn data_api(method: &str, path: &str, headers: &Headers, body: &str) -> Answer {
+    if headers.auth.as_deref() != Some(&format!("Bearer {TOKEN}")) {
+        return (401, r#"{"errors":[{"code":"UNAUTHENTICATED","message":"missing token","scope":"request","target":null}]}"#.into(), None);
+    }
+    if path == "/data/crm/account/1" {
+        return record_one(method, headers.if_match.as_deref(), body);
+    }
+    let (status, json) = match (method, path) {
         ("POST", "/data/query") => {
             let pattern = body
                 .split("\"pattern\":\"")
@@ -104,6 +156,9 @@ fn data_api(method: &str, path: &str, auth: Option<&str>, body: &str) -> (u16, S
                 .filter(|(_, name, _)| name.to_lowercase().contains(&pattern))
                 .map(|(id, name, arr)| format!(r#"{{"id":"{id}","name":"{name}","arr":{arr}}}"#))
                 .collect();
+            if body.contains("COUNT(") {
+                return (200, format!(r#"{{"records":[{{"n":{}}}]}}"#, records.len()), None);
+            }
             (200, format!(r#"{{"records":[{}]}}"#, records.join(",")))
         }
         ("POST", "/data/crm/account") => {
@@ -118,7 +173,15 @@ fn data_api(method: &str, path: &str, auth: Option<&str>, body: &str) -> (u16, S
             }
         }
         _ => (404, r#"{"errors":[{"code":"ROUTE_NOT_FOUND","message":"no route","scope":"request","target":null}]}"#.into()),
-    }
+    };
+    (status, json, None)
+}
+
+/// The request headers the fake API reads.
+#[derive(Default)]
+struct Headers {
+    auth: Option<String>,
+    if_match: Option<String>,
 }
 
 fn handle(stream: TcpStream, files: &Files) -> std::io::Result<()> {
@@ -130,7 +193,7 @@ fn handle(stream: TcpStream, files: &Files) -> std::io::Result<()> {
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or("/"));
     let path = target.split('?').next().unwrap_or("/").to_string();
     let mut length = 0usize;
-    let mut auth = None;
+    let mut headers = Headers::default();
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line)? == 0 || line == "\r\n" {
@@ -139,7 +202,8 @@ fn handle(stream: TcpStream, files: &Files) -> std::io::Result<()> {
         if let Some((name, value)) = line.split_once(':') {
             match name.to_ascii_lowercase().as_str() {
                 "content-length" => length = value.trim().parse().unwrap_or(0),
-                "authorization" => auth = Some(value.trim().to_string()),
+                "authorization" => headers.auth = Some(value.trim().to_string()),
+                "if-match" => headers.if_match = Some(value.trim().to_string()),
                 _ => {}
             }
         }
@@ -147,8 +211,10 @@ fn handle(stream: TcpStream, files: &Files) -> std::io::Result<()> {
     let mut body = vec![0; length];
     reader.read_exact(&mut body)?;
     let body = String::from_utf8_lossy(&body);
+    let mut etag = None;
     let (status, content_type, payload) = if path.starts_with("/data/") {
-        let (status, json) = data_api(method, &path, auth.as_deref(), &body);
+        let (status, json, tag) = data_api(method, &path, &headers, &body);
+        etag = tag;
         (status, "application/json", json)
     } else if path == "/favicon.ico" {
         (204, "image/x-icon", String::new())
@@ -157,10 +223,11 @@ fn handle(stream: TcpStream, files: &Files) -> std::io::Result<()> {
     } else {
         (404, "text/plain", "not found".into())
     };
+    let etag = etag.map_or(String::new(), |tag| format!("ETag: {tag}\r\n"));
     let mut stream = stream;
     write!(
         stream,
-        "HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n{payload}",
+        "HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{etag}Cache-Control: no-store\r\nConnection: close\r\n\r\n{payload}",
         payload.len()
     )?;
     stream.flush()

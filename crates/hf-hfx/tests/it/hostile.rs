@@ -28,6 +28,41 @@ fn deep_block_nesting_is_refused_cleanly() {
 }
 
 #[test]
+fn deep_snippet_and_component_nesting_is_refused_cleanly() {
+    for (open, close) in [
+        ("{#snippet s()}", "{/snippet}"),
+        ("{#await p}{:then v}", "{/await}"),
+        ("{#key k}", "{/key}"),
+        ("<Card>", "</Card>"),
+        (
+            "{#snippet s(a = {b: [1]})}<Card {...x}>",
+            "</Card>{/snippet}",
+        ),
+    ] {
+        let source = format!(
+            "<script>import Card from 'screen:m/card'; let x = {{}};</script>{}{}",
+            open.repeat(10_000),
+            close.repeat(10_000)
+        );
+        let (out, took) = timed(&source);
+        assert_eq!(
+            out.diagnostics[0].code,
+            DiagnosticCode::NestingTooDeep,
+            "{open}"
+        );
+        assert!(took < Duration::from_secs(2), "{took:?}");
+    }
+    // Within the limit, it compiles.
+    let source = format!(
+        "<script>import Card from 'screen:m/card';</script>{}{{@render s()}}{}",
+        "{#snippet s()}<Card>".repeat(60),
+        "</Card>{/snippet}".repeat(60)
+    );
+    let out = compile(&source, None);
+    assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics.first());
+}
+
+#[test]
 fn nesting_within_the_limit_compiles() {
     let source = "<div>".repeat(200) + "{1}" + &"</div>".repeat(200);
     let (out, _) = timed(&source);
@@ -113,6 +148,20 @@ fn unterminated_everything_is_located() {
         ("<p>{/* x}</p>", DiagnosticCode::Unterminated),
         ("</", DiagnosticCode::InvalidName),
         ("<", DiagnosticCode::InvalidName),
+        ("{#snippet s()}<p>x</p>", DiagnosticCode::UnclosedBlock),
+        ("{#snippet s(}{/snippet}", DiagnosticCode::Unterminated),
+        ("{#snippet s(a) x}{/snippet}", DiagnosticCode::InvalidBlock),
+        ("{#snippet s}{/snippet}", DiagnosticCode::InvalidBlock),
+        ("{@render s(}", DiagnosticCode::Unterminated),
+        ("{@render}", DiagnosticCode::InvalidBlock),
+        ("<p {...x", DiagnosticCode::Unterminated),
+        ("<p {...}>", DiagnosticCode::InvalidExpression),
+        ("{#await p}<p>x</p>", DiagnosticCode::UnclosedBlock),
+        ("{#await p}{:then v}<p>", DiagnosticCode::UnclosedTag),
+        ("{#await}{/await}", DiagnosticCode::InvalidBlock),
+        ("{#key}{/key}", DiagnosticCode::InvalidBlock),
+        ("{#key k}<p>{/key}", DiagnosticCode::UnclosedTag),
+        ("{:then v}", DiagnosticCode::InvalidBlock),
     ] {
         let out = compile(source, None);
         assert_eq!(
@@ -147,6 +196,13 @@ proptest! {
         Just("'"), Just("\""), Just("`"), Just("<!--"), Just("-->"), Just("😀"), Just("\n"), Just("<br/>"),
         Just("{@const y = x}"), Just("{#query \"SELECT a FROM m.o\" as q}"), Just("{/query}"),
         Just("{#form m.o as f}"), Just("{/form}"), Just("on:click={() => x++}"), Just("<style>p{}</style>"),
+        Just("{#snippet s(a, {b})}"), Just("{/snippet}"), Just("{@render s(x)}"), Just("<C {...x}>"), Just("</C>"),
+        Just("<script>import C from 'screen:m/c';</script>"), Just("{@render children?.()}"),
+        Just("<script>let s = $state([]); const d = $derived(s.length); $effect(() => s.push(d));</script>"),
+        Just("{#await p}"), Just("{:then v}"), Just("{:catch e}"), Just("{/await}"), Just("{#key k}"), Just("{/key}"),
+        Just("{#await p then {a}}"), Just("{#query \"q\", p, { debounce: 1, count: \"c\" } as q}"),
+        Just("<input type=\"radio\" bind:group={g} value={1}>"), Just("<select multiple bind:value={s}>"),
+        Just("<p use:act={x}>"), Just("<C bind:value={x} />"), Just("$state("), Just("$effect"),
     ], 0..40)) {
         let source: String = parts.concat();
         let out = compile(&source, None);

@@ -59,9 +59,15 @@ fn render_all(source: &str, diagnostics: &[Diagnostic]) -> String {
 fn check_spans(source: &str, expr: &Expr) {
     expr.walk(&mut |node| {
         let text = &source[node.span.start..node.span.end];
-        let reparsed = parse_expression(text);
-        let mut reparsed = reparsed
+        // A semi-join parses only inside a query: try it as a WHERE condition.
+        let mut reparsed = parse_expression(text)
             .expr
+            .or_else(|| {
+                let query = format!("SELECT x FROM m.o WHERE {text}");
+                parse_query(&query)
+                    .query
+                    .and_then(|query| query.where_clause)
+            })
             .unwrap_or_else(|| panic!("span text {text:?} does not parse"));
         let mut expected = node.clone();
         clear_expr(&mut reparsed);

@@ -1,8 +1,9 @@
 //! Property tests: random well-formed trees print to text that parses back to the same tree.
 
 use hf_hoqs_syntax::ast::{
-    BinaryOp, CallArgs, Direction, Expr, ExprKind, Ident, Literal, NullsOrder, OrderItem, Path,
-    Query, RowCount, RowCountValue, SelectItem, SelectValue, Span, UnaryOp,
+    BinaryOp, CallArgs, CaseBranch, Direction, Expr, ExprKind, Ident, Literal, NullsOrder,
+    OrderItem, Path, Query, RowCount, RowCountValue, SelectItem, SelectValue, Span, UnaryOp,
+    DATE_LITERALS, DATE_N_LITERALS,
 };
 use hf_hoqs_syntax::printer::{print, print_expr};
 use hf_hoqs_syntax::{is_reserved, parse_expression, parse_query};
@@ -33,6 +34,10 @@ fn name() -> impl Strategy<Value = String> {
         Just("createdAt".to_string()),
         Just("desc".to_string()),
         Just("nulls".to_string()),
+        Just("today".to_string()),
+        Just("case".to_string()),
+        Just("escape".to_string()),
+        Just("includes".to_string()),
         "[^\u{0}]{1,6}",
         Just("a\"b".to_string()),
         Just("x y".to_string()),
@@ -73,6 +78,16 @@ fn literal() -> impl Strategy<Value = Literal> {
             "2024-02-29T23:59:59.123456+05:30".to_string()
         )),
         Just(Literal::DateTime("2024-01-31T10:00:00Z".to_string())),
+        prop::sample::select(DATE_LITERALS).prop_map(|name| Literal::DateRange {
+            name: name.to_owned(),
+            n: None
+        }),
+        (prop::sample::select(DATE_N_LITERALS), "[0-9]{1,4}").prop_map(|(name, n)| {
+            Literal::DateRange {
+                name: name.to_owned(),
+                n: Some(n),
+            }
+        }),
     ]
 }
 
@@ -81,6 +96,8 @@ fn leaf() -> impl Strategy<Value = Expr> {
         literal().prop_map(|literal| expr(ExprKind::Literal(literal))),
         "[a-z_][a-z0-9_]{0,6}".prop_map(|name| expr(ExprKind::Param(name))),
         path(3).prop_map(|path| expr(ExprKind::Path(path))),
+        prop::sample::select(vec!["id", "name"])
+            .prop_map(|field| expr(ExprKind::User(ident(field.to_owned())))),
     ]
 }
 
@@ -130,14 +147,43 @@ fn any_expr() -> impl Strategy<Value = Expr> {
                     negated
                 })
             ),
-            (boxed(), boxed(), any::<bool>(), any::<bool>()).prop_map(
-                |(operand, pattern, case_insensitive, negated)| expr(ExprKind::Like {
+            (
+                boxed(),
+                boxed(),
+                any::<bool>(),
+                any::<bool>(),
+                prop::option::of(boxed())
+            )
+                .prop_map(|(operand, pattern, case_insensitive, negated, escape)| {
+                    expr(ExprKind::Like {
+                        operand,
+                        pattern,
+                        case_insensitive,
+                        negated,
+                        escape,
+                    })
+                }),
+            (
+                boxed(),
+                prop::collection::vec(inner.clone(), 1..3),
+                any::<bool>()
+            )
+                .prop_map(|(operand, items, negated)| expr(ExprKind::Includes {
                     operand,
-                    pattern,
-                    case_insensitive,
+                    items,
                     negated
-                })
-            ),
+                })),
+            (
+                prop::collection::vec((inner.clone(), inner.clone()), 1..3),
+                prop::option::of(boxed())
+            )
+                .prop_map(|(branches, otherwise)| expr(ExprKind::Case {
+                    branches: branches
+                        .into_iter()
+                        .map(|(condition, value)| CaseBranch { condition, value })
+                        .collect(),
+                    otherwise
+                })),
             (
                 function_name(),
                 prop::collection::vec(inner.clone(), 0..3),
@@ -246,7 +292,35 @@ fn query_with(
 }
 
 fn any_query() -> BoxedStrategy<Query> {
-    query_with(2..=2, Some(query_with(2..=3, None)))
+    let semi_join = (
+        any_expr(),
+        query_with(2..=2, None),
+        any::<bool>(),
+        any_expr(),
+    )
+        .prop_map(|(operand, query, negated, other)| {
+            let test = expr(ExprKind::InSubquery {
+                operand: Box::new(operand),
+                query: Box::new(query),
+                negated,
+            });
+            expr(ExprKind::Binary {
+                op: BinaryOp::And,
+                left: Box::new(test),
+                right: Box::new(other),
+            })
+        });
+    (
+        query_with(2..=2, Some(query_with(2..=3, None))),
+        prop::option::of(semi_join),
+    )
+        .prop_map(|(mut query, semi_join)| {
+            if semi_join.is_some() {
+                query.where_clause = semi_join;
+            }
+            query
+        })
+        .boxed()
 }
 
 proptest! {

@@ -46,11 +46,34 @@ pub fn clear_expr(expr: &mut Expr) {
             items.iter_mut().for_each(clear_expr);
         }
         ExprKind::Like {
-            operand, pattern, ..
+            operand,
+            pattern,
+            escape,
+            ..
         } => {
             clear_expr(operand);
             clear_expr(pattern);
+            escape.iter_mut().for_each(|escape| clear_expr(escape));
         }
+        ExprKind::InSubquery { operand, query, .. } => {
+            clear_expr(operand);
+            clear_query(query);
+        }
+        ExprKind::Includes { operand, items, .. } => {
+            clear_expr(operand);
+            items.iter_mut().for_each(clear_expr);
+        }
+        ExprKind::Case {
+            branches,
+            otherwise,
+        } => {
+            for branch in branches {
+                clear_expr(&mut branch.condition);
+                clear_expr(&mut branch.value);
+            }
+            otherwise.iter_mut().for_each(|value| clear_expr(value));
+        }
+        ExprKind::User(field) => field.span = Span::default(),
         ExprKind::InArray { operand, array, .. } => {
             clear_expr(operand);
             clear_expr(array);

@@ -4,13 +4,13 @@
 
 use std::path::Path;
 
-use hf_hoqs::{compile_query, ExprCompiler, ExprUse, Params};
+use hf_hoqs::{compile_query, ExprCompiler, ExprUse, Params, RequestParams};
 use hf_model::{Model, QualifiedName, ScalarType};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio_postgres::types::Type as PgType;
 use tokio_postgres::{Client, NoTls};
 
-use crate::support::{demo, doc_queries, fixtures_dir, model, shop};
+use crate::support::{compile_doc, demo, doc_queries, fixtures_dir, model, shop};
 
 const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
@@ -145,7 +145,7 @@ async fn run_fixture(client: &Client, path: &Path) -> Result<Vec<Value>, String>
     let source = std::fs::read_to_string(path).unwrap();
     let model = model(directive(&source, "model").unwrap_or("demo"));
     if path.extension().is_some_and(|ext| ext == "hoqs") {
-        let params: Map<String, Value> = directive(&source, "params")
+        let params: RequestParams = directive(&source, "params")
             .map(|json| serde_json::from_str(json).unwrap())
             .unwrap_or_default();
         let compiled = compile_query(model, &source, &params)
@@ -209,10 +209,7 @@ async fn every_ok_fixture_runs_on_postgresql() {
     }
     let (queries, params) = doc_queries();
     for query in &queries {
-        let compiled = compile_query(demo(), query, &params)
-            .unwrap()
-            .query
-            .unwrap();
+        let compiled = compile_doc(query, &params).query.unwrap();
         if let Err(error) = run(&client, &compiled.sql, &compiled.params).await {
             failures.push(format!("docs example {query}: {error}"));
         }

@@ -11,9 +11,8 @@
 use std::path::Path;
 use std::str::FromStr;
 
-use hf_hoqs::{compile_query, Diagnostic, ExprCompiler, ExprUse, Params};
+use hf_hoqs::{compile_query, Diagnostic, ExprCompiler, ExprUse, Params, RequestParams};
 use hf_model::{QualifiedName, ScalarType};
-use serde_json::{Map, Value};
 
 use crate::support::{model, render, render_params};
 
@@ -40,9 +39,9 @@ fn compile(path: &Path, source: &str) -> Outcome {
     let model = model(directive(source, "model").unwrap_or("demo"));
     match path.extension().and_then(|ext| ext.to_str()) {
         Some("hoqs") => {
-            let params: Map<String, Value> = match directive(source, "params") {
+            let params: RequestParams = match directive(source, "params") {
                 Some(json) => serde_json::from_str(json).unwrap(),
-                None => Map::new(),
+                None => RequestParams::new(),
             };
             let output = compile_query(model, source, &params).unwrap();
             match output.query {

@@ -2,8 +2,8 @@
 //! the compiler panic; every outcome is either a statement or at least one diagnostic.
 
 use hf_hoqs::compile_query;
+use hf_hoqs::RequestParams;
 use proptest::prelude::*;
-use serde_json::{json, Map, Value};
 
 use crate::support::demo;
 
@@ -145,11 +145,8 @@ fn query() -> impl Strategy<Value = String> {
         )
 }
 
-fn params() -> Map<String, Value> {
-    let Value::Object(map) = json!({"p": "x", "n": 3}) else {
-        unreachable!()
-    };
-    map
+fn params() -> RequestParams {
+    serde_json::from_str(r#"{"p": "x", "n": 3}"#).unwrap()
 }
 
 proptest! {

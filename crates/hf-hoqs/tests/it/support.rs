@@ -87,7 +87,7 @@ pub fn doc_blocks(name: &str) -> Vec<String> {
 /// The example queries of docs/hoqs.md (blocks that start with SELECT and are not the grammar
 /// sketch), with the parameters their `:names` need, and the examples of docs/formulas.md as
 /// select items of a query over crm.opportunity.
-pub fn doc_queries() -> (Vec<String>, serde_json::Map<String, serde_json::Value>) {
+pub fn doc_queries() -> (Vec<String>, hf_hoqs::RequestParams) {
     let mut queries: Vec<String> = doc_blocks("hoqs.md")
         .into_iter()
         .filter(|block| block.starts_with("SELECT") && !block.contains("<moduleKey>"))
@@ -96,9 +96,20 @@ pub fn doc_queries() -> (Vec<String>, serde_json::Map<String, serde_json::Value>
     for line in formulas.first().unwrap().lines() {
         queries.push(format!("SELECT {line} AS example FROM crm.opportunity"));
     }
-    let params = serde_json::json!({"min": 1000, "industry": "Energy", "n": 10, "i": "Energy"});
-    let serde_json::Value::Object(params) = params else {
-        unreachable!()
+    let params = r#"{"min": 1000, "industry": "Energy", "n": 10, "i": "Energy"}"#;
+    (queries, serde_json::from_str(params).unwrap())
+}
+
+/// Compiles a docs example as the service would: with a caller for `$User` and a time zone.
+pub fn compile_doc(query: &str, params: &hf_hoqs::RequestParams) -> hf_hoqs::QueryOutput {
+    let caller = hf_hoqs::Caller {
+        id: "6f9619ff-8b86-d011-b42d-00c04fc964ff".to_owned(),
+        name: "ada".to_owned(),
     };
-    (queries, params)
+    let options = hf_hoqs::QueryOptions {
+        params,
+        time_zone: Some("Europe/Paris"),
+        caller: Some(&caller),
+    };
+    hf_hoqs::compile_query_with(demo(), query, options).unwrap()
 }

@@ -437,14 +437,10 @@ pub async fn exchange(
         "{SESSION_COOKIE}={token}; Path={COOKIE_PATH}; HttpOnly; SameSite=Strict; \
          Max-Age={max_age}{secure}"
     );
-    let frame = crate::routes::hfx::frame_page(&token, max_age, screen.as_deref());
-    Ok(HttpResponse::Ok()
-        .content_type("text/html; charset=utf-8")
-        .insert_header((header::CACHE_CONTROL, "no-store"))
+    let frame = crate::routes::hfx::frame_page(&token, Some(max_age), screen.as_deref());
+    Ok(frame
+        .response()
         .insert_header((header::SET_COOKIE, cookie))
-        .insert_header((header::REFERRER_POLICY, "no-referrer"))
-        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
-        .insert_header((header::CONTENT_SECURITY_POLICY, frame.csp))
         .body(frame.html))
 }
 

@@ -23,7 +23,6 @@ use hf_hfx::{CompileOptions, CompileOutput};
 use hf_model::key::{check_key, KeyKind};
 use hf_model::{Model, Screen};
 use serde::{Deserialize, Serialize};
-use tokio::sync::Semaphore;
 use utoipa::ToSchema;
 
 use crate::auth::Authenticated;
@@ -62,6 +61,7 @@ where
             .app_data(BodyLimit(BODY_LIMIT))
             .service(compile)
             .service(resolve)
+            .service(frame)
             .service(serve_module)
             .service(vendor),
     )
@@ -223,6 +223,24 @@ pub async fn serve_module(
         .body(js))
 }
 
+/// The rendering frame again, for a reload: the address the frame gives itself once booted
+/// (`/hfx/modules/frame#module/screen`) is under the cookie's path, so a reload sends the
+/// `hf_runtime` cookie and gets the frame with the session it holds, as long as it is valid.
+#[utoipa::path(
+    tag = "hfx",
+    responses(
+        (status = 200, description = "The rendering frame (the screen is named by the address's hash)", content_type = "text/html"),
+        (status = 401, description = "UNAUTHENTICATED: no valid cookie (or Bearer token)", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+#[get("/modules/frame")]
+pub async fn frame(req: HttpRequest, _caller: Authenticated) -> Result<HttpResponse, ApiError> {
+    let token = crate::auth::presented_token(&req)?;
+    let page = frame_page(&token, None, None);
+    Ok(page.response().body(page.html))
+}
+
 /// The HFX runtime and other vendored modules; public. Revalidated with an `ETag`, because the
 /// runtime's URL stays the same when the service is upgraded.
 #[utoipa::path(
@@ -271,11 +289,26 @@ pub struct FramePage {
     pub csp: String,
 }
 
+impl FramePage {
+    /// A 200 response with the frame's headers (policy, no caching, no referrer), for the body.
+    pub fn response(&self) -> actix_web::HttpResponseBuilder {
+        let mut response = HttpResponse::Ok();
+        response
+            .content_type("text/html; charset=utf-8")
+            .insert_header((header::CACHE_CONTROL, "no-store"))
+            .insert_header((header::REFERRER_POLICY, "no-referrer"))
+            .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+            .insert_header((header::CONTENT_SECURITY_POLICY, self.csp.clone()));
+        response
+    }
+}
+
 /// The rendering frame: an HTML page whose one script boots the HFX runtime with the session token
-/// (`window.__HF_SESSION__`) and, when `screen` (`module/screen`) is given, resolves, imports and
-/// mounts that screen into `#hf-root`. The session values are JSON with `<`, `>` and `&` escaped,
-/// so nothing in them can close the script element.
-pub fn frame_page(token: &str, expires_in: u64, screen: Option<&str>) -> FramePage {
+/// (`window.__HF_SESSION__`), which shows the screen the address's hash names or else `screen`
+/// (`module/screen`) in `#hf-root`. `expires_in` is the token's lifetime when known. The session
+/// values are JSON with `<`, `>` and `&` escaped, so nothing in them can close the script
+/// element.
+pub fn frame_page(token: &str, expires_in: Option<u64>, screen: Option<&str>) -> FramePage {
     let nonce = uuid::Uuid::new_v4().simple().to_string();
     let session = serde_json::json!({
         "token": token,
@@ -407,21 +440,25 @@ async fn blocking<T: Send + 'static>(
 
 /// The process-wide compile limiter and module cache.
 struct Compiler {
-    permits: Arc<Semaphore>,
+    permits: crate::shed::WorkQueue,
     cache: Mutex<ModuleCache>,
 }
 
 fn compiler() -> &'static Compiler {
     static COMPILER: OnceLock<Compiler> = OnceLock::new();
     COMPILER.get_or_init(|| Compiler {
-        permits: Arc::new(Semaphore::new(
+        permits: crate::shed::WorkQueue::new(
+            "compiles",
             std::thread::available_parallelism().map_or(1, usize::from),
-        )),
+            2 * std::thread::available_parallelism().map_or(1, usize::from),
+            COMPILE_TIME_LIMIT,
+        ),
         cache: Mutex::new(ModuleCache::default()),
     })
 }
 
-/// Compiles on the blocking pool, one compile per core at a time, within [`COMPILE_TIME_LIMIT`].
+/// Compiles on the blocking pool, one compile per core at a time, within [`COMPILE_TIME_LIMIT`];
+/// when two per core already wait, 503 `OVERLOADED` at once (see [`crate::shed`]).
 /// The permit travels with the compile, so a compile that outlives its request still counts.
 pub(crate) async fn compile_bounded(
     source: String,
@@ -438,11 +475,7 @@ pub(crate) async fn compile_bounded(
         )
     };
     let deadline = tokio::time::Instant::now() + COMPILE_TIME_LIMIT;
-    let permits = Arc::clone(&compiler().permits);
-    let permit = tokio::time::timeout_at(deadline, permits.acquire_owned())
-        .await
-        .map_err(|_| timeout())?
-        .map_err(|_| ApiError::internal())?;
+    let permit = compiler().permits.enter().await?;
     let work = tokio::task::spawn_blocking(move || {
         let _permit = permit;
         hf_hfx::compile_on_thread_with(&source, sidecar.as_deref(), &options)
@@ -593,7 +626,7 @@ mod tests {
 
     #[test]
     fn the_frame_escapes_the_session_and_names_its_nonce() {
-        let page = frame_page("t</script><b>&", 60, Some("crm/accounts"));
+        let page = frame_page("t</script><b>&", Some(60), Some("crm/accounts"));
         assert!(!page.html.contains("</script><b>"));
         assert!(page.html.contains("\\u003c/script\\u003e"));
         let nonce = page
@@ -604,7 +637,7 @@ mod tests {
             .unwrap();
         assert!(page.html.contains(&format!("nonce=\"{nonce}\"")));
         assert_ne!(
-            frame_page("t", 60, None).csp,
+            frame_page("t", Some(60), None).csp,
             page.csp,
             "a fresh nonce per page"
         );

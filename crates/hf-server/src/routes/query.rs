@@ -8,7 +8,7 @@
 use actix_web::http::StatusCode;
 use actix_web::{post, web, HttpResponse};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::auth::Authenticated;
@@ -25,10 +25,14 @@ pub const MAX_QUERY_BYTES: usize = 8 * 1024;
 pub struct QueryRequest {
     /// The HOQS query (at most 8 KiB), e.g. `SELECT name FROM crm.account WHERE industry = :i`.
     pub query: String,
-    /// The values of the query's `:name` parameters.
+    /// The values of the query's `:name` parameters, kept as sent so numbers keep every digit.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
-    pub params: Option<Map<String, Value>>,
+    pub params: Option<hf_hoqs::RequestParams>,
+    /// The IANA time zone (`Europe/Paris`) date literals, `TODAY()` and the date functions of
+    /// datetimes are evaluated in; default `UTC`.
+    #[serde(default, rename = "timeZone")]
+    pub time_zone: Option<String>,
 }
 
 /// `POST /data/query` answer.
@@ -76,9 +80,19 @@ pub async fn query(
             tracing::error!(%error, "reading the live metadata failed");
             ApiError::internal()
         })??;
+    let time_zone = time_zone(body.time_zone.as_deref())?;
     let params = body.params.unwrap_or_default();
+    let caller = hf_hoqs::Caller {
+        id: principal.id.to_string(),
+        name: principal.name.clone(),
+    };
+    let options = hf_hoqs::QueryOptions {
+        params: &params,
+        time_zone: Some(time_zone),
+        caller: Some(&caller),
+    };
     let output =
-        hf_hoqs::compile_query(&snapshot.model, &body.query, &params).map_err(|error| {
+        hf_hoqs::compile_query_with(&snapshot.model, &body.query, options).map_err(|error| {
             tracing::error!(%error, "the live metadata cannot be compiled to SQL");
             ApiError::internal()
         })?;
@@ -91,6 +105,25 @@ pub async fn query(
     Ok(HttpResponse::Ok()
         .content_type("application/json")
         .body(hf_storage::query::records_body(&records)))
+}
+
+/// The canonical name of the request's time zone (`UTC` when absent); a name the IANA time
+/// zone database does not know is a 400 `INVALID_BODY` at `timeZone`.
+fn time_zone(name: Option<&str>) -> Result<&'static str, ApiError> {
+    let Some(name) = name else {
+        return Ok("UTC");
+    };
+    match name.parse::<chrono_tz::Tz>() {
+        Ok(zone) => Ok(zone.name()),
+        Err(_) => Err(ApiError::field(
+            Code::InvalidBody,
+            format!(
+                "`{}` is not an IANA time zone name such as `UTC` or `Europe/Paris`.",
+                name.chars().take(64).collect::<String>()
+            ),
+            "timeZone",
+        )),
+    }
 }
 
 /// Every diagnostic of a query as an entry with its location; all are 400s.

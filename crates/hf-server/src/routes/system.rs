@@ -36,6 +36,31 @@ pub struct Status {
     /// branch's ref move and the database commit); `POST /apply` repairs it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<MetadataSync>,
+    /// Present only when the service runs its own PostgreSQL: what its supervisor knows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedded: Option<EmbeddedInfo>,
+}
+
+/// The embedded PostgreSQL's supervisor, as `/status` reports it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EmbeddedInfo {
+    /// Whether the server is running.
+    pub running: bool,
+    /// How many times it was started again after it died.
+    pub restarts: u64,
+    /// How it ended the last time it died, e.g. `signal: 9 (SIGKILL)`; null if it never did.
+    pub last_exit: Option<String>,
+}
+
+impl EmbeddedInfo {
+    fn of(state: &AppState) -> Option<Self> {
+        let cluster = state.embedded.as_ref()?.health();
+        Some(Self {
+            running: cluster.running,
+            restarts: cluster.restarts,
+            last_exit: cluster.last_exit,
+        })
+    }
 }
 
 /// The `metadata` part of `/status`, shown only when the live branch and the database disagree.
@@ -103,7 +128,8 @@ pub struct StatusFailure {
     pub status: &'static str,
 }
 
-/// Readiness and facts about the database; 503 with the failure body when it is unreachable.
+/// Readiness and facts about the database; 503 with the failure body (and `Retry-After`) when
+/// the database is unreachable or busy, or when a stale ref lock blocks metadata writes.
 #[utoipa::path(
     tag = "system",
     responses(
@@ -114,38 +140,81 @@ pub struct StatusFailure {
 #[get("/status")]
 pub async fn status(state: web::Data<AppState>) -> HttpResponse {
     let metadata_path = state.metadata_path.clone();
-    match hf_storage::database_status(&state.pool).await {
-        Ok(db) => HttpResponse::Ok().json(Status {
-            metadata: drift(&state).await,
-            status: "ok",
-            metadata_path,
-            database: DatabaseInfo {
-                latency_ms: db.latency_ms,
-                name: db.name,
-                server_version: db.server_version,
-                connections: Connections {
-                    active: db.active,
-                    max: db.max,
-                    pool_idle: db.pool_idle,
-                    pool_size: db.pool_size,
-                },
-                ssl: Ssl {
-                    enabled: db.ssl.enabled,
-                    bits: db.ssl.bits,
-                    cipher: db.ssl.cipher,
-                    version: db.ssl.version,
-                },
-            },
-        }),
+    let db = match hf_storage::database_status(&state.pool).await {
+        Ok(db) => db,
         Err(error) => {
+            // Unauthenticated callers read this: it says what is down, never the driver's or
+            // the pool's text (that goes to the log).
             tracing::warn!(%error, "status: database unavailable");
-            HttpResponse::ServiceUnavailable().json(StatusFailure {
-                error: format!("database unavailable: {error}"),
-                metadata_path,
-                status: "unavailable",
-            })
+            if state
+                .embedded
+                .as_ref()
+                .is_some_and(|watch| !watch.health().running)
+            {
+                return unavailable(
+                    "the embedded PostgreSQL stopped and is being started again".to_owned(),
+                    metadata_path,
+                );
+            }
+            let what = match error.kind() {
+                hf_storage::ErrorKind::Busy => {
+                    "the database is busy: every pooled connection stayed in use"
+                }
+                hf_storage::ErrorKind::Timeout => "the database did not answer in time",
+                _ => "the database is unreachable",
+            };
+            return unavailable(what.to_owned(), metadata_path);
         }
+    };
+    if let Some(error) = blocking_lock(&state) {
+        return unavailable(error, metadata_path);
     }
+    HttpResponse::Ok().json(Status {
+        metadata: drift(&state).await,
+        embedded: EmbeddedInfo::of(&state),
+        status: "ok",
+        metadata_path,
+        database: DatabaseInfo {
+            latency_ms: db.latency_ms,
+            name: db.name,
+            server_version: db.server_version,
+            connections: Connections {
+                active: db.active,
+                max: db.max,
+                pool_idle: db.pool_idle,
+                pool_size: db.pool_size,
+            },
+            ssl: Ssl {
+                enabled: db.ssl.enabled,
+                bits: db.ssl.bits,
+                cipher: db.ssl.cipher,
+                version: db.ssl.version,
+            },
+        },
+    })
+}
+
+/// The 503 failure body of `/status`, with `Retry-After`.
+fn unavailable(error: String, metadata_path: String) -> HttpResponse {
+    HttpResponse::ServiceUnavailable()
+        .insert_header((actix_web::http::header::RETRY_AFTER, "1"))
+        .json(StatusFailure {
+            error,
+            metadata_path,
+            status: "unavailable",
+        })
+}
+
+/// A ref lock that blocks metadata writes (see `hf_metastore::locks`), as `/status` says it.
+fn blocking_lock(state: &AppState) -> Option<String> {
+    let lock = state.store.held_locks().into_iter().next()?;
+    Some(format!(
+        "metadata writes are blocked: branch `{}` is locked by {} ({} s old), probably left by a crashed writer; it is removed once {} s old",
+        lock.branch,
+        lock.file,
+        lock.age_secs,
+        hf_metastore::locks::STALE_LOCK_AGE.as_secs()
+    ))
 }
 
 /// The disagreement between the live branch and the database, if any. A failure to compare is

@@ -3,7 +3,7 @@
 //! Keeping the raw text (rather than a parsed `serde_json::Value`) is what lets a decimal written
 //! `0.10` stay `0.10` and lets `1e999` be reported as an invalid value of its field instead of
 //! failing the whole body; nested JSON is captured without recursion, so a deeply nested value
-//! is judged by the field it belongs to (see `value::MAX_JSON_DEPTH`).
+//! is judged by the field it belongs to (see `hf_model::MAX_JSON_DEPTH`).
 
 use std::fmt;
 

@@ -3,7 +3,6 @@
 
 use super::body::Body;
 use super::plan::{KeyRole, ObjectPlan};
-use super::value::to_sql_text;
 use super::{Problem, ProblemCode, Target};
 
 /// What a write binds, and the problems found before running it.
@@ -62,7 +61,7 @@ pub(crate) fn read(plan: &ObjectPlan, body: &Body, mode: Mode) -> Input {
             },
             Some(KeyRole::Column(index)) => {
                 let column = &plan.columns[index];
-                match to_sql_text(raw, column.ty) {
+                match column.ty.parse_json(raw.get()) {
                     Ok(value) => {
                         input.values[index] = value;
                         input.given[index] = true;

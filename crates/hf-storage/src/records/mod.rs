@@ -20,7 +20,6 @@
 mod body;
 mod input;
 mod plan;
-mod value;
 
 use std::sync::Arc;
 
@@ -33,9 +32,9 @@ use tokio_postgres::Row;
 use crate::run_as::{self, Ran, Step};
 use crate::{Pool, Result};
 pub use body::{Body, BodyError};
+pub use hf_model::MAX_JSON_DEPTH;
 use input::{Input, Mode};
 use plan::{Check, ObjectPlan, Statement};
-pub use value::MAX_JSON_DEPTH;
 
 /// How often an upsert that lost a race for its key is retried (it then finds the record).
 const UPSERT_ATTEMPTS: usize = 5;
@@ -725,12 +724,14 @@ fn text_array(items: &[String]) -> String {
 }
 
 fn parse_id(text: &str) -> std::result::Result<String, Problem> {
-    value::uuid(text).map_err(|expected| Problem {
-        code: ProblemCode::InvalidId,
-        message: format!("The record id in the path is not valid: {expected}."),
-        target: Target::Record(Some(text.chars().take(100).collect())),
-        rule: None,
-    })
+    hf_model::ScalarType::Uuid
+        .parse_text(text)
+        .map_err(|expected| Problem {
+            code: ProblemCode::InvalidId,
+            message: format!("The record id in the path is not valid: {expected}."),
+            target: Target::Record(Some(text.chars().take(100).collect())),
+            rule: None,
+        })
 }
 
 fn rejected<T>(problem: Problem) -> Outcome<T> {

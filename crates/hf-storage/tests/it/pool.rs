@@ -1,4 +1,5 @@
-//! An exhausted pool answers "unavailable" after its wait timeout instead of hanging.
+//! An exhausted pool answers "busy" after its wait timeout instead of hanging; an unreachable
+//! server is "unavailable".
 
 use std::time::{Duration, Instant};
 
@@ -6,7 +7,7 @@ use hf_storage::{ErrorKind, PoolSettings};
 use hf_testkit::TestDb;
 
 #[tokio::test]
-async fn exhausted_pool_times_out_as_unavailable() {
+async fn exhausted_pool_times_out_as_busy() {
     let db = TestDb::new().await;
     let settings = PoolSettings {
         max_size: 1,
@@ -21,7 +22,7 @@ async fn exhausted_pool_times_out_as_unavailable() {
         .await
         .map_err(hf_storage::Error::from)
         .unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::Unavailable);
+    assert_eq!(error.kind(), ErrorKind::Busy);
     assert!(
         started.elapsed() < Duration::from_secs(3),
         "waited {:?}",

@@ -39,6 +39,22 @@ async fn malformed_json_is_malformed_json() {
 }
 
 #[tokio::test]
+async fn a_property_named_twice_is_malformed_json() {
+    let server = TestServer::start().await;
+    for body in [
+        r#"{"username":"nobody","username":"admin","password":"x"}"#,
+        r#"{"username":"a","password":"x","password":"y"}"#,
+    ] {
+        let response = login_raw(&server, Some("application/json"), body).await;
+        let envelope = assert_envelope(response, 400, "MALFORMED_JSON").await;
+        let message = envelope["errors"][0]["message"].as_str().unwrap();
+        assert!(message.contains("more than once"), "{message}");
+        assert_eq!(envelope["errors"][0]["location"]["line"], 1, "{envelope}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn other_content_types_are_unsupported() {
     let server = TestServer::start().await;
     let body = json!({"username": "a", "password": "b"}).to_string();

@@ -545,6 +545,20 @@ const ACCOUNT_FORM: &str = r#"<script>
 <p id="saved">{saved}</p>
 "#;
 
+/// A screen that opens another screen of the branch with a parameter.
+const NAV_LIST: &str = r#"<script>
+  import { navigate } from 'hfx';
+</script>
+<button id="open" on:click={() => navigate('crm/nav_detail', { id: 42 })}>Open record 42</button>
+"#;
+
+/// The screen it opens: its prop comes from the frame's address.
+const NAV_DETAIL: &str = r#"<script>
+  export let id = '';
+</script>
+<p id="record">record {id} (from the address)</p>
+"#;
+
 /// Runs `crates/hf-tests/browser/run.mjs` against a server; `None` when node or Chromium is
 /// missing (the caller skips with a message).
 fn run_browser(base_url: &str, token: &str, scenarios: &[&str]) -> Option<String> {
@@ -591,6 +605,8 @@ async fn screens_run_in_chromium_through_the_real_server() {
     put_screen(&server, &admin, "styled", STYLED, Some(STYLED_SIDECAR)).await;
     put_screen(&server, &admin, "account_search", ACCOUNT_SEARCH, None).await;
     put_screen(&server, &admin, "account_form", ACCOUNT_FORM, None).await;
+    put_screen(&server, &admin, "nav_list", NAV_LIST, None).await;
+    put_screen(&server, &admin, "nav_detail", NAV_DETAIL, None).await;
     for name in ["Initech", "Acme", "Globex"] {
         let response = post_as(&server, &admin, "/data/crm/account", json!({"name": name})).await;
         assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
@@ -599,7 +615,9 @@ async fn screens_run_in_chromium_through_the_real_server() {
     let user = server
         .create_principal(&format!("u{}_web", &server.db.name()[8..20]), false)
         .await;
-    let scenarios = ["counter", "escaping", "styled", "missing", "query", "form"];
+    let scenarios = [
+        "counter", "escaping", "styled", "missing", "query", "form", "navigate",
+    ];
     let Some(stdout) = tokio::task::spawn_blocking({
         let base = server.base_url.clone();
         move || run_browser(&base, &user.token, &scenarios)

@@ -622,6 +622,47 @@ async fn huge_labels_are_refused() {
 }
 
 #[tokio::test]
+async fn control_characters_in_labels_and_descriptions_are_refused_at_write() {
+    let server = Ctx::start().await;
+    seed(&server, "metadata@main").await;
+    let head = git_head(&server, "main").unwrap();
+    for (body, property) in [
+        (json!({"label": "Bi\u{0}g"}), "label"),
+        (
+            json!({"label": "Big", "description": "a bell \u{7}"}),
+            "description",
+        ),
+        (json!({"label": "Two\nlines"}), "label"),
+    ] {
+        let response = send_json(
+            &server,
+            Method::POST,
+            "/metadata@main/crm/objects/big",
+            body.clone(),
+        )
+        .await;
+        let envelope = assert_envelope(response, 422, "CONTROL_CHARACTER").await;
+        assert_eq!(envelope["errors"][0]["scope"], "field", "{body}");
+        assert_eq!(envelope["errors"][0]["target"], property, "{body}");
+    }
+    assert_eq!(
+        git_head(&server, "main").unwrap(),
+        head,
+        "nothing committed"
+    );
+    // Line breaks and tabs are fine in a description, and the live write applies.
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/crm/objects/big",
+        json!({"label": "Big", "description": "Two\nlines\tand a tab"}),
+    )
+    .await;
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn destructive_live_writes_need_consent() {
     let server = Ctx::start().await;
     seed(&server, "metadata@main").await;

@@ -574,6 +574,7 @@ impl Service {
             store: Arc::clone(&store),
             live_branch: "main".to_owned(),
             auth: Arc::new(auth),
+            embedded: None,
         };
         let (sender, receiver) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {

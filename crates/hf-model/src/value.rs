@@ -1,16 +1,17 @@
-//! Checking one JSON value of a record body against its field's type, and turning it into the
-//! text PostgreSQL reads for that type.
+//! The one value grammar: how a JSON value (a record field, a query parameter) or a text literal
+//! becomes the text PostgreSQL reads for a scalar type, and which PostgreSQL type that is.
 //!
-//! Every value is bound as text and cast in the statement (`$7::numeric`), so this is the one
-//! place that decides what a body may hold: the database only ever sees text that casts without
-//! an error. Each check works on the value's raw JSON text, which keeps numbers exact: a decimal
-//! written `12.50` is stored as `12.50`, and a number no double-precision parser could read
-//! exactly is refused instead of silently rounded.
+//! Every value hf sends is bound as text and cast in the statement (`$7::numeric`), so this is
+//! the one place that decides what a value of each type may be: the database only ever sees text
+//! that casts without an error. The record layer, query parameters, HOQS literals and the DDL
+//! mapping all come here, so a value accepted in one place is accepted in every other. Each check
+//! works on the value's raw JSON text, which keeps numbers exact: a decimal written `12.50` is
+//! sent as `12.50`, and a number no double-precision parser could read exactly is refused instead
+//! of silently rounded.
 
-use hf_model::ScalarType;
-use serde_json::value::RawValue;
+use crate::ScalarType;
 
-/// How deeply arrays and objects may nest inside a `json` field's value.
+/// How deeply arrays and objects may nest inside a `json` value.
 pub const MAX_JSON_DEPTH: usize = 64;
 
 /// The largest magnitude of a decimal PostgreSQL's `numeric` holds: digits before the point.
@@ -18,33 +19,92 @@ const MAX_NUMERIC_WHOLE_DIGITS: usize = 131_072;
 /// Digits after the point `numeric` holds.
 const MAX_NUMERIC_FRACTION_DIGITS: usize = 16_383;
 
-/// Converts the raw JSON of a value to the text bound for a column of type `ty`.
-///
-/// `Ok(None)` is SQL NULL (JSON `null`, for every type, `json` included). `Err` says in words
-/// what was expected, for the `INVALID_VALUE` message.
-pub fn to_sql_text(raw: &RawValue, ty: ScalarType) -> Result<Option<String>, String> {
-    let text = raw.get().trim();
-    if text == "null" {
-        return Ok(None);
+impl ScalarType {
+    /// The PostgreSQL type of the type's columns and casts (the contract's Part 3 item 2).
+    pub fn sql_type(self) -> &'static str {
+        match self {
+            ScalarType::Text => "text",
+            ScalarType::Integer => "bigint",
+            ScalarType::Decimal => "numeric",
+            ScalarType::Float => "double precision",
+            ScalarType::Boolean => "boolean",
+            ScalarType::Date => "date",
+            ScalarType::Datetime => "timestamptz",
+            ScalarType::Uuid => "uuid",
+            ScalarType::Json => "jsonb",
+        }
     }
-    let converted = match ty {
-        ScalarType::Text => string(text).and_then(|s| no_nul(s, "text")),
-        ScalarType::Integer => integer(text),
-        ScalarType::Decimal => decimal(text),
-        ScalarType::Float => float(text),
-        ScalarType::Boolean => boolean(text),
-        ScalarType::Date => string(text).and_then(|s| date(&s)),
-        ScalarType::Datetime => string(text).and_then(|s| datetime(&s)),
-        ScalarType::Uuid => string(text).and_then(|s| uuid(&s)),
-        ScalarType::Json => json(text),
-    };
-    converted.map(Some)
+
+    /// Converts the raw JSON text of a value to the text bound for this type.
+    ///
+    /// `Ok(None)` is SQL NULL (JSON `null`, for every type, `json` included). `Err` says in
+    /// words what was expected, for messages such as `INVALID_VALUE`'s.
+    pub fn parse_json(self, raw: &str) -> Result<Option<String>, String> {
+        let text = raw.trim();
+        if text == "null" {
+            return Ok(None);
+        }
+        let converted = match self {
+            ScalarType::Text => string(text, "text").and_then(|s| no_nul(s, "text")),
+            ScalarType::Integer => integer(text),
+            ScalarType::Decimal => decimal(text),
+            ScalarType::Float => float(text),
+            ScalarType::Boolean => boolean(text),
+            ScalarType::Date => string(text, "a date").and_then(|s| date(&s)),
+            ScalarType::Datetime => string(text, "a datetime").and_then(|s| datetime(&s)),
+            ScalarType::Uuid => string(text, "a uuid").and_then(|s| uuid(&s)),
+            ScalarType::Json => json(text),
+        };
+        converted.map(Some)
+    }
+
+    /// Converts text that stands for a value of this type (a HOQS text literal compared with a
+    /// date, an id in a URL path) to the text bound for it, by the rules of [`Self::parse_json`]
+    /// for a JSON string holding that text.
+    pub fn parse_text(self, text: &str) -> Result<String, String> {
+        match self {
+            ScalarType::Text => no_nul(text.to_owned(), "text"),
+            ScalarType::Decimal if is_plain_decimal(text) => {
+                fits_numeric(text).map(|()| text.to_owned())
+            }
+            ScalarType::Decimal => Err(format!(
+                "expected a decimal number like \"12.50\", got \"{}\"",
+                abbreviate(text)
+            )),
+            ScalarType::Date => date(text),
+            ScalarType::Datetime => datetime(text),
+            ScalarType::Uuid => uuid(text),
+            ScalarType::Json => json(text),
+            ScalarType::Integer | ScalarType::Float | ScalarType::Boolean => self
+                .parse_json(text)?
+                .ok_or_else(|| "expected a value, got null".to_owned()),
+        }
+    }
+
+    /// The type a JSON value has when nothing around it says which type it must be: `None` for
+    /// `null`; whole numbers in 64 bits are integers, other numbers decimals, arrays and
+    /// objects json.
+    pub fn of_json(raw: &str) -> Option<ScalarType> {
+        let text = raw.trim();
+        match text.as_bytes().first() {
+            None | Some(b'n') => None,
+            Some(b't' | b'f') => Some(ScalarType::Boolean),
+            Some(b'"') => Some(ScalarType::Text),
+            Some(b'[' | b'{') => Some(ScalarType::Json),
+            Some(_) if text.parse::<i64>().is_ok() => Some(ScalarType::Integer),
+            Some(_) => Some(ScalarType::Decimal),
+        }
+    }
 }
 
 /// The text of a JSON string, or what was expected instead.
-fn string(text: &str) -> Result<String, String> {
+/// `what` names the value the string holds, for the message (`a date`).
+fn string(text: &str, what: &str) -> Result<String, String> {
     if !text.starts_with('"') {
-        return Err(format!("expected a JSON string, got {}", kind_of(text)));
+        return Err(format!(
+            "expected {what} as a JSON string, got {}",
+            kind_of(text)
+        ));
     }
     serde_json::from_str::<String>(text)
         .map_err(|error| format!("the string is not valid JSON text: {error}"))
@@ -74,7 +134,7 @@ fn integer(text: &str) -> Result<String, String> {
 /// double-precision JSON parser reads exactly as written.
 fn decimal(text: &str) -> Result<String, String> {
     if text.starts_with('"') {
-        let inner = string(text)?;
+        let inner = string(text, "a decimal")?;
         if !is_plain_decimal(&inner) {
             return Err(format!(
                 "expected a decimal number like \"12.50\" (digits, an optional point and digits; \
@@ -164,7 +224,7 @@ fn datetime(text: &str) -> Result<String, String> {
 
 /// A uuid, hyphenated (`6f9619ff-8b86-d011-b42d-00c04fc964ff`) or as 32 hex digits; sent in the
 /// hyphenated lower-case form.
-pub fn uuid(text: &str) -> Result<String, String> {
+fn uuid(text: &str) -> Result<String, String> {
     let plain_or_hyphenated = text.len() == 32 || text.len() == 36;
     match uuid::Uuid::try_parse(text) {
         Ok(id) if plain_or_hyphenated => Ok(id.hyphenated().to_string()),
@@ -237,7 +297,7 @@ fn is_json_number(text: &str) -> bool {
 
 /// An optional sign, digits, and an optional point followed by digits: what `numeric` reads
 /// without surprises.
-pub fn is_plain_decimal(text: &str) -> bool {
+fn is_plain_decimal(text: &str) -> bool {
     let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
     let (whole, fraction) = match unsigned.split_once('.') {
         Some((whole, fraction)) => (whole, Some(fraction)),
@@ -266,7 +326,7 @@ fn fits_numeric(text: &str) -> Result<(), String> {
 /// value equals the shortest decimal form of the nearest double (`0.1`, `12.5`, `1e-7`).
 /// `0.1000000000000000055` or `12345678901234567.5` carry more digits than a double keeps, and
 /// `1e999` does not fit one at all.
-pub fn is_exact_number(text: &str) -> bool {
+fn is_exact_number(text: &str) -> bool {
     if text.parse::<i64>().is_ok() || text.parse::<u64>().is_ok() {
         return true;
     }
@@ -340,8 +400,7 @@ mod tests {
     use super::*;
 
     fn convert(json: &str, ty: ScalarType) -> Result<Option<String>, String> {
-        let raw = RawValue::from_string(json.to_owned()).unwrap();
-        to_sql_text(&raw, ty)
+        ty.parse_json(json)
     }
 
     fn ok(json: &str, ty: ScalarType) -> String {
@@ -501,5 +560,55 @@ mod tests {
         assert!(is_exact_number("9007199254740993"));
         assert!(!is_exact_number("9007199254740993.5"));
         assert!(!is_exact_number("1e400"));
+    }
+
+    #[test]
+    fn text_stands_for_values_by_the_same_rules() {
+        assert_eq!(
+            ScalarType::Uuid.parse_text("6F9619FF8B86D011B42D00C04FC964FF"),
+            Ok("6f9619ff-8b86-d011-b42d-00c04fc964ff".to_owned())
+        );
+        assert!(ScalarType::Date.parse_text("0000-01-01").is_err());
+        assert!(ScalarType::Date.parse_text("2024-02-30").is_err());
+        assert_eq!(
+            ScalarType::Decimal.parse_text("12.50"),
+            Ok("12.50".to_owned())
+        );
+        assert!(ScalarType::Decimal.parse_text("1e5").is_err());
+        assert_eq!(ScalarType::Integer.parse_text("42"), Ok("42".to_owned()));
+        assert!(ScalarType::Json.parse_text("{").is_err());
+    }
+
+    #[test]
+    fn json_values_have_a_natural_type() {
+        assert_eq!(ScalarType::of_json("null"), None);
+        assert_eq!(ScalarType::of_json("5"), Some(ScalarType::Integer));
+        assert_eq!(ScalarType::of_json("5.5"), Some(ScalarType::Decimal));
+        assert_eq!(
+            ScalarType::of_json("99999999999999999999"),
+            Some(ScalarType::Decimal)
+        );
+        assert_eq!(ScalarType::of_json("\"x\""), Some(ScalarType::Text));
+        assert_eq!(ScalarType::of_json("[1]"), Some(ScalarType::Json));
+        assert_eq!(ScalarType::of_json("false"), Some(ScalarType::Boolean));
+    }
+
+    #[test]
+    fn every_type_has_one_postgresql_type() {
+        let names: Vec<&str> = ScalarType::ALL.iter().map(|t| t.sql_type()).collect();
+        assert_eq!(
+            names,
+            [
+                "text",
+                "bigint",
+                "numeric",
+                "double precision",
+                "boolean",
+                "date",
+                "timestamptz",
+                "uuid",
+                "jsonb"
+            ]
+        );
     }
 }

@@ -1,0 +1,210 @@
+// The Data area: any object's records, paged, sorted and filtered on the server through HOQS,
+// and a record editor that writes through /data with If-Match.
+export { formatValue, plural, messages, fieldErrors } from "./lib.js";
+import { api } from "./lib.js";
+import type { Reply } from "./lib.js";
+
+/** Rows per page. */
+export const PAGE_SIZE = 25;
+
+export interface Field {
+  moduleKey: string;
+  objectKey: string;
+  fieldKey: string;
+  fieldKind: string;
+  label: string;
+  fieldType: string | null;
+  lookupTarget: string | null;
+  required: boolean;
+}
+
+/** Every object of the live branch, for the object list. */
+export async function loadObjects(): Promise<Reply> {
+  return api("GET", "/metadata/objects");
+}
+
+function path(m: string, o: string): string {
+  return encodeURIComponent(m) + "/objects/" + encodeURIComponent(o);
+}
+
+/**
+ * An object and its effective fields: the fields of its ancestors (through `extends`) first, then
+ * its own, as records carry them.
+ */
+export async function loadObject(m: string, o: string) {
+  const chain: any[] = [];
+  let target: string | null = m + "." + o;
+  while (target && chain.length < 16) {
+    const [tm, to] = target.split(".");
+    const reply = await api("GET", "/metadata/" + path(tm, to));
+    if (!reply.ok) return { object: null, fields: [], errors: reply.errors };
+    chain.unshift(reply.data);
+    target = reply.data.extends || null;
+  }
+  const fields: Field[] = [];
+  for (const object of chain) {
+    const reply = await api("GET", "/metadata/" + path(object.moduleKey, object.objectKey) + "/fields");
+    if (!reply.ok) return { object: null, fields: [], errors: reply.errors };
+    for (const f of reply.data) if (!fields.some((x) => x.fieldKey === f.fieldKey)) fields.push(f);
+  }
+  return { object: chain[chain.length - 1], fields, errors: [] };
+}
+
+/** True for fields whose value a person types (scalars and lookups, not formulas or rollups). */
+export function editable(f: Field): boolean {
+  return f.fieldKind === "scalar" || f.fieldKind === "lookup";
+}
+
+/** The type of a field's value: lookups hold ids. */
+function typeOf(f: Field): string {
+  return f.fieldKind === "lookup" ? "uuid" : f.fieldType || "text";
+}
+
+/** The filter's condition and parameter for `text` typed into the filter of field `f`. */
+function condition(f: Field, text: string): { where: string; value: unknown } {
+  const type = typeOf(f);
+  if (type === "text") return { where: f.fieldKey + " ILIKE :filter", value: "%" + text + "%" };
+  if (type === "integer" || type === "float") return { where: f.fieldKey + " = :filter", value: Number(text) };
+  if (type === "boolean") return { where: f.fieldKey + " = :filter", value: /^(true|yes|1)$/i.test(text.trim()) };
+  return { where: f.fieldKey + " = :filter", value: text.trim() };
+}
+
+export interface Page {
+  fields: Field[];
+  sort: string;
+  descending: boolean;
+  filterField: string;
+  filterText: string;
+  offset: number;
+}
+
+/** One page of records and the number of records the filter matches, in two HOQS queries. */
+export async function loadPage(m: string, o: string, page: Page) {
+  const keys = page.fields.map((f) => f.fieldKey);
+  let where = "";
+  const params: Record<string, unknown> = {};
+  const filtered = page.fields.find((f) => f.fieldKey === page.filterField);
+  if (filtered && page.filterText.trim() !== "") {
+    const c = condition(filtered, page.filterText);
+    where = " WHERE " + c.where;
+    params.filter = c.value;
+  }
+  const from = " FROM " + m + "." + o + where;
+  const order = " ORDER BY " + page.sort + (page.descending ? " DESC" : " ASC") + (page.sort === "id" ? "" : ", id ASC");
+  const query = "SELECT " + ["id", ...keys, "updatedAt"].join(", ") + from + order + " LIMIT " + PAGE_SIZE + " OFFSET " + page.offset;
+  const [rows, count] = await Promise.all([
+    api("POST", "/data/query", { query, params }),
+    api("POST", "/data/query", { query: "SELECT COUNT(id) AS total" + from, params }),
+  ]);
+  if (!rows.ok) return { records: [], total: 0, errors: rows.errors, query };
+  return { records: rows.data.records, total: count.ok ? count.data.records[0].total : rows.data.records.length, errors: [], query };
+}
+
+/** What an input shows for a stored value. */
+export function toInput(f: Field, value: unknown): unknown {
+  if (value === null || value === undefined) return typeOf(f) === "boolean" ? false : "";
+  const type = typeOf(f);
+  if (type === "boolean") return !!value;
+  if (type === "json") return JSON.stringify(value, null, 2);
+  if (type === "datetime" && typeof value === "string") {
+    const d = new Date(value);
+    if (isNaN(d.getTime())) return value;
+    const pad = (n: number) => String(n).padStart(2, "0");
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + "T" + pad(d.getHours()) + ":" + pad(d.getMinutes());
+  }
+  return String(value);
+}
+
+/**
+ * The value to send for what an input holds; `{error}` when it cannot be one (shown next to the
+ * input before anything is sent).
+ */
+export function fromInput(f: Field, input: unknown): { value?: unknown; error?: string } {
+  const type = typeOf(f);
+  if (type === "boolean") return { value: !!input };
+  const text = input === null || input === undefined ? "" : String(input);
+  if (text.trim() === "") return { value: null };
+  switch (type) {
+    case "integer":
+      return /^-?\d+$/.test(text.trim()) ? { value: Number(text.trim()) } : { error: "Enter a whole number." };
+    case "float":
+      return isNaN(Number(text)) ? { error: "Enter a number." } : { value: Number(text) };
+    case "decimal":
+      return /^-?\d+(\.\d+)?$/.test(text.trim()) ? { value: text.trim() } : { error: "Enter a number such as 1250.50." };
+    case "json":
+      try {
+        return { value: JSON.parse(text) };
+      } catch {
+        return { error: "Enter valid JSON." };
+      }
+    case "datetime": {
+      const d = new Date(text);
+      return isNaN(d.getTime()) ? { error: "Enter a date and time." } : { value: d.toISOString() };
+    }
+    default:
+      return { value: text };
+  }
+}
+
+/** The HTML input type for a field. */
+export function inputType(f: Field): string {
+  const type = typeOf(f);
+  if (type === "date") return "date";
+  if (type === "datetime") return "datetime-local";
+  return "text";
+}
+
+/** `inputmode` hint for touch keyboards. */
+export function inputMode(f: Field): string | null {
+  const type = typeOf(f);
+  if (type === "integer") return "numeric";
+  if (type === "decimal" || type === "float") return "decimal";
+  return null;
+}
+
+export async function loadRecord(m: string, o: string, id: string): Promise<Reply> {
+  return api("GET", "/data/" + encodeURIComponent(m) + "/" + encodeURIComponent(o) + "/" + encodeURIComponent(id));
+}
+
+/** Creates (`id` null) or updates a record; updates name the version that was loaded. */
+export async function saveRecord(m: string, o: string, id: string | null, body: Record<string, unknown>, etag: string | null): Promise<Reply> {
+  const base = "/data/" + encodeURIComponent(m) + "/" + encodeURIComponent(o);
+  if (id === null) return api("POST", base, body);
+  return api("PATCH", base + "/" + encodeURIComponent(id), body, etag ? { "if-match": etag } : {});
+}
+
+export async function deleteRecord(m: string, o: string, id: string): Promise<Reply> {
+  return api("DELETE", "/data/" + encodeURIComponent(m) + "/" + encodeURIComponent(o) + "/" + encodeURIComponent(id));
+}
+
+/**
+ * Choices for a lookup field: up to 20 records of the target whose first text field contains
+ * `term`, as `{id, label}`.
+ */
+export async function lookupChoices(target: string, term: string) {
+  const [m, o] = target.split(".");
+  const { fields } = await loadObject(m, o);
+  const text = fields.find((f: Field) => f.fieldKey === "name") || fields.find((f: Field) => f.fieldKind === "scalar" && f.fieldType === "text");
+  if (!text) return [];
+  const reply = await api("POST", "/data/query", {
+    query: "SELECT id, " + text.fieldKey + " FROM " + target + " WHERE " + text.fieldKey + " ILIKE :term ORDER BY " + text.fieldKey + " LIMIT 20",
+    params: { term: "%" + term + "%" },
+  });
+  return reply.ok ? reply.data.records.map((r: any) => ({ id: r.id, label: String(r[text.fieldKey] ?? r.id) })) : [];
+}
+
+/** True for values a table aligns right. */
+export function numeric(value: unknown): boolean {
+  return typeof value === "number" || (typeof value === "string" && /^-?\d+(\.\d+)?$/.test(value));
+}
+
+/** Objects grouped by module, for the side list. */
+export function byModule(objects: any[]): { moduleKey: string; objects: any[] }[] {
+  const groups: { moduleKey: string; objects: any[] }[] = [];
+  for (const o of objects) {
+    let g = groups.find((x) => x.moduleKey === o.moduleKey);
+    if (!g) groups.push((g = { moduleKey: o.moduleKey, objects: [] }));
+    g.objects.push(o);
+  }
+  return groups;
+}

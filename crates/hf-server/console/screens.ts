@@ -1,0 +1,53 @@
+// The Screens area: every screen of the live branch, its HFX source compiled as you type
+// (`POST /hfx/compile`, errors at their location), saving it, and a preview in the rendering
+// frame (`POST /auth/session`, then `/auth/session/exchange?…&screen=…` in an iframe).
+export { messages, fieldErrors, underline, plural } from "./lib.js";
+import { api } from "./lib.js";
+import type { Reply } from "./lib.js";
+
+/** Every screen of every module of the live branch. */
+export async function loadScreens() {
+  const modules = await api("GET", "/metadata");
+  if (!modules.ok) return { modules: [], screens: [], errors: modules.errors };
+  const lists = await Promise.all(modules.data.map((m: any) => api("GET", "/metadata/" + encodeURIComponent(m.moduleKey) + "/screens")));
+  const failed = lists.find((l) => !l.ok);
+  if (failed) return { modules: modules.data, screens: [], errors: failed.errors };
+  return { modules: modules.data, screens: lists.flatMap((l) => l.data), errors: [] };
+}
+
+/** Compiles without storing: the diagnostics of a source, or none. */
+export async function check(source: string, sidecar: string): Promise<Reply> {
+  return api("POST", "/hfx/compile", sidecar.trim() ? { source, sidecar } : { source });
+}
+
+/** Writes a screen to the live branch (create or replace). */
+export async function saveScreen(m: string, s: string, isNew: boolean, body: Record<string, unknown>): Promise<Reply> {
+  return api(isNew ? "POST" : "PUT", "/metadata@main/" + encodeURIComponent(m) + "/screens/" + encodeURIComponent(s), body);
+}
+
+export async function deleteScreen(m: string, s: string): Promise<Reply> {
+  return api("DELETE", "/metadata@main/" + encodeURIComponent(m) + "/screens/" + encodeURIComponent(s));
+}
+
+/** The URL of the rendering frame showing a screen, with a fresh one-time session code. */
+export async function previewUrl(m: string, s: string): Promise<{ url: string; error: string }> {
+  const reply = await api("POST", "/auth/session");
+  if (!reply.ok) return { url: "", error: reply.errors.map((e) => e.message).join(" ") };
+  return { url: "/auth/session/exchange?code=" + encodeURIComponent(reply.data.code) + "&screen=" + encodeURIComponent(m + "/" + s), error: "" };
+}
+
+export const STARTER = `<script lang="ts">
+  let count = 0;
+</script>
+
+<button on:click={() => count++}>Clicked {count} times</button>
+`;
+
+/** Debounces `fn`: it runs `ms` after the last call. */
+export function debounce(fn: () => void, ms: number): () => void {
+  let timer: ReturnType<typeof setTimeout> | null = null;
+  return () => {
+    if (timer) clearTimeout(timer);
+    timer = setTimeout(fn, ms);
+  };
+}

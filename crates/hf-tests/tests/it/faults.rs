@@ -1,0 +1,311 @@
+//! Faults injected for real: an exhausted pool, a read-only metadata repository, a database
+//! connection killed in the middle of a live write, a stale ref lock, a login flood. Each gets
+//! its status and code, nothing is lost, and the service is normal afterwards.
+
+use std::time::Duration;
+
+use hf_testkit::TestServer;
+use serde_json::{json, Value};
+
+use crate::support::assert_envelope;
+
+/// The live branch's head, read with git.
+fn git_head(server: &TestServer) -> String {
+    let output = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(server.metadata_path())
+        .args(["rev-parse", "refs/heads/main"])
+        .output()
+        .unwrap();
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+/// Adds field `key` to `crm.account` of the live branch (a write that runs DDL).
+async fn add_field(server: &TestServer, token: &str, key: &str) -> reqwest::Response {
+    server
+        .http
+        .post(server.url(&format!("/metadata@main/crm/objects/account/fields/{key}")))
+        .bearer_auth(token)
+        .json(&json!({"fieldKind": "scalar", "label": "Note", "fieldType": "text"}))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Whether column `key` exists on `crm.account`.
+async fn has_column(server: &TestServer, key: &str) -> bool {
+    let client = server.db.client().await;
+    let row = client
+        .query_one(
+            "SELECT count(*) FROM information_schema.columns \
+              WHERE table_schema = 'crm' AND table_name = 'account' AND column_name = $1",
+            &[&key],
+        )
+        .await
+        .unwrap();
+    row.get::<_, i64>(0) == 1
+}
+
+#[tokio::test]
+async fn an_exhausted_pool_answers_pool_busy_and_recovers() {
+    let server = TestServer::start_demo_with_pool(hf_storage::PoolSettings {
+        max_size: 2,
+        wait_timeout: Duration::from_millis(500),
+        ..hf_storage::PoolSettings::default()
+    })
+    .await;
+    let token = server.admin_token().await;
+    // Hold both pooled connections: two reads wait on a table lock held by another session.
+    let mut holder = server.db.client().await;
+    let lock = holder.transaction().await.unwrap();
+    lock.batch_execute("LOCK TABLE crm.account IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let read = |id: &'static str| {
+        let request = server
+            .http
+            .get(server.url(&format!("/data/crm/account/{id}")))
+            .bearer_auth(&token);
+        async move { request.send().await.unwrap().status().as_u16() }
+    };
+    let first = read("00000000-0000-0000-0000-000000000001");
+    let second = read("00000000-0000-0000-0000-000000000002");
+    let held = tokio::spawn(async move { tokio::join!(first, second) });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let response = server
+        .http
+        .get(server.url("/data/crm/account/00000000-0000-0000-0000-000000000003"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["retry-after"], "1");
+    assert_envelope(response, 503, "POOL_BUSY").await;
+    // `/status` says what is down, without the pool's text.
+    let response = server.http.get(server.url("/status")).send().await.unwrap();
+    assert_eq!(response.status(), 503);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        body["error"],
+        "the database is busy: every pooled connection stayed in use"
+    );
+
+    lock.rollback().await.unwrap();
+    assert_eq!(held.await.unwrap(), (404, 404), "the held reads finish");
+    let response = server
+        .http
+        .get(server.url("/data/crm/account/00000000-0000-0000-0000-000000000003"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404, "the service is normal again");
+    server.stop().await;
+}
+
+/// Makes the repository's object store immutable (even root cannot write into it) until dropped.
+struct ReadOnlyObjects(std::path::PathBuf);
+
+impl ReadOnlyObjects {
+    fn new(repository: std::path::PathBuf) -> Self {
+        let objects = repository.join("objects");
+        let status = std::process::Command::new("chattr")
+            .args(["-R", "+i"])
+            .arg(&objects)
+            .status()
+            .expect("chattr (e2fsprogs) makes the objects directory read-only even for root");
+        assert!(status.success(), "chattr +i failed");
+        Self(objects)
+    }
+}
+
+impl Drop for ReadOnlyObjects {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr")
+            .args(["-R", "-i"])
+            .arg(&self.0)
+            .status();
+    }
+}
+
+#[tokio::test]
+async fn a_read_only_repository_answers_storage_unavailable_and_loses_nothing() {
+    let server = TestServer::start_demo().await;
+    let token = server.admin_token().await;
+    let head = git_head(&server);
+    let read_only = ReadOnlyObjects::new(server.metadata_path());
+    let response = add_field(&server, &token, "note").await;
+    assert!(response.headers().contains_key("retry-after"));
+    let envelope = assert_envelope(response, 503, "STORAGE_UNAVAILABLE").await;
+    let message = envelope["errors"][0]["message"].as_str().unwrap();
+    assert!(
+        !message.contains("objects/"),
+        "no file system internals: {message}"
+    );
+    assert_eq!(git_head(&server), head, "the branch did not move");
+    assert!(
+        !has_column(&server, "note").await,
+        "the database is untouched"
+    );
+
+    drop(read_only);
+    let response = add_field(&server, &token, "note").await;
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+    assert!(has_column(&server, "note").await);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_connection_killed_mid_write_answers_database_unavailable() {
+    let server = TestServer::start_demo().await;
+    let token = server.admin_token().await;
+    let head = git_head(&server);
+    // Another session holds a lock the DDL needs, so the live write waits inside its
+    // transaction; its backend is then terminated.
+    let mut holder = server.db.client().await;
+    let lock = holder.transaction().await.unwrap();
+    lock.batch_execute("LOCK TABLE crm.account IN ACCESS SHARE MODE")
+        .await
+        .unwrap();
+    let write = tokio::spawn({
+        let http = server.http.clone();
+        let url = server.url("/metadata@main/crm/objects/account/fields/note");
+        let token = token.clone();
+        async move {
+            http.post(url)
+                .bearer_auth(token)
+                .json(&json!({"fieldKind": "scalar", "label": "Note", "fieldType": "text"}))
+                .send()
+                .await
+                .unwrap()
+        }
+    });
+    let admin = server.db.client().await;
+    let mut terminated = false;
+    for _ in 0..150 {
+        let row = admin
+            .query_one(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                  WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+            .unwrap();
+        if row.get::<_, i64>(0) > 0 {
+            terminated = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(terminated, "the write's backend was found waiting");
+    let response = write.await.unwrap();
+    let envelope = assert_envelope(response, 503, "DATABASE_UNAVAILABLE").await;
+    let message = envelope["errors"][0]["message"].as_str().unwrap();
+    assert!(
+        !message.contains("terminating connection"),
+        "no driver text: {message}"
+    );
+    lock.rollback().await.unwrap();
+    assert_eq!(git_head(&server), head, "the branch did not move");
+    assert!(!has_column(&server, "note").await, "nothing was applied");
+
+    let response = add_field(&server, &token, "note").await;
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+    assert!(has_column(&server, "note").await);
+    server.stop().await;
+}
+
+/// Leaves `refs/heads/main.lock` as a crashed writer would, `age` old.
+fn leave_ref_lock(server: &TestServer, age: Duration) -> std::path::PathBuf {
+    let path = server.metadata_path().join("refs/heads/main.lock");
+    let file = std::fs::File::create(&path).unwrap();
+    file.set_modified(std::time::SystemTime::now() - age)
+        .unwrap();
+    path
+}
+
+#[tokio::test]
+async fn a_stale_ref_lock_is_cleared_and_a_recent_one_reported() {
+    let server = TestServer::start_demo().await;
+    let token = server.admin_token().await;
+
+    // Older than any live writer: removed, and the write goes through.
+    let lock = leave_ref_lock(&server, Duration::from_secs(3600));
+    let response = add_field(&server, &token, "first").await;
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+    assert!(!lock.exists(), "the stale lock was removed");
+
+    // Younger than stale but older than a writer at work: reported, in the write and /status.
+    let head = git_head(&server);
+    let lock = leave_ref_lock(&server, Duration::from_secs(10));
+    let response = add_field(&server, &token, "second").await;
+    let retry_after: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=20).contains(&retry_after), "{retry_after}");
+    let envelope = assert_envelope(response, 503, "METADATA_LOCKED").await;
+    assert!(
+        envelope["errors"][0]["target"].is_null(),
+        "request scope: {envelope}"
+    );
+    let message = envelope["errors"][0]["message"].as_str().unwrap();
+    assert!(message.contains("refs/heads/main.lock"), "{message}");
+    assert_eq!(git_head(&server), head);
+    assert!(!has_column(&server, "second").await);
+    let response = server.http.get(server.url("/status")).send().await.unwrap();
+    assert_eq!(response.status(), 503);
+    let body: Value = response.json().await.unwrap();
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("refs/heads/main.lock"),
+        "{body}"
+    );
+
+    std::fs::remove_file(&lock).unwrap();
+    let response = add_field(&server, &token, "second").await;
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+    let response = server.http.get(server.url("/status")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_login_flood_is_shed_with_overloaded() {
+    let server = TestServer::start_with(|config| {
+        config.auth.hashing_concurrency = 1;
+        config.auth.hashing_queue = 1;
+    })
+    .await;
+    let logins = (0..16).map(|_| {
+        let request = server
+            .http
+            .post(server.url("/auth/login"))
+            .json(&json!({"username": "nobody", "password": "wrong-password"}));
+        async move {
+            let started = std::time::Instant::now();
+            let response = request.send().await.unwrap();
+            (response, started.elapsed())
+        }
+    });
+    let mut overloaded = 0;
+    for (response, _elapsed) in futures_util::future::join_all(logins).await {
+        match response.status().as_u16() {
+            401 => {}
+            503 => {
+                assert_eq!(response.headers()["retry-after"], "1");
+                assert_envelope(response, 503, "OVERLOADED").await;
+                overloaded += 1;
+            }
+            other => panic!("unexpected {other}: {}", response.text().await.unwrap()),
+        }
+    }
+    assert!(overloaded > 0, "some logins were shed");
+    // Afterwards logins work as before.
+    let password = server.admin_password.clone().unwrap();
+    server.login(&server.admin_name, &password).await;
+    server.stop().await;
+}

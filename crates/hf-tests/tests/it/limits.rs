@@ -1,0 +1,242 @@
+//! Slow and greedy clients over raw TCP: every phase of a request has a limit, the answers are
+//! envelopes where our code can give one, and `/health` keeps answering meanwhile.
+
+use std::time::Duration;
+
+use hf_testkit::TestServer;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+
+/// A server whose timeouts are short enough for a test.
+async fn start(adjust: impl FnOnce(&mut hf_server::limits::Limits)) -> TestServer {
+    TestServer::start_with(|config| {
+        config.limits.header_timeout = Duration::from_secs(1);
+        config.limits.body_timeout = Duration::from_secs(1);
+        adjust(&mut config.limits);
+    })
+    .await
+}
+
+fn address(server: &TestServer) -> String {
+    server.base_url.trim_start_matches("http://").to_owned()
+}
+
+/// Connects from a given loopback address (Linux routes all of 127.0.0.0/8 to loopback).
+async fn connect_from(server: &TestServer, local: &str) -> TcpStream {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{local}:0").parse().unwrap()).unwrap();
+    socket
+        .connect(address(server).parse().unwrap())
+        .await
+        .unwrap()
+}
+
+/// Reads what the server sends until it closes the connection (or 10 s pass); returns the
+/// status and the body text.
+async fn read_response(stream: &mut TcpStream) -> (u16, String, String) {
+    let mut bytes = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut bytes)).await;
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (status, head.to_ascii_lowercase(), body.to_owned())
+}
+
+/// Sends raw bytes on a fresh connection and reads the answer.
+async fn exchange(server: &TestServer, request: &[u8]) -> (u16, String, String) {
+    let mut stream = TcpStream::connect(address(server)).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    read_response(&mut stream).await
+}
+
+fn assert_envelope_text(status: u16, head: &str, body: &str, expected: u16, code: &str) {
+    assert_eq!(status, expected, "{head}\n{body}");
+    assert!(head.contains("content-type: application/json"), "{head}");
+    assert!(head.contains("x-request-id:"), "{head}");
+    let body: Value = serde_json::from_str(body).unwrap_or_else(|_| panic!("not JSON: {body}"));
+    assert_eq!(body["errors"][0]["code"], code, "{body}");
+}
+
+async fn health_answers(server: &TestServer) {
+    let response = tokio::time::timeout(
+        Duration::from_secs(5),
+        server.http.get(server.url("/health")).send(),
+    )
+    .await
+    .expect("/health answers while slow clients are held")
+    .unwrap();
+    assert_eq!(response.status(), 200);
+}
+
+#[tokio::test]
+async fn a_slow_body_times_out_with_408_and_health_stays_up() {
+    let server = start(|_| {}).await;
+    let mut slow = Vec::new();
+    for _ in 0..20 {
+        let mut stream = TcpStream::connect(address(&server)).await.unwrap();
+        let head = format!(
+            "POST /auth/login HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{",
+            address(&server)
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        slow.push(stream);
+    }
+    health_answers(&server).await;
+    for mut stream in slow {
+        let (status, head, body) = read_response(&mut stream).await;
+        assert_envelope_text(status, &head, &body, 408, "REQUEST_TIMEOUT");
+    }
+    health_answers(&server).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_slow_record_body_times_out_too() {
+    // Record routes read their body with actix's own extractor; the deadline still answers.
+    let server = start(|_| {}).await;
+    let token = server.admin_token().await;
+    let mut stream = TcpStream::connect(address(&server)).await.unwrap();
+    let head = format!(
+        "POST /data/crm/account HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{{",
+        address(&server)
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let (status, head, body) = read_response(&mut stream).await;
+    assert_envelope_text(status, &head, &body, 408, "REQUEST_TIMEOUT");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_slow_head_times_out_with_408_and_health_stays_up() {
+    let server = start(|_| {}).await;
+    let mut slow = Vec::new();
+    for _ in 0..20 {
+        let mut stream = TcpStream::connect(address(&server)).await.unwrap();
+        stream
+            .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            .await
+            .unwrap();
+        slow.push(stream);
+    }
+    health_answers(&server).await;
+    for mut stream in slow {
+        // actix-http answers a head that never completes itself, with an empty body (see
+        // hf_server::limits): the status is right, the envelope cannot be given.
+        let (status, _head, body) = read_response(&mut stream).await;
+        assert_eq!(status, 408);
+        assert_eq!(body, "");
+    }
+    health_answers(&server).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn long_urls_and_large_header_sets_get_the_envelope() {
+    let server = start(|_| {}).await;
+    let long_url = format!("/health?{}", "a".repeat(9000));
+    let request = format!("GET {long_url} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let (status, head, body) = exchange(&server, request.as_bytes()).await;
+    assert_envelope_text(status, &head, &body, 414, "URI_TOO_LONG");
+
+    let many: String = (0..70).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let request = format!("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{many}\r\n");
+    let (status, head, body) = exchange(&server, request.as_bytes()).await;
+    assert_envelope_text(status, &head, &body, 431, "HEADERS_TOO_LARGE");
+
+    let big = format!("X-Big: {}\r\n", "b".repeat(40_000));
+    let request = format!("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{big}\r\n");
+    let (status, head, body) = exchange(&server, request.as_bytes()).await;
+    assert_envelope_text(status, &head, &body, 431, "HEADERS_TOO_LARGE");
+
+    // Beyond what actix-http parses at all (96 fields), it answers itself with an empty body.
+    let too_many: String = (0..100).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let request = format!("GET /health HTTP/1.1\r\nHost: x\r\n{too_many}\r\n");
+    let (status, _head, body) = exchange(&server, request.as_bytes()).await;
+    assert_eq!((status, body.as_str()), (431, ""));
+    health_answers(&server).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn broken_framing_is_refused_by_the_parser() {
+    let server = start(|_| {}).await;
+    for framing in [
+        "Content-Length: 5\r\nContent-Length: 6\r\n",
+        "Transfer-Encoding: gzip\r\n",
+        "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
+        "Content-Length: -1\r\n",
+    ] {
+        let request = format!(
+            "POST /auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{framing}\r\n{{}}"
+        );
+        let (status, _head, body) = exchange(&server, request.as_bytes()).await;
+        // actix-http refuses these before any code of ours runs; its 400 has an empty body.
+        assert_eq!((status, body.as_str()), (400, ""), "{framing}");
+    }
+    // A request target longer than the `http` crate's URI limit (64 KiB) cannot be parsed either.
+    let request = format!(
+        "GET /health?{} HTTP/1.1\r\nHost: x\r\n\r\n",
+        "a".repeat(70_000)
+    );
+    let (status, _head, body) = exchange(&server, request.as_bytes()).await;
+    assert_eq!((status, body.as_str()), (400, ""));
+    health_answers(&server).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn one_address_cannot_take_every_connection() {
+    let server = start(|limits| limits.max_connections_per_address = 4).await;
+    // The server accepts connections on several workers, so which of five quick connections
+    // comes fifth is its choice: exactly one is refused, and the four held ones time out.
+    let mut held = Vec::new();
+    for _ in 0..5 {
+        held.push(connect_from(&server, "127.0.0.7").await);
+    }
+    let mut statuses = Vec::new();
+    for stream in &mut held {
+        let (status, head, body) = read_response(stream).await;
+        if status == 429 {
+            assert_envelope_text(status, &head, &body, 429, "TOO_MANY_CONNECTIONS");
+            assert!(head.contains("retry-after: 1"), "{head}");
+        }
+        statuses.push(status);
+    }
+    statuses.sort_unstable();
+    assert_eq!(statuses, [408, 408, 408, 408, 429]);
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(connect_from(&server, "127.0.0.7").await);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut fifth = connect_from(&server, "127.0.0.7").await;
+    let (status, head, body) = read_response(&mut fifth).await;
+    assert_envelope_text(status, &head, &body, 429, "TOO_MANY_CONNECTIONS");
+
+    // Another address is not affected.
+    let mut other = connect_from(&server, "127.0.0.8").await;
+    other
+        .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let (status, _, _) = read_response(&mut other).await;
+    assert_eq!(status, 200);
+
+    // Connections given back free their slots.
+    drop(held);
+    drop(fifth);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut again = connect_from(&server, "127.0.0.7").await;
+    again
+        .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let (status, _, _) = read_response(&mut again).await;
+    assert_eq!(status, 200);
+    server.stop().await;
+}
