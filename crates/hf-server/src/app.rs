@@ -175,7 +175,8 @@ pub fn build(
         .app_data(extract::json_config(body_limit))
         .app_data(web::PayloadConfig::new(body_limit))
         .app_data(web::Data::new(OpenApiDocument {
-            json: serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".to_owned()),
+            // Compact: the document is large (every operation's error codes), and tools read it.
+            json: serde_json::to_string(&doc).unwrap_or_else(|_| "{}".to_owned()),
         }))
         .app_data(web::Data::new(RouteTable::from_openapi(&doc)))
         .into_utoipa_app();

@@ -10,6 +10,7 @@
 //!   annotation's description names, plus those every operation of its kind can answer (a JSON
 //!   body can be malformed, a protected route unauthenticated, …), each filed under the status
 //!   the one error table gives it;
+//! - objects without declared properties (records) say they hold any;
 //! - `/hfx/modules/…` accepts the `hf_runtime` cookie;
 //! - the main request bodies carry examples.
 //!
@@ -85,6 +86,7 @@ pub fn finish(generated: &utoipa::openapi::OpenApi) -> Value {
         operation["security"] = json!([{"hf_runtime": []}, {"bearer": []}]);
     }
     *paths = finished;
+    open_objects(&mut doc);
     cookie_scheme(&mut doc);
     examples(&mut doc);
     doc
@@ -289,24 +291,43 @@ fn parameters_in(operation: &Value, place: &str) -> bool {
         .is_some_and(|list| list.iter().any(|p| p["in"] == place))
 }
 
-/// The error envelope whose entries carry one of `codes`.
+/// The error envelope whose entries carry one of `codes`: the shared `ErrorBody`, narrowed.
 fn envelope_schema(codes: &[&str]) -> Value {
     json!({
-        "type": "object",
-        "required": ["errors"],
-        "properties": {
-            "errors": {
-                "type": "array",
-                "minItems": 1,
-                "items": {
-                    "allOf": [
-                        {"$ref": "#/components/schemas/ErrorEntry"},
-                        {"type": "object", "properties": {"code": {"type": "string", "enum": codes}}},
-                    ],
-                },
-            },
-        },
+        "allOf": [{"$ref": "#/components/schemas/ErrorBody"}],
+        "properties": {"errors": {"items": {"properties": {"code": {"enum": codes}}}}},
     })
+}
+
+/// An object schema that names no properties (a record, a query's parameters) holds any
+/// properties; saying so explicitly (`additionalProperties: true`) keeps generators from reading
+/// it as an object that must stay empty.
+fn open_objects(node: &mut Value) {
+    match node {
+        Value::Object(map) => {
+            let is_object = match map.get("type") {
+                Some(Value::String(kind)) => kind == "object",
+                Some(Value::Array(kinds)) => kinds.iter().any(|kind| kind == "object"),
+                _ => false,
+            };
+            let constrained = [
+                "properties",
+                "additionalProperties",
+                "$ref",
+                "allOf",
+                "oneOf",
+                "anyOf",
+            ]
+            .iter()
+            .any(|key| map.contains_key(*key));
+            if is_object && !constrained {
+                map.insert("additionalProperties".to_owned(), Value::Bool(true));
+            }
+            map.values_mut().for_each(open_objects);
+        }
+        Value::Array(items) => items.iter_mut().for_each(open_objects),
+        _ => {}
+    }
 }
 
 /// The `hf_runtime` cookie that `GET /auth/session/exchange` sets for `/hfx/modules/…`.

@@ -104,8 +104,7 @@ fn every_error_response_enumerates_codes_of_its_status() {
                 continue;
             }
             let schema = &response["content"]["application/json"]["schema"];
-            let codes = schema["properties"]["errors"]["items"]["allOf"][1]["properties"]["code"]
-                ["enum"]
+            let codes = schema["properties"]["errors"]["items"]["properties"]["code"]["enum"]
                 .as_array()
                 .unwrap_or_else(|| panic!("{method} {path} {status}: no code enum"));
             assert!(!codes.is_empty());
@@ -176,4 +175,14 @@ fn runtime_modules_take_the_cookie() {
         .unwrap()
         .iter()
         .any(|s| s.get("hf_runtime").is_some()));
+}
+
+#[test]
+fn a_required_query_parameter_is_documented_as_required() {
+    let doc = crate::app::openapi();
+    let parameters = doc["paths"]["/auth/session/exchange"]["get"]["parameters"]
+        .as_array()
+        .unwrap();
+    let code = parameters.iter().find(|p| p["name"] == "code").unwrap();
+    assert_eq!(code["required"], true, "{code}");
 }

@@ -92,7 +92,8 @@ pub struct SessionCodeResponse {
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ExchangeQuery {
-    /// The one-time code from `POST /auth/session`.
+    /// The one-time code from `POST /auth/session` (required: without it, 400 `INVALID_QUERY`).
+    #[param(required = true)]
     pub code: Option<String>,
     /// The screen to mount, `<moduleKey>/<screenKey>`.
     pub screen: Option<String>,

@@ -106,6 +106,7 @@ async fn schemathesis_finds_the_document_trustworthy() {
     let url = server.url("/openapi.json");
     let run = {
         let report = report.clone();
+        let reports = reports.clone();
         let record_id = record["id"].as_str().unwrap().to_owned();
         move || {
             Command::new(st)
@@ -117,9 +118,12 @@ async fn schemathesis_finds_the_document_trustworthy() {
                 // One worker: hypothesis on Python 3.11 can fail parsing its own sources when two
                 // threads do at once ("AST constructor recursion depth mismatch").
                 .args(["--max-examples", "15", "--workers", "1", "--seed", "1"])
+                // No example database: runs stay independent and write nothing into the tree.
+                .args(["--generation-database", "none"])
                 .args(["--no-color", "--report", "json", "--report-json-path"])
                 .arg(&report)
                 .args(["-H", &format!("Authorization: Bearer {token}")])
+                .current_dir(&reports)
                 .env("HF_ST_RECORD_ID", record_id)
                 .env("HF_ST_MODULE_FILE", module_file)
                 .env("HF_ST_PRINCIPAL_ID", principal_id)
@@ -179,4 +183,95 @@ async fn schemathesis_finds_the_document_trustworthy() {
         "operations that only answered 404: {only_404:?}"
     );
     server.stop().await;
+}
+
+/// Runs a command in the client directory; panics with its output unless it succeeds.
+fn run_in(dir: &std::path::Path, program: &str, args: &[&str], env: &[(&str, &str)]) -> String {
+    let output = Command::new(program)
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|error| panic!("{program}: {error}"));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{program} {args:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_generated_typescript_client_runs_the_quick_start() {
+    let client = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("client");
+    let Some(_) = ci_tool(
+        "HF_CLIENT_NODE_MODULES",
+        "crates/hf-tests/client/node_modules/.bin/openapi-typescript",
+    ) else {
+        return;
+    };
+    let server = TestServer::start().await;
+    // The document the server serves is the one the client is generated from.
+    let doc = server
+        .http
+        .get(server.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    std::fs::create_dir_all(client.join("generated")).unwrap();
+    std::fs::write(client.join("generated/openapi.json"), doc).unwrap();
+    // The principal whose setup token the quick start uses.
+    let token = server.admin_token().await;
+    let name = format!("ts_{}", &uuid_suffix());
+    let created: Value = server
+        .http
+        .post(server.url("/iam/principals"))
+        .bearer_auth(&token)
+        .json(&json!({"name": name, "isAdmin": true}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let setup_token = created["setupToken"].as_str().unwrap().to_owned();
+    let base_url = server.base_url.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        run_in(&client, "npm", &["run", "--silent", "generate"], &[]);
+        run_in(&client, "npm", &["run", "--silent", "build"], &[]);
+        run_in(
+            &client,
+            "node",
+            &["dist/src/quickstart.js"],
+            &[
+                ("HF_URL", &base_url),
+                ("HF_NAME", &name),
+                ("HF_SETUP_TOKEN", &setup_token),
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    let result: Value = serde_json::from_str(output.trim()).unwrap_or_else(|_| panic!("{output}"));
+    assert_eq!(result["fieldType"], "text", "{result}");
+    assert_eq!(result["record"], "Widget", "{result}");
+    assert_eq!(result["records"], json!([{"name": "Widget"}]), "{result}");
+    assert!(
+        result["apply"]["ddlExecuted"].as_u64().unwrap() > 0,
+        "{result}"
+    );
+    server.stop().await;
+}
+
+/// A short unique suffix for role names (roles are cluster-wide).
+fn uuid_suffix() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{:x}{:x}", std::process::id(), nanos % 0xffff_ffff)
 }
