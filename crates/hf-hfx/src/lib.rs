@@ -85,6 +85,19 @@ pub struct CompileOutput {
     pub content_hash: String,
     /// Every problem found; empty on success.
     pub diagnostics: Vec<Diagnostic>,
+    /// The `{#query}` blocks whose HOQS text is written as a plain string literal, so that a
+    /// host can type-check them against its model when the screen is written.
+    pub queries: Vec<QueryText>,
+}
+
+/// The HOQS text of one `{#query}` block, as written in the screen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryText {
+    /// The query (the literal's content; literals with escapes or `${}` are not reported).
+    pub text: String,
+    /// Byte offset of the text's first character in the screen source: offset `i` of the
+    /// query is offset `offset + i` of the screen (see [`Diagnostic::at`] for a location).
+    pub offset: usize,
 }
 
 /// Settings for [`compile_with`]; the defaults are what the HTTP contract describes.
@@ -156,7 +169,7 @@ fn compile_in(
     });
 
     let mut sink = Sink::new(source, SourceFile::Screen);
-    let js = compile_screen(
+    let (js, queries) = compile_screen(
         alloc,
         &mut sink,
         &content_hash,
@@ -170,6 +183,7 @@ fn compile_in(
             sidecar_js,
             content_hash,
             diagnostics,
+            queries,
         }
     } else {
         CompileOutput {
@@ -177,6 +191,7 @@ fn compile_in(
             sidecar_js: None,
             content_hash,
             diagnostics,
+            queries: Vec::new(),
         }
     }
 }
@@ -247,24 +262,43 @@ pub fn compile_on_thread_with(
     })
 }
 
+/// The screen's module and the query texts it holds (see [`QueryText`]).
 fn compile_screen(
     alloc: &Allocator,
     sink: &mut Sink<'_>,
     hash: &str,
     sidecar_url: Option<&str>,
-) -> Option<String> {
+) -> (Option<String>, Vec<QueryText>) {
     let doc = markup::parse(sink);
     if sink.has_errors() {
-        return None;
+        return (None, Vec::new());
     }
+    let mut queries = Vec::new();
+    markup::query_texts(sink.source, &doc.nodes, &mut queries);
+    let queries = queries
+        .into_iter()
+        .map(|(text, offset)| QueryText { text, offset })
+        .collect();
+    (
+        compile_markup(alloc, sink, &doc, hash, sidecar_url),
+        queries,
+    )
+}
+
+fn compile_markup(
+    alloc: &Allocator,
+    sink: &mut Sink<'_>,
+    doc: &markup::Document,
+    hash: &str,
+    sidecar_url: Option<&str>,
+) -> Option<String> {
     let source = sink.source;
     let scope = doc.style.map(|_| format!("hfx-{}", &hash[..8]));
     let css = match (doc.style, &scope) {
         (Some(span), Some(scope)) => css::scope_css(&source[span.start..span.end], scope),
         _ => String::new(),
     };
-    if let Some(js) = compile_in_one_pass(alloc, source, &doc, scope.as_deref(), &css, sidecar_url)
-    {
+    if let Some(js) = compile_in_one_pass(alloc, source, doc, scope.as_deref(), &css, sidecar_url) {
         return Some(js);
     }
 

@@ -1336,6 +1336,49 @@ impl Parser<'_, '_> {
     }
 }
 
+/// The HOQS texts of the `{#query}` blocks written as plain string literals (no escapes, no
+/// `${}`), with the offset of each text's first character, in document order.
+pub(crate) fn query_texts(src: &str, nodes: &[Node], out: &mut Vec<(String, usize)>) {
+    for node in nodes {
+        let children: Vec<&[Node]> = match node {
+            Node::Query(block) => {
+                let literal = &src[block.query.start..block.query.end];
+                let quote = literal
+                    .chars()
+                    .next()
+                    .filter(|c| matches!(c, '"' | '\'' | '`'));
+                if let Some(quote) = quote {
+                    let inner = &literal[1..];
+                    let plain = literal.len() >= 2
+                        && inner.ends_with(quote)
+                        && !inner[..inner.len() - 1].contains([quote, '\\'])
+                        && !(quote == '`' && inner.contains("${"));
+                    if plain {
+                        out.push((inner[..inner.len() - 1].to_string(), block.query.start + 1));
+                    }
+                }
+                vec![&block.body]
+            }
+            Node::Element(el) => vec![&el.children],
+            Node::If(block) => block.branches.iter().map(|(_, b)| b.as_slice()).collect(),
+            Node::Each(block) => std::iter::once(block.body.as_slice())
+                .chain(block.else_body.as_deref())
+                .collect(),
+            Node::Form(block) => vec![&block.body],
+            Node::Snippet(block) => vec![&block.body],
+            Node::Await(block) => std::iter::once(block.pending.as_slice())
+                .chain(block.then.iter().map(|(_, b)| b.as_slice()))
+                .chain(block.catch.iter().map(|(_, b)| b.as_slice()))
+                .collect(),
+            Node::Key { body, .. } => vec![body],
+            Node::Text(_) | Node::Expr(_) | Node::Const { .. } | Node::Render(_) => Vec::new(),
+        };
+        for nodes in children {
+            query_texts(src, nodes, out);
+        }
+    }
+}
+
 /// The span of `src[start..end]` without surrounding whitespace.
 fn trimmed(src: &str, start: usize, end: usize) -> Span {
     let text = &src[start..end];

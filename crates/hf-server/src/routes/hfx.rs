@@ -616,6 +616,7 @@ mod tests {
                 sidecar_js: None,
                 content_hash: String::new(),
                 diagnostics: Vec::new(),
+                queries: Vec::new(),
             })
         };
         for i in 0..CACHE_ENTRIES + 10 {

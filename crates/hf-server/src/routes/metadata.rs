@@ -765,7 +765,8 @@ pub async fn create_screen(
     write_branch(&root)?;
     key(KeyKind::Module, &module_key)?;
     key(KeyKind::Screen, &screen_key)?;
-    check_compiles(&body.0).await?;
+    let output = check_compiles(&body.0).await?;
+    check_queries(&state, &root, &output, &body.0.hfx_source).await?;
     let screen = body.0.into_screen(&screen_key);
     write(
         &state,
@@ -796,7 +797,8 @@ pub async fn replace_screen(
     write_branch(&root)?;
     key(KeyKind::Module, &module_key)?;
     key(KeyKind::Screen, &screen_key)?;
-    check_compiles(&body.0).await?;
+    let output = check_compiles(&body.0).await?;
+    check_queries(&state, &root, &output, &body.0.hfx_source).await?;
     let screen = body.0.into_screen(&screen_key);
     write(
         &state,
@@ -878,7 +880,7 @@ fn field_body(value: serde_json::Value) -> Result<FieldBody, ApiError> {
 
 /// A screen whose HFX does not compile is not written. The compile shares the compile routes'
 /// bound (one per core, within their time limit), so screen writes cannot take every core.
-async fn check_compiles(body: &ScreenBody) -> Result<(), ApiError> {
+async fn check_compiles(body: &ScreenBody) -> Result<hf_hfx::CompileOutput, ApiError> {
     let output = crate::routes::hfx::compile_bounded(
         body.hfx_source.clone(),
         body.sidecar.clone(),
@@ -886,7 +888,79 @@ async fn check_compiles(body: &ScreenBody) -> Result<(), ApiError> {
     )
     .await?;
     match output.diagnostics.first() {
-        None => Ok(()),
+        None => Ok(output),
         Some(_) => Err(crate::error::hfx_errors(&output.diagnostics)),
     }
+}
+
+/// A screen whose `{#query}` names an object or field the branch does not have is not written:
+/// 422 `HFX_COMPILE_ERROR` located in the screen source. The query's `:parameters` are bound to
+/// null for this check, so only names are checked here (types are checked when it runs).
+async fn check_queries(
+    state: &AppState,
+    root: &str,
+    output: &hf_hfx::CompileOutput,
+    source: &str,
+) -> Result<(), ApiError> {
+    if output.queries.is_empty() {
+        return Ok(());
+    }
+    let snapshot = snapshot(state, write_branch(root)?).await?;
+    let mut problems = Vec::new();
+    for query in &output.queries {
+        let params = query_parameters(&query.text)
+            .map(|name| (name.to_owned(), serde_json::Value::Null))
+            .collect();
+        let checked =
+            hf_hoqs::compile_query(&snapshot.model, &query.text, &params).map_err(|error| {
+                tracing::error!(%error, "the branch's metadata cannot be compiled to SQL");
+                ApiError::internal()
+            })?;
+        let unknown = checked
+            .diagnostics
+            .iter()
+            .filter(|diagnostic| diagnostic.code == hf_hoqs::Code::UnknownName);
+        for diagnostic in unknown {
+            problems.push(hf_hfx::Diagnostic::at(
+                hf_hfx::DiagnosticCode::QueryUnknownName,
+                diagnostic.message.clone(),
+                hf_hfx::SourceFile::Screen,
+                source,
+                query.offset + diagnostic.span.start,
+            ));
+        }
+    }
+    match problems.first() {
+        None => Ok(()),
+        Some(_) => Err(crate::error::hfx_errors(&problems)),
+    }
+}
+
+/// The `:name` parameters of a HOQS text (outside its '…' strings).
+fn query_parameters(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut names = Vec::new();
+    let (mut i, mut in_string) = (0, false);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\'' => in_string = !in_string,
+            b':' if !in_string => {
+                let start = i + 1;
+                let mut end = start;
+                while end < bytes.len()
+                    && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_')
+                {
+                    end += 1;
+                }
+                if end > start {
+                    names.push(&text[start..end]);
+                }
+                i = end.max(i + 1);
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    names.into_iter()
 }
