@@ -607,7 +607,8 @@ function numeric(e) {
  */
 export function bind_value(b, e, get, set, deps) {
   if (e.tagName === "SELECT") {
-    b.u(deps, () => {
+    // On every update: the options may change (an {#each} of them) while the value stays.
+    b.u(null, () => {
       const v = get();
       const options = [...e.options];
       if (e.multiple) for (const o of options) o.selected = Array.isArray(v) && v.some((x) => same(x, valueOf(o)));
