@@ -208,6 +208,13 @@ await screen("composition", async (page) => {
   check("spread: class directive kept next to it", classes.includes("wide"), JSON.stringify(classes));
   await page.click("#clear");
   check("snippets: the {:else} snippet", await eventually(page, ".list li", "nobody"));
+  check("$props: a given prop", (await text(page, ".rating .label")) === "Stars");
+  check("$props: a renamed key with its value", (await page.locator(".rating .star").count()) === 3);
+  check("$props: children", (await text(page, "#rating-child")) === "of 3");
+  check("$props: the bound value comes in", (await page.locator(".rating .star.on").count()) === 1);
+  await page.locator(".rating .star").nth(1).click();
+  check("$props: $bindable goes back to the parent", await eventually(page, "#stars", "2 stars"));
+  check("$props: and the component shows it", (await page.locator(".rating .star.on").count()) === 2);
 });
 
 await screen("lifecycle", async (page) => {

@@ -196,6 +196,30 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             if !writes.is_empty() {
                 edits.extend(Edit::wrap(*target, &writes));
             }
+            // `name = value` to deeply reactive state keeps the proxy, as in the script.
+            let text = &self.src()[target.start..target.end];
+            let after = text
+                .strip_prefix(name.as_str())
+                .map(str::trim_start)
+                .filter(|rest| rest.starts_with('=') && !rest.starts_with("=="));
+            if let (Some(rest), [slot]) = (after, writes.iter().collect::<Vec<_>>().as_slice()) {
+                if self.script.deep.contains(slot) {
+                    let start = target.end - rest.len() + 1;
+                    let len = i64::try_from(target.end - start).unwrap_or(i64::MAX);
+                    edits.push(Edit {
+                        start,
+                        end: start,
+                        text: "$$.deep(".into(),
+                        rank: (1, -len),
+                    });
+                    edits.push(Edit {
+                        start: target.end,
+                        end: target.end,
+                        text: format!(", {slot})"),
+                        rank: (0, len),
+                    });
+                }
+            }
         }
         let code = js::apply_edits(self.src(), span, &edits);
         (format!("({code}\n)"), deps)

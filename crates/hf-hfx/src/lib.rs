@@ -347,6 +347,17 @@ fn compile_markup(
             rank: (3, 0),
         });
     }
+    for (key, local, slot, end) in &script.destructured {
+        edits.push(Edit {
+            start: *end,
+            end: *end,
+            text: format!(
+                "\n$$.setter({}, {slot}, ($$v) => {{ {local} = $$v; }}, () => {local});",
+                generate::quote(key)
+            ),
+            rank: (3, 0),
+        });
+    }
     module.push_str("export default $$rt.component(function ($$, $$props) {\n");
     if let Some(span) = doc.script {
         module.push_str(&js::apply_edits(source, span, &edits));
@@ -413,6 +424,12 @@ fn compile_in_one_pass(
         module.push_str(&format!(
             "\t$$.setter({}, {slot}, ($$v) => {{ {name} = $$v; }}, () => {name});\n",
             generate::quote(name)
+        ));
+    }
+    for (key, local, slot, _) in &script.destructured {
+        module.push_str(&format!(
+            "\t$$.setter({}, {slot}, ($$v) => {{ {local} = $$v; }}, () => {local});\n",
+            generate::quote(key)
         ));
     }
     module.push_str("\treturn ($$b, $$t) => {\n");

@@ -27,6 +27,7 @@ const SCREENS: &[&str] = &[
     "class_directive_scoped",
     "card",
     "list_view",
+    "rating",
     "composition",
     "ticker",
     "stepper",
