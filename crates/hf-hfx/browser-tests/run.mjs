@@ -166,6 +166,9 @@ await screen("form_record", async (page) => {
   check("form: input marked invalid", (await page.getAttribute("input >> nth=0", "aria-invalid")) === "true");
   const recordErrors = await page.locator(".hfx-form-errors li").allTextContents();
   check("form: record error above the form", recordErrors.includes("Accounts need an owner"), JSON.stringify(recordErrors));
+  check("form: error elements take the screen's scoped style", (await fieldError.evaluate((e) => getComputedStyle(e).color)) === "rgb(200, 0, 0)");
+  await page.click("#fill");
+  check("form: f.values set by a script function updates the input", (await page.waitForFunction(() => document.querySelector("input").value === "Filled in", null, { timeout: 5000 }).then(() => true, () => false)));
   await page.fill("input >> nth=0", "Initech");
   await page.click("button[type=submit]");
   check("form: saved event after create", await eventually(page, "#saved", "Saved 1 times"));

@@ -1033,7 +1033,6 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
   const url = () => base + "/" + encodeURIComponent(f.id);
   const f = {
     id: null,
-    values: {},
     errors: {},
     recordErrors: [],
     conflict: false,
@@ -1112,6 +1111,15 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
       ctx.u(undefined, slot);
     },
   };
+  // `f.values` is deeply reactive: code that sets `f.values.name = …` (a script function, an
+  // event handler) updates the page like a bound input does.
+  let values = deep(ctx, {}, slot);
+  Object.defineProperty(f, "values", {
+    enumerable: true,
+    get: () => values,
+    set: (next) => (values = deep(ctx, next || {}, slot)),
+  });
+  formScopes.set(f, scope);
   async function load(id) {
     const mine = ++seq;
     f.id = id;
@@ -1162,10 +1170,14 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
   });
 }
 
+// The scope class of each form's screen, for the error elements the runtime makes.
+const formScopes = new WeakMap();
+
 /** Shows `f.errors[key]` right after the input that edits field `key`. */
 export function field_error(b, input, f, key, deps) {
   const span = document.createElement("span");
-  span.setAttribute("class", "hfx-field-error");
+  const scope = formScopes.get(f);
+  span.setAttribute("class", scope ? "hfx-field-error " + scope : "hfx-field-error");
   span.setAttribute("role", "alert");
   span.setAttribute("data-field", key);
   input.after(span);
