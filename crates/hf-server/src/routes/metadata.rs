@@ -453,6 +453,7 @@ where
     F: FnMut(&mut Model) -> Result<Change, hf_metastore::Error> + Clone + Send + 'static,
 {
     let branch = write_branch(root)?;
+    let edit = keeping_screen_queries(edit);
     let (change, file, apply) = if branch == state.live_branch {
         let written = hf_storage::deploy::write_live(
             &state.pool,
@@ -891,6 +892,63 @@ async fn check_compiles(body: &ScreenBody) -> Result<hf_hfx::CompileOutput, ApiE
         None => Ok(output),
         Some(_) => Err(crate::error::hfx_errors(&output.diagnostics)),
     }
+}
+
+/// Wraps a metadata edit so that it is refused with 409 `IN_USE`, naming the screen, when it
+/// breaks a screen's query: a `{#query}` that named only existing objects and fields before the
+/// edit and names a missing one after it (a deleted or renamed field). Screens already broken
+/// do not block other writes, and a write of the screen itself is checked by `check_queries`.
+fn keeping_screen_queries<F>(
+    mut edit: F,
+) -> impl FnMut(&mut Model) -> Result<Change, hf_metastore::Error> + Clone + Send + 'static
+where
+    F: FnMut(&mut Model) -> Result<Change, hf_metastore::Error> + Clone + Send + 'static,
+{
+    move |model: &mut Model| {
+        let before = screens_with_unknown_names(model);
+        let change = edit(model)?;
+        if matches!(change.target, hf_model::Target::Screen { .. }) {
+            return Ok(change);
+        }
+        let after = screens_with_unknown_names(model);
+        match after.difference(&before).next() {
+            Some((module, screen)) => Err(hf_model::Error::InUse {
+                target: Box::new(change.target.clone()),
+                referrer: Box::new(hf_model::Target::screen(module, screen)),
+            }
+            .into()),
+            None => Ok(change),
+        }
+    }
+}
+
+/// The screens of `model` (module, screen) with a literal `{#query}` that names an object or
+/// field `model` does not have.
+fn screens_with_unknown_names(model: &Model) -> std::collections::BTreeSet<(String, String)> {
+    let mut broken = std::collections::BTreeSet::new();
+    for (module_key, module) in &model.modules {
+        for (screen_key, screen) in &module.screens {
+            if !screen.hfx_source.contains("{#query") {
+                continue;
+            }
+            let output = hf_hfx::compile(&screen.hfx_source, screen.sidecar.as_deref());
+            let unknown = output.queries.iter().any(|query| {
+                let params = query_parameters(&query.text)
+                    .map(|name| (name.to_owned(), serde_json::Value::Null))
+                    .collect();
+                hf_hoqs::compile_query(model, &query.text, &params).is_ok_and(|checked| {
+                    checked
+                        .diagnostics
+                        .iter()
+                        .any(|d| d.code == hf_hoqs::Code::UnknownName)
+                })
+            });
+            if unknown {
+                broken.insert((module_key.clone(), screen_key.clone()));
+            }
+        }
+    }
+    broken
 }
 
 /// A screen whose `{#query}` names an object or field the branch does not have is not written:

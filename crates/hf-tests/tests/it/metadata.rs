@@ -732,6 +732,23 @@ async fn screen_queries_must_name_fields_the_branch_has() {
     )
     .await;
     assert_eq!(response.status(), 201);
+    // A write that would break the screen's query is refused, naming the screen.
+    let response = admin(
+        &server,
+        Method::DELETE,
+        "/metadata@main/crm/objects/account/fields/name?allowDestructive=true",
+    )
+    .send()
+    .await
+    .unwrap();
+    let envelope = assert_envelope(response, 409, "IN_USE").await;
+    assert!(
+        envelope["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("bad_query"),
+        "{envelope}"
+    );
     server.stop().await;
 }
 
