@@ -169,6 +169,11 @@ await screen("form_record", async (page) => {
   check("form: error elements take the screen's scoped style", (await fieldError.evaluate((e) => getComputedStyle(e).color)) === "rgb(200, 0, 0)");
   await page.click("#fill");
   check("form: f.values set by a script function updates the input", (await page.waitForFunction(() => document.querySelector("input").value === "Filled in", null, { timeout: 5000 }).then(() => true, () => false)));
+  check("form: attributes option on the <form>", (await page.getAttribute("form#account-form", "class")).split(" ").includes("grid"));
+  await page.fill("input >> nth=0", "bad");
+  await page.click("button[type=submit]");
+  check("form: validate refuses before sending", await eventually(page, "input + .hfx-field-error", "Not that name"));
+  check("form: nothing was saved", (await text(page, "#saved")) === "Saved 0 times");
   await page.fill("input >> nth=0", "Initech");
   await page.click("button[type=submit]");
   check("form: saved event after create", await eventually(page, "#saved", "Saved 1 times"));

@@ -1019,10 +1019,12 @@ const SYSTEM_FIELDS = new Set(["id", "createdAt", "updatedAt"]);
  * (`POST /data/m/o`), with one it loads and edits (`GET`, then `PATCH` of the changed fields).
  * Field-scoped errors go to `f.errors[field]`, the rest to `f.recordErrors`, shown above the form.
  */
-export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, scope, body) {
+export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, scope, getOptions, body) {
   const e = el(parent, "form");
   e.setAttribute("novalidate", "");
-  e.setAttribute("class", scope ? "hfx-form " + scope : "hfx-form");
+  const attributes = (getOptions() || {}).attributes || {};
+  for (const k of Object.keys(attributes)) if (k !== "class") attr(e, k, attributes[k]);
+  e.setAttribute("class", ["hfx-form", attributes.class, scope].filter(Boolean).join(" "));
   const list = el(e, "ul");
   list.setAttribute("class", scope ? "hfx-form-errors " + scope : "hfx-form-errors");
   list.setAttribute("role", "alert");
@@ -1040,10 +1042,20 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
     saving: false,
     record: null,
     async save() {
-      f.saving = true;
       f.errors = {};
       f.recordErrors = [];
       f.conflict = false;
+      // `validate(values)` may refuse before anything is sent: field key → message, or a
+      // message for the whole record.
+      const validate = (getOptions() || {}).validate;
+      const problems = validate ? validate(f.values) : null;
+      if (typeof problems === "string" && problems) f.recordErrors = [problems];
+      else if (problems && typeof problems === "object") for (const k of Object.keys(problems)) if (problems[k]) f.errors[k] = String(problems[k]);
+      if (f.recordErrors.length || Object.keys(f.errors).length) {
+        ctx.u(undefined, slot);
+        return null;
+      }
+      f.saving = true;
       ctx.u(undefined, slot);
       try {
         let record;

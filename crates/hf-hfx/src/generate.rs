@@ -1205,11 +1205,15 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             Some(span) => self.expr(span),
             None => ("null".into(), BTreeSet::new()),
         };
+        let options = match block.options {
+            Some(span) => self.expr(span).0,
+            None => "undefined".into(),
+        };
         let name = self.src()[block.name.start..block.name.end].to_string();
         let scope = self.scope.clone().unwrap_or_default();
         let _ = writeln!(
             self.out,
-            "$$rt.form($$, $$b, {parent}, {slot}, {}, {}, () => {id}, {}, {}, ($$b, $$t, {name}) => {{",
+            "$$rt.form($$, $$b, {parent}, {slot}, {}, {}, () => {id}, {}, {}, () => {options}, ($$b, $$t, {name}) => {{",
             js_string(&block.module),
             js_string(&block.object),
             slots(&deps),

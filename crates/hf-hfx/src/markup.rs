@@ -149,6 +149,8 @@ pub(crate) struct FormBlock {
     pub(crate) module: String,
     pub(crate) object: String,
     pub(crate) id: Option<Span>,
+    /// `{ validate, attributes }`.
+    pub(crate) options: Option<Span>,
     pub(crate) name: Span,
     pub(crate) body: Vec<Node>,
 }
@@ -1319,17 +1321,28 @@ impl Parser<'_, '_> {
                 ),
             );
         };
-        if id.is_some_and(|i| i.start == i.end) {
+        let (id, options) = match id {
+            Some(i) => match scan::first_top_level(&self.src[i.start..i.end], |c| c == b',') {
+                Some(comma) => (
+                    Some(trimmed(self.src, i.start, i.start + comma)),
+                    Some(trimmed(self.src, i.start + comma + 1, i.end)),
+                ),
+                None => (Some(i), None),
+            },
+            None => (None, None),
+        };
+        if id.is_some_and(|i| i.start == i.end) || options.is_some_and(|o| o.start == o.end) {
             return self.fail(
                 Code::InvalidBlock,
                 start,
-                "expected a record id expression after `,`",
+                "expected `{#form module.object, id, options as name}` (write `null` for a new record)",
             );
         }
         Some(FormBlock {
             module: module.to_string(),
             object: object.to_string(),
             id,
+            options,
             name,
             body: Vec::new(),
         })

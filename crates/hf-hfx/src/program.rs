@@ -403,8 +403,8 @@ fn collect(nodes: &[Node], out: &mut Vec<Piece>) {
                 collect(&block.body, out);
             }
             Node::Form(block) => {
-                if let Some(id) = block.id {
-                    push(Kind::Expr, id, out);
+                for span in block.id.iter().chain(&block.options) {
+                    push(Kind::Expr, *span, out);
                 }
                 collect(&block.body, out);
             }
