@@ -29,12 +29,12 @@ function check(name, ok, detail = "") {
   }
 }
 
-async function screen(name, body, expectedStatus = []) {
+async function screen(name, body, expectedStatus = [], expectedErrors = []) {
   const page = await browser.newPage();
   const problems = [];
   page.on("console", (m) => {
     // Chromium logs every non-2xx response; a status the scenario provokes on purpose is fine.
-    const expected = expectedStatus.some((s) => m.text().includes(`status of ${s} `));
+    const expected = expectedStatus.some((s) => m.text().includes(`status of ${s} `)) || expectedErrors.some((e) => m.text().includes(e));
     if ((m.type() === "error" || m.type() === "warning") && !expected) problems.push(`console ${m.type()}: ${m.text()}`);
   });
   page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
@@ -385,6 +385,12 @@ await screen("query_options", async (page) => {
   await page.waitForTimeout(400);
   check("query: same parameter values do not run it again", (await calls()) === 4, String(await calls()));
 });
+
+await screen("effect_loop", async (page) => {
+  await page.waitForTimeout(300);
+  const n = Number(await text(page, "#n"));
+  check("effect: a loop is stopped, the page stays responsive", n > 50 && n < 1000, String(n));
+}, [], ["effects keep changing the state they read"]);
 
 await browser.close();
 console.log(`${passed} passed, ${failures} failed`);

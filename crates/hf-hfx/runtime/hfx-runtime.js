@@ -41,6 +41,8 @@ class Context {
   /** Marks state slots dirty after an assignment; returns the assignment's value. */
   u(value, ...slots) {
     for (const s of slots) this.dirty.add(s);
+    // Effects that keep changing what they depend on would loop forever; count the rounds.
+    this.loops = this.inEffects ? (this.loops || 0) + 1 : 0;
     if (this.live && !this.scheduled) {
       this.scheduled = true;
       queueMicrotask(() => this.flush());
@@ -108,7 +110,16 @@ class Context {
         back(this.shared[name]);
       }
     }
-    for (const e of this.effects) if (hit(changed, e.deps)) runEffect(e);
+    if (this.loops > MAX_FLUSH_ROUNDS) {
+      console.error("hfx: effects keep changing the state they read; stopped running them");
+      return;
+    }
+    this.inEffects = true;
+    try {
+      for (const e of this.effects) if (hit(changed, e.deps)) runEffect(e);
+    } finally {
+      this.inEffects = false;
+    }
   }
 }
 

@@ -37,6 +37,7 @@ const SCREENS: &[&str] = &[
     "typed_binds",
     "form_conflict",
     "query_options",
+    "effect_loop",
 ];
 const COMMIT: &str = "0000000000000000000000000000000000000000";
 const TOKEN: &str = "test-token";
