@@ -88,6 +88,20 @@ pub struct CompileOutput {
     /// The `{#query}` blocks whose HOQS text is written as a plain string literal, so that a
     /// host can type-check them against its model when the screen is written.
     pub queries: Vec<QueryText>,
+    /// The other screens the screen imports (`screen:<module>/<screen>`), so that a host can
+    /// check that they exist when the screen is written.
+    pub screen_imports: Vec<ScreenImport>,
+}
+
+/// One `import X from "screen:<module>/<screen>"` of a screen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScreenImport {
+    /// The module key.
+    pub module: String,
+    /// The screen key.
+    pub screen: String,
+    /// Byte offset of the specifier (its opening quote) in the screen source.
+    pub offset: usize,
 }
 
 /// The HOQS text of one `{#query}` block, as written in the screen.
@@ -184,6 +198,7 @@ fn compile_in(
             content_hash,
             diagnostics,
             queries,
+            screen_imports: screen_imports(alloc, source),
         }
     } else {
         CompileOutput {
@@ -192,6 +207,7 @@ fn compile_in(
             content_hash,
             diagnostics,
             queries: Vec::new(),
+            screen_imports: Vec::new(),
         }
     }
 }
@@ -260,6 +276,37 @@ pub fn compile_on_thread_with(
             .unwrap_or_else(|| "unknown panic".into());
         Error::Panicked { message }
     })
+}
+
+/// The `screen:` imports of a screen that compiled (so its script parses).
+fn screen_imports(alloc: &Allocator, source: &str) -> Vec<ScreenImport> {
+    if !source.contains("screen:") {
+        return Vec::new();
+    }
+    let mut sink = Sink::new(source, SourceFile::Screen);
+    let Some(script) = markup::parse(&mut sink).script else {
+        return Vec::new();
+    };
+    let text = &source[script.start..script.end];
+    let parsed = oxc::parser::Parser::new(alloc, text, js::ts_module()).parse();
+    parsed
+        .program
+        .body
+        .iter()
+        .filter_map(|stmt| match stmt {
+            oxc::ast::ast::Statement::ImportDeclaration(decl) => {
+                match imports::classify(decl.source.value.as_str()) {
+                    Ok(imports::Specifier::Screen { module, screen }) => Some(ScreenImport {
+                        module,
+                        screen,
+                        offset: script.start + decl.source.span.start as usize,
+                    }),
+                    _ => None,
+                }
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// The screen's module and the query texts it holds (see [`QueryText`]).

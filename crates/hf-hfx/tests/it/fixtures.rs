@@ -92,6 +92,25 @@ fn literal_query_texts_are_reported_with_their_offsets() {
 }
 
 #[test]
+fn screen_imports_are_reported_with_their_offsets() {
+    let source = "<script>\n  import Card from 'screen:crm/card';\n  import { tick } from 'hfx';\n</script>\n<Card />";
+    let out = compile(source, None);
+    assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics.first());
+    let found: Vec<(&str, &str, &str)> = out
+        .screen_imports
+        .iter()
+        .map(|i| {
+            (
+                i.module.as_str(),
+                i.screen.as_str(),
+                &source[i.offset..i.offset + 17],
+            )
+        })
+        .collect();
+    assert_eq!(found, [("crm", "card", "'screen:crm/card'")]);
+}
+
+#[test]
 fn emoji_column_counts_utf16_units() {
     let out = compile("<p>👋</p><p>{1 +* 2}</p>", None);
     let d = &out.diagnostics[0];

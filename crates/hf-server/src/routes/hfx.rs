@@ -617,6 +617,7 @@ mod tests {
                 content_hash: String::new(),
                 diagnostics: Vec::new(),
                 queries: Vec::new(),
+                screen_imports: Vec::new(),
             })
         };
         for i in 0..CACHE_ENTRIES + 10 {

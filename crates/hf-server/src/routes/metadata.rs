@@ -951,8 +951,9 @@ fn screens_with_unknown_names(model: &Model) -> std::collections::BTreeSet<(Stri
     broken
 }
 
-/// A screen whose `{#query}` names an object or field the branch does not have is not written:
-/// 422 `HFX_COMPILE_ERROR` located in the screen source. The query's `:parameters` are bound to
+/// A screen that imports a screen the branch does not have, or whose `{#query}` names an object
+/// or field the branch does not have, is not written: 422 `HFX_COMPILE_ERROR` located in the
+/// screen source. The query's `:parameters` are bound to
 /// null for this check, so only names are checked here (types are checked when it runs).
 async fn check_queries(
     state: &AppState,
@@ -960,11 +961,30 @@ async fn check_queries(
     output: &hf_hfx::CompileOutput,
     source: &str,
 ) -> Result<(), ApiError> {
-    if output.queries.is_empty() {
+    if output.queries.is_empty() && output.screen_imports.is_empty() {
         return Ok(());
     }
     let snapshot = snapshot(state, write_branch(root)?).await?;
     let mut problems = Vec::new();
+    for import in &output.screen_imports {
+        let exists = snapshot
+            .model
+            .modules
+            .get(&import.module)
+            .is_some_and(|module| module.screens.contains_key(&import.screen));
+        if !exists {
+            problems.push(hf_hfx::Diagnostic::at(
+                hf_hfx::DiagnosticCode::InvalidImport,
+                format!(
+                    "there is no screen `{}/{}` in this branch",
+                    import.module, import.screen
+                ),
+                hf_hfx::SourceFile::Screen,
+                source,
+                import.offset,
+            ));
+        }
+    }
     for query in &output.queries {
         let params = query_parameters(&query.text)
             .map(|name| (name.to_owned(), serde_json::Value::Null))

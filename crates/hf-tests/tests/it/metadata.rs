@@ -753,6 +753,45 @@ async fn screen_queries_must_name_fields_the_branch_has() {
 }
 
 #[tokio::test]
+async fn screens_must_import_screens_the_branch_has() {
+    let server = Ctx::start().await;
+    seed(&server, "metadata@main").await;
+    let source = "<script>\n  import Card from 'screen:crm/card';\n</script>\n<Card />";
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/crm/screens/uses_card",
+        json!({"hfxSource": source}),
+    )
+    .await;
+    let envelope = assert_envelope(response, 422, "HFX_COMPILE_ERROR").await;
+    let location = &envelope["errors"][0]["location"];
+    assert_eq!(
+        (location["line"].as_u64(), location["column"].as_u64()),
+        (Some(2), Some(20)),
+        "{envelope}"
+    );
+    let card = json!({"hfxSource": "<p>card</p>"});
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/crm/screens/card",
+        card,
+    )
+    .await;
+    assert_eq!(response.status(), 201);
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/crm/screens/uses_card",
+        json!({"hfxSource": source}),
+    )
+    .await;
+    assert_eq!(response.status(), 201);
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn screens_must_compile() {
     let server = Ctx::start().await;
     seed(&server, "metadata@main").await;
