@@ -281,14 +281,11 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
 
     fn nodes(&mut self, nodes: &[Node], parent: &str, ctx: Ctx) {
         // Snippets are declared first, so that markup before a snippet may render it.
+        let mut snippets = std::collections::HashSet::new();
         for node in nodes {
             if let Node::Snippet(block) = node {
                 let name = self.src()[block.name.start..block.name.end].to_string();
-                let declared = self
-                    .frames
-                    .last()
-                    .is_some_and(|f| f.iter().any(|l| l.name == name));
-                if declared {
+                if !snippets.insert(name.clone()) {
                     self.sink.error(
                         Code::InvalidBlock,
                         block.name.start,
@@ -296,7 +293,12 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     );
                     continue;
                 }
-                if let Some(frame) = self.frames.last_mut() {
+                // A snippet depends on nothing, as an unknown name does; it is a local only
+                // where it hides a name of the script (a long list of locals would make every
+                // lookup slow).
+                let hides = self.script.slot_of(&name).is_some()
+                    || self.script.functions.contains_key(&name);
+                if let (true, Some(frame)) = (hides, self.frames.last_mut()) {
                     frame.push(Local {
                         name: name.clone(),
                         deps: BTreeSet::new(),
