@@ -895,9 +895,10 @@ async fn check_compiles(body: &ScreenBody) -> Result<hf_hfx::CompileOutput, ApiE
 }
 
 /// Wraps a metadata edit so that it is refused with 409 `IN_USE`, naming the screen, when it
-/// breaks a screen's query: a `{#query}` that named only existing objects and fields before the
-/// edit and names a missing one after it (a deleted or renamed field). Screens already broken
-/// do not block other writes, and a write of the screen itself is checked by `check_queries`.
+/// breaks a screen: a `{#query}` that named only existing objects and fields before the edit and
+/// names a missing one after it (a deleted or renamed field), or an import of a screen the edit
+/// deletes. Screens already broken do not block other writes, and a write of the screen itself
+/// is checked by `check_queries`.
 fn keeping_screen_queries<F>(
     mut edit: F,
 ) -> impl FnMut(&mut Model) -> Result<Change, hf_metastore::Error> + Clone + Send + 'static
@@ -907,11 +908,12 @@ where
     move |model: &mut Model| {
         let before = screens_with_unknown_names(model);
         let change = edit(model)?;
-        if matches!(change.target, hf_model::Target::Screen { .. }) {
-            return Ok(change);
-        }
         let after = screens_with_unknown_names(model);
-        match after.difference(&before).next() {
+        let written = |module: &str, screen: &str| matches!(&change.target, hf_model::Target::Screen { module: m, screen: s } if m == module && s == screen);
+        let newly_broken = after
+            .difference(&before)
+            .find(|(module, screen)| !written(module, screen));
+        match newly_broken {
             Some((module, screen)) => Err(hf_model::Error::InUse {
                 target: Box::new(change.target.clone()),
                 referrer: Box::new(hf_model::Target::screen(module, screen)),
@@ -923,26 +925,33 @@ where
 }
 
 /// The screens of `model` (module, screen) with a literal `{#query}` that names an object or
-/// field `model` does not have.
+/// field `model` does not have, or an import of a screen it does not have.
 fn screens_with_unknown_names(model: &Model) -> std::collections::BTreeSet<(String, String)> {
     let mut broken = std::collections::BTreeSet::new();
     for (module_key, module) in &model.modules {
         for (screen_key, screen) in &module.screens {
-            if !screen.hfx_source.contains("{#query") {
+            if !screen.hfx_source.contains("{#query") && !screen.hfx_source.contains("screen:") {
                 continue;
             }
             let output = hf_hfx::compile(&screen.hfx_source, screen.sidecar.as_deref());
-            let unknown = output.queries.iter().any(|query| {
-                let params = query_parameters(&query.text)
-                    .map(|name| (name.to_owned(), serde_json::Value::Null))
-                    .collect();
-                hf_hoqs::compile_query(model, &query.text, &params).is_ok_and(|checked| {
-                    checked
-                        .diagnostics
-                        .iter()
-                        .any(|d| d.code == hf_hoqs::Code::UnknownName)
-                })
+            let missing_import = output.screen_imports.iter().any(|import| {
+                !model
+                    .modules
+                    .get(&import.module)
+                    .is_some_and(|m| m.screens.contains_key(&import.screen))
             });
+            let unknown = missing_import
+                || output.queries.iter().any(|query| {
+                    let params = query_parameters(&query.text)
+                        .map(|name| (name.to_owned(), serde_json::Value::Null))
+                        .collect();
+                    hf_hoqs::compile_query(model, &query.text, &params).is_ok_and(|checked| {
+                        checked
+                            .diagnostics
+                            .iter()
+                            .any(|d| d.code == hf_hoqs::Code::UnknownName)
+                    })
+                });
             if unknown {
                 broken.insert((module_key.clone(), screen_key.clone()));
             }

@@ -788,6 +788,19 @@ async fn screens_must_import_screens_the_branch_has() {
     )
     .await;
     assert_eq!(response.status(), 201);
+    // The imported screen cannot be deleted while it is imported.
+    let response = admin(&server, Method::DELETE, "/metadata@main/crm/screens/card")
+        .send()
+        .await
+        .unwrap();
+    let envelope = assert_envelope(response, 409, "IN_USE").await;
+    assert!(
+        envelope["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("uses_card"),
+        "{envelope}"
+    );
     server.stop().await;
 }
 
