@@ -29,12 +29,12 @@ function check(name, ok, detail = "") {
   }
 }
 
-async function screen(name, body, expectedStatus = []) {
+async function screen(name, body, expectedStatus = [], expectedErrors = []) {
   const page = await browser.newPage();
   const problems = [];
   page.on("console", (m) => {
     // Chromium logs every non-2xx response; a status the scenario provokes on purpose is fine.
-    const expected = expectedStatus.some((s) => m.text().includes(`status of ${s} `));
+    const expected = expectedStatus.some((s) => m.text().includes(`status of ${s} `)) || expectedErrors.some((e) => m.text().includes(e));
     if ((m.type() === "error" || m.type() === "warning") && !expected) problems.push(`console ${m.type()}: ${m.text()}`);
   });
   page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
@@ -166,6 +166,14 @@ await screen("form_record", async (page) => {
   check("form: input marked invalid", (await page.getAttribute("input >> nth=0", "aria-invalid")) === "true");
   const recordErrors = await page.locator(".hfx-form-errors li").allTextContents();
   check("form: record error above the form", recordErrors.includes("Accounts need an owner"), JSON.stringify(recordErrors));
+  check("form: error elements take the screen's scoped style", (await fieldError.evaluate((e) => getComputedStyle(e).color)) === "rgb(200, 0, 0)");
+  await page.click("#fill");
+  check("form: f.values set by a script function updates the input", (await page.waitForFunction(() => document.querySelector("input").value === "Filled in", null, { timeout: 5000 }).then(() => true, () => false)));
+  check("form: attributes option on the <form>", (await page.getAttribute("form#account-form", "class")).split(" ").includes("grid"));
+  await page.fill("input >> nth=0", "bad");
+  await page.click("button[type=submit]");
+  check("form: validate refuses before sending", await eventually(page, "input + .hfx-field-error", "Not that name"));
+  check("form: nothing was saved", (await text(page, "#saved")) === "Saved 0 times");
   await page.fill("input >> nth=0", "Initech");
   await page.click("button[type=submit]");
   check("form: saved event after create", await eventually(page, "#saved", "Saved 1 times"));
@@ -208,6 +216,13 @@ await screen("composition", async (page) => {
   check("spread: class directive kept next to it", classes.includes("wide"), JSON.stringify(classes));
   await page.click("#clear");
   check("snippets: the {:else} snippet", await eventually(page, ".list li", "nobody"));
+  check("$props: a given prop", (await text(page, ".rating .label")) === "Stars");
+  check("$props: a renamed key with its value", (await page.locator(".rating .star").count()) === 3);
+  check("$props: children", (await text(page, "#rating-child")) === "of 3");
+  check("$props: the bound value comes in", (await page.locator(".rating .star.on").count()) === 1);
+  await page.locator(".rating .star").nth(1).click();
+  check("$props: $bindable goes back to the parent", await eventually(page, "#stars", "2 stars"));
+  check("$props: and the component shows it", (await page.locator(".rating .star.on").count()) === 2);
 });
 
 await screen("lifecycle", async (page) => {
@@ -370,6 +385,12 @@ await screen("query_options", async (page) => {
   await page.waitForTimeout(400);
   check("query: same parameter values do not run it again", (await calls()) === 4, String(await calls()));
 });
+
+await screen("effect_loop", async (page) => {
+  await page.waitForTimeout(300);
+  const n = Number(await text(page, "#n"));
+  check("effect: a loop is stopped, the page stays responsive", n > 50 && n < 1000, String(n));
+}, [], ["effects keep changing the state they read"]);
 
 await browser.close();
 console.log(`${passed} passed, ${failures} failed`);

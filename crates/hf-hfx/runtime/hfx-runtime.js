@@ -41,6 +41,8 @@ class Context {
   /** Marks state slots dirty after an assignment; returns the assignment's value. */
   u(value, ...slots) {
     for (const s of slots) this.dirty.add(s);
+    // Effects that keep changing what they depend on would loop forever; count the rounds.
+    this.loops = this.inEffects ? (this.loops || 0) + 1 : 0;
     if (this.live && !this.scheduled) {
       this.scheduled = true;
       queueMicrotask(() => this.flush());
@@ -108,7 +110,16 @@ class Context {
         back(this.shared[name]);
       }
     }
-    for (const e of this.effects) if (hit(changed, e.deps)) runEffect(e);
+    if (this.loops > MAX_FLUSH_ROUNDS) {
+      console.error("hfx: effects keep changing the state they read; stopped running them");
+      return;
+    }
+    this.inEffects = true;
+    try {
+      for (const e of this.effects) if (hit(changed, e.deps)) runEffect(e);
+    } finally {
+      this.inEffects = false;
+    }
   }
 }
 
@@ -607,7 +618,8 @@ function numeric(e) {
  */
 export function bind_value(b, e, get, set, deps) {
   if (e.tagName === "SELECT") {
-    b.u(deps, () => {
+    // On every update: the options may change (an {#each} of them) while the value stays.
+    b.u(null, () => {
       const v = get();
       const options = [...e.options];
       if (e.multiple) for (const o of options) o.selected = Array.isArray(v) && v.some((x) => same(x, valueOf(o)));
@@ -1018,10 +1030,12 @@ const SYSTEM_FIELDS = new Set(["id", "createdAt", "updatedAt"]);
  * (`POST /data/m/o`), with one it loads and edits (`GET`, then `PATCH` of the changed fields).
  * Field-scoped errors go to `f.errors[field]`, the rest to `f.recordErrors`, shown above the form.
  */
-export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, scope, body) {
+export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, scope, getOptions, body) {
   const e = el(parent, "form");
   e.setAttribute("novalidate", "");
-  e.setAttribute("class", scope ? "hfx-form " + scope : "hfx-form");
+  const attributes = (getOptions() || {}).attributes || {};
+  for (const k of Object.keys(attributes)) if (k !== "class") attr(e, k, attributes[k]);
+  e.setAttribute("class", ["hfx-form", attributes.class, scope].filter(Boolean).join(" "));
   const list = el(e, "ul");
   list.setAttribute("class", scope ? "hfx-form-errors " + scope : "hfx-form-errors");
   list.setAttribute("role", "alert");
@@ -1032,7 +1046,6 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
   const url = () => base + "/" + encodeURIComponent(f.id);
   const f = {
     id: null,
-    values: {},
     errors: {},
     recordErrors: [],
     conflict: false,
@@ -1040,10 +1053,20 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
     saving: false,
     record: null,
     async save() {
-      f.saving = true;
       f.errors = {};
       f.recordErrors = [];
       f.conflict = false;
+      // `validate(values)` may refuse before anything is sent: field key → message, or a
+      // message for the whole record.
+      const validate = (getOptions() || {}).validate;
+      const problems = validate ? validate(f.values) : null;
+      if (typeof problems === "string" && problems) f.recordErrors = [problems];
+      else if (problems && typeof problems === "object") for (const k of Object.keys(problems)) if (problems[k]) f.errors[k] = String(problems[k]);
+      if (f.recordErrors.length || Object.keys(f.errors).length) {
+        ctx.u(undefined, slot);
+        return null;
+      }
+      f.saving = true;
       ctx.u(undefined, slot);
       try {
         let record;
@@ -1111,6 +1134,15 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
       ctx.u(undefined, slot);
     },
   };
+  // `f.values` is deeply reactive: code that sets `f.values.name = …` (a script function, an
+  // event handler) updates the page like a bound input does.
+  let values = deep(ctx, {}, slot);
+  Object.defineProperty(f, "values", {
+    enumerable: true,
+    get: () => values,
+    set: (next) => (values = deep(ctx, next || {}, slot)),
+  });
+  formScopes.set(f, scope);
   async function load(id) {
     const mine = ++seq;
     f.id = id;
@@ -1161,10 +1193,14 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
   });
 }
 
+// The scope class of each form's screen, for the error elements the runtime makes.
+const formScopes = new WeakMap();
+
 /** Shows `f.errors[key]` right after the input that edits field `key`. */
 export function field_error(b, input, f, key, deps) {
   const span = document.createElement("span");
-  span.setAttribute("class", "hfx-field-error");
+  const scope = formScopes.get(f);
+  span.setAttribute("class", scope ? "hfx-field-error " + scope : "hfx-field-error");
   span.setAttribute("role", "alert");
   span.setAttribute("data-field", key);
   input.after(span);

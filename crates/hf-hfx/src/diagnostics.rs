@@ -62,6 +62,9 @@ pub enum DiagnosticCode {
     /// Svelte syntax that HFX spells differently or does not have (`$:`, `<slot>`, a rune HFX
     /// lacks), refused at compile time rather than failing in the browser.
     SvelteSyntax,
+    /// A `{#query}` names an object or field the model does not have. The compiler does not know
+    /// the model: a host that type-checks [`crate::QueryText`]s reports this.
+    QueryUnknownName,
     /// A bug in the compiler: the generated module did not parse.
     Internal,
 }
@@ -91,6 +94,7 @@ impl DiagnosticCode {
             Self::UnknownComponent => "UNKNOWN_COMPONENT",
             Self::InvalidFormTarget => "INVALID_FORM_TARGET",
             Self::SvelteSyntax => "SVELTE_SYNTAX",
+            Self::QueryUnknownName => "QUERY_UNKNOWN_NAME",
             Self::Internal => "INTERNAL",
         }
     }

@@ -196,6 +196,30 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             if !writes.is_empty() {
                 edits.extend(Edit::wrap(*target, &writes));
             }
+            // `name = value` to deeply reactive state keeps the proxy, as in the script.
+            let text = &self.src()[target.start..target.end];
+            let after = text
+                .strip_prefix(name.as_str())
+                .map(str::trim_start)
+                .filter(|rest| rest.starts_with('=') && !rest.starts_with("=="));
+            if let (Some(rest), [slot]) = (after, writes.iter().collect::<Vec<_>>().as_slice()) {
+                if self.script.deep.contains(slot) {
+                    let start = target.end - rest.len() + 1;
+                    let len = i64::try_from(target.end - start).unwrap_or(i64::MAX);
+                    edits.push(Edit {
+                        start,
+                        end: start,
+                        text: "$$.deep(".into(),
+                        rank: (1, -len),
+                    });
+                    edits.push(Edit {
+                        start: target.end,
+                        end: target.end,
+                        text: format!(", {slot})"),
+                        rank: (0, len),
+                    });
+                }
+            }
         }
         let code = js::apply_edits(self.src(), span, &edits);
         (format!("({code}\n)"), deps)
@@ -257,14 +281,11 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
 
     fn nodes(&mut self, nodes: &[Node], parent: &str, ctx: Ctx) {
         // Snippets are declared first, so that markup before a snippet may render it.
+        let mut snippets = std::collections::HashSet::new();
         for node in nodes {
             if let Node::Snippet(block) = node {
                 let name = self.src()[block.name.start..block.name.end].to_string();
-                let declared = self
-                    .frames
-                    .last()
-                    .is_some_and(|f| f.iter().any(|l| l.name == name));
-                if declared {
+                if !snippets.insert(name.clone()) {
                     self.sink.error(
                         Code::InvalidBlock,
                         block.name.start,
@@ -272,7 +293,12 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     );
                     continue;
                 }
-                if let Some(frame) = self.frames.last_mut() {
+                // A snippet depends on nothing, as an unknown name does; it is a local only
+                // where it hides a name of the script (a long list of locals would make every
+                // lookup slow).
+                let hides = self.script.slot_of(&name).is_some()
+                    || self.script.functions.contains_key(&name);
+                if let (true, Some(frame)) = (hides, self.frames.last_mut()) {
                     frame.push(Local {
                         name: name.clone(),
                         deps: BTreeSet::new(),
@@ -1181,11 +1207,15 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             Some(span) => self.expr(span),
             None => ("null".into(), BTreeSet::new()),
         };
+        let options = match block.options {
+            Some(span) => self.expr(span).0,
+            None => "undefined".into(),
+        };
         let name = self.src()[block.name.start..block.name.end].to_string();
         let scope = self.scope.clone().unwrap_or_default();
         let _ = writeln!(
             self.out,
-            "$$rt.form($$, $$b, {parent}, {slot}, {}, {}, () => {id}, {}, {}, ($$b, $$t, {name}) => {{",
+            "$$rt.form($$, $$b, {parent}, {slot}, {}, {}, () => {id}, {}, {}, () => {options}, ($$b, $$t, {name}) => {{",
             js_string(&block.module),
             js_string(&block.object),
             slots(&deps),

@@ -112,6 +112,9 @@ pub(crate) struct ScriptInfo {
     pub(crate) state: Vec<String>,
     /// Props: `(name, slot, end of the declaring statement)`.
     pub(crate) props: Vec<(String, usize, usize)>,
+    /// Props declared Svelte's way, `let { key: local = default } = $props();`:
+    /// `(key, local, slot, end of the declaring statement)`.
+    pub(crate) destructured: Vec<(String, String, usize, usize)>,
     /// Top-level functions and the state slots they read, directly or through other top-level
     /// functions, so that `{total()}` updates when what `total` reads changes.
     pub(crate) functions: HashMap<String, BTreeSet<usize>>,
@@ -142,6 +145,10 @@ pub(crate) enum RuneKind {
     DerivedBy,
     /// `$effect(function)` (and `$effect.pre`): `$$.effect(function, [deps])`.
     Effect,
+    /// `$props()` in `let { … } = $props();`: the props object, `$$.props`.
+    Props,
+    /// `$bindable(default)` in a `$props()` pattern: the default itself.
+    Bindable,
 }
 
 /// One rune call of the script.
@@ -403,6 +410,11 @@ pub(crate) fn analyze_program(
                     let Some(Expression::CallExpression(call)) = &d.init else {
                         continue;
                     };
+                    if matches!(&call.callee, Expression::Identifier(id) if id.name == "$props") {
+                        rune_callees.insert(call.callee.span().start);
+                        props_pattern(sink, base, var, d, call, &mut info, &mut rune_callees);
+                        continue;
+                    }
                     let kind = match rune_name(&call.callee) {
                         Some("$state") => RuneKind::State,
                         Some("$state.raw") => RuneKind::StateRaw,
@@ -473,6 +485,9 @@ pub(crate) fn analyze_program(
     }
     for (name, ids) in scoping.root_unresolved_references() {
         let hint = match name.as_str() {
+            "$props" | "$bindable" => {
+                "props are declared at the top level of the script: `let { title, count = $bindable(0) } = $props();` (or `export let title;`)"
+            }
             "$state" | "$derived" | "$effect" => {
                 "a rune is used at the top level of the script: `let name = $state(value);`, `let name = $derived(expression);`, `$effect(() => { … });`"
             }
@@ -538,6 +553,9 @@ pub(crate) fn analyze_program(
     }
     for prop in &mut info.props {
         prop.1 = info.state.iter().position(|s| *s == prop.0).unwrap_or(0);
+    }
+    for prop in &mut info.destructured {
+        prop.2 = info.state.iter().position(|s| *s == prop.1).unwrap_or(0);
     }
     // A derived value's expression and an effect's function read state like a function does.
     for (i, rune) in info.runes.iter().enumerate() {
@@ -650,6 +668,84 @@ pub(crate) fn analyze_program(
     info
 }
 
+/// `let { key: local = default, … } = $props();`: each property is a prop. Defaults may be
+/// `$bindable(value)` (every prop can be bound; the value is the default).
+fn props_pattern(
+    sink: &mut Sink<'_>,
+    base: usize,
+    var: &oxc::ast::ast::VariableDeclaration<'_>,
+    d: &oxc::ast::ast::VariableDeclarator<'_>,
+    call: &oxc::ast::ast::CallExpression<'_>,
+    info: &mut ScriptInfo,
+    rune_callees: &mut BTreeSet<u32>,
+) {
+    use oxc::ast::ast::{BindingPattern, PropertyKey};
+    let end = base + var.span.end as usize;
+    let BindingPattern::ObjectPattern(pattern) = &d.id else {
+        sink.error(
+            Code::SvelteSyntax,
+            base + d.span.start as usize,
+            "`$props()` is destructured: `let { title, count = 0 } = $props();`",
+        );
+        return;
+    };
+    if !call.arguments.is_empty() || pattern.rest.is_some() {
+        sink.error(
+            Code::SvelteSyntax,
+            base + d.span.start as usize,
+            "`$props()` takes no argument, and `...rest` of the props is not supported",
+        );
+        return;
+    }
+    for property in &pattern.properties {
+        let key = match &property.key {
+            PropertyKey::StaticIdentifier(id) => Some(id.name.as_str().to_string()),
+            PropertyKey::StringLiteral(s) => Some(s.value.as_str().to_string()),
+            _ => None,
+        };
+        let (local, default) = match &property.value {
+            BindingPattern::BindingIdentifier(id) => (Some(id.name.as_str()), None),
+            BindingPattern::AssignmentPattern(a) => match &a.left {
+                BindingPattern::BindingIdentifier(id) => (Some(id.name.as_str()), Some(&a.right)),
+                _ => (None, None),
+            },
+            _ => (None, None),
+        };
+        let (Some(key), Some(local)) = (key, local) else {
+            sink.error(
+                Code::SvelteSyntax,
+                base + property.span.start as usize,
+                "a prop is `name`, `name = default` or `key: name`",
+            );
+            continue;
+        };
+        if let Some(Expression::CallExpression(bindable)) = default {
+            if matches!(&bindable.callee, Expression::Identifier(id) if id.name == "$bindable") {
+                rune_callees.insert(bindable.callee.span().start);
+                info.runes.push(Rune {
+                    kind: RuneKind::Bindable,
+                    call: bindable.span,
+                    arg: bindable.arguments.first().map(GetSpan::span),
+                    name: String::new(),
+                    slot: 0,
+                    deps: BTreeSet::new(),
+                    const_at: None,
+                });
+            }
+        }
+        info.destructured.push((key, local.to_string(), 0, end));
+    }
+    info.runes.push(Rune {
+        kind: RuneKind::Props,
+        call: call.span,
+        arg: None,
+        name: String::new(),
+        slot: 0,
+        deps: BTreeSet::new(),
+        const_at: (var.kind == VariableDeclarationKind::Const).then_some(var.span.start),
+    });
+}
+
 /// `$state`, `$state.raw`, `$derived`, `$derived.by`, `$effect` or `$effect.pre` when `callee`
 /// names one of them.
 fn rune_name(callee: &Expression<'_>) -> Option<&'static str> {
@@ -704,6 +800,12 @@ fn rune_edits(info: &mut ScriptInfo, base: usize) {
                 ),
             ),
             RuneKind::Effect => ("$$.effect(".to_string(), format!(", {deps})")),
+            RuneKind::Props => {
+                info.edits
+                    .push(Edit::replace(call_start, call_end, "$$.props"));
+                continue;
+            }
+            RuneKind::Bindable => ("(".to_string(), ")".to_string()),
         };
         match rune.arg {
             Some(arg) => {
@@ -729,10 +831,6 @@ pub(crate) fn slot_list(slots: &BTreeSet<usize>) -> String {
 /// The message for a Svelte rune HFX does not have, or `None` when `name` is no such rune.
 pub(crate) fn missing_rune(name: &str) -> Option<&'static str> {
     Some(match name {
-        "$props" => {
-            "`$props()` is not supported: declare each prop with `export let name = default;`"
-        }
-        "$bindable" => "`$bindable()` is not supported: every prop can be bound with `bind:name`",
         "$inspect" => "`$inspect` is not supported: use `console.log` in a function or `$effect`",
         "$host" => "`$host()` is not supported: HFX components are not custom elements",
         _ => return None,

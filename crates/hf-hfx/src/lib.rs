@@ -85,6 +85,33 @@ pub struct CompileOutput {
     pub content_hash: String,
     /// Every problem found; empty on success.
     pub diagnostics: Vec<Diagnostic>,
+    /// The `{#query}` blocks whose HOQS text is written as a plain string literal, so that a
+    /// host can type-check them against its model when the screen is written.
+    pub queries: Vec<QueryText>,
+    /// The other screens the screen imports (`screen:<module>/<screen>`), so that a host can
+    /// check that they exist when the screen is written.
+    pub screen_imports: Vec<ScreenImport>,
+}
+
+/// One `import X from "screen:<module>/<screen>"` of a screen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScreenImport {
+    /// The module key.
+    pub module: String,
+    /// The screen key.
+    pub screen: String,
+    /// Byte offset of the specifier (its opening quote) in the screen source.
+    pub offset: usize,
+}
+
+/// The HOQS text of one `{#query}` block, as written in the screen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryText {
+    /// The query (the literal's content; literals with escapes or `${}` are not reported).
+    pub text: String,
+    /// Byte offset of the text's first character in the screen source: offset `i` of the
+    /// query is offset `offset + i` of the screen (see [`Diagnostic::at`] for a location).
+    pub offset: usize,
 }
 
 /// Settings for [`compile_with`]; the defaults are what the HTTP contract describes.
@@ -156,7 +183,7 @@ fn compile_in(
     });
 
     let mut sink = Sink::new(source, SourceFile::Screen);
-    let js = compile_screen(
+    let (js, queries) = compile_screen(
         alloc,
         &mut sink,
         &content_hash,
@@ -170,6 +197,8 @@ fn compile_in(
             sidecar_js,
             content_hash,
             diagnostics,
+            queries,
+            screen_imports: screen_imports(alloc, source),
         }
     } else {
         CompileOutput {
@@ -177,6 +206,8 @@ fn compile_in(
             sidecar_js: None,
             content_hash,
             diagnostics,
+            queries: Vec::new(),
+            screen_imports: Vec::new(),
         }
     }
 }
@@ -247,24 +278,74 @@ pub fn compile_on_thread_with(
     })
 }
 
+/// The `screen:` imports of a screen that compiled (so its script parses).
+fn screen_imports(alloc: &Allocator, source: &str) -> Vec<ScreenImport> {
+    if !source.contains("screen:") {
+        return Vec::new();
+    }
+    let mut sink = Sink::new(source, SourceFile::Screen);
+    let Some(script) = markup::parse(&mut sink).script else {
+        return Vec::new();
+    };
+    let text = &source[script.start..script.end];
+    let parsed = oxc::parser::Parser::new(alloc, text, js::ts_module()).parse();
+    parsed
+        .program
+        .body
+        .iter()
+        .filter_map(|stmt| match stmt {
+            oxc::ast::ast::Statement::ImportDeclaration(decl) => {
+                match imports::classify(decl.source.value.as_str()) {
+                    Ok(imports::Specifier::Screen { module, screen }) => Some(ScreenImport {
+                        module,
+                        screen,
+                        offset: script.start + decl.source.span.start as usize,
+                    }),
+                    _ => None,
+                }
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The screen's module and the query texts it holds (see [`QueryText`]).
 fn compile_screen(
     alloc: &Allocator,
     sink: &mut Sink<'_>,
     hash: &str,
     sidecar_url: Option<&str>,
-) -> Option<String> {
+) -> (Option<String>, Vec<QueryText>) {
     let doc = markup::parse(sink);
     if sink.has_errors() {
-        return None;
+        return (None, Vec::new());
     }
+    let mut queries = Vec::new();
+    markup::query_texts(sink.source, &doc.nodes, &mut queries);
+    let queries = queries
+        .into_iter()
+        .map(|(text, offset)| QueryText { text, offset })
+        .collect();
+    (
+        compile_markup(alloc, sink, &doc, hash, sidecar_url),
+        queries,
+    )
+}
+
+fn compile_markup(
+    alloc: &Allocator,
+    sink: &mut Sink<'_>,
+    doc: &markup::Document,
+    hash: &str,
+    sidecar_url: Option<&str>,
+) -> Option<String> {
     let source = sink.source;
     let scope = doc.style.map(|_| format!("hfx-{}", &hash[..8]));
     let css = match (doc.style, &scope) {
         (Some(span), Some(scope)) => css::scope_css(&source[span.start..span.end], scope),
         _ => String::new(),
     };
-    if let Some(js) = compile_in_one_pass(alloc, source, &doc, scope.as_deref(), &css, sidecar_url)
-    {
+    if let Some(js) = compile_in_one_pass(alloc, source, doc, scope.as_deref(), &css, sidecar_url) {
         return Some(js);
     }
 
@@ -309,6 +390,17 @@ fn compile_screen(
             end: *end,
             text: format!(
                 "\n{name} = $$.prop(\"{name}\", {name}, {slot}, ($$v) => {{ {name} = $$v; }}, () => {name});"
+            ),
+            rank: (3, 0),
+        });
+    }
+    for (key, local, slot, end) in &script.destructured {
+        edits.push(Edit {
+            start: *end,
+            end: *end,
+            text: format!(
+                "\n$$.setter({}, {slot}, ($$v) => {{ {local} = $$v; }}, () => {local});",
+                generate::quote(key)
             ),
             rank: (3, 0),
         });
@@ -379,6 +471,12 @@ fn compile_in_one_pass(
         module.push_str(&format!(
             "\t$$.setter({}, {slot}, ($$v) => {{ {name} = $$v; }}, () => {name});\n",
             generate::quote(name)
+        ));
+    }
+    for (key, local, slot, _) in &script.destructured {
+        module.push_str(&format!(
+            "\t$$.setter({}, {slot}, ($$v) => {{ {local} = $$v; }}, () => {local});\n",
+            generate::quote(key)
         ));
     }
     module.push_str("\treturn ($$b, $$t) => {\n");

@@ -149,6 +149,8 @@ pub(crate) struct FormBlock {
     pub(crate) module: String,
     pub(crate) object: String,
     pub(crate) id: Option<Span>,
+    /// `{ validate, attributes }`.
+    pub(crate) options: Option<Span>,
     pub(crate) name: Span,
     pub(crate) body: Vec<Node>,
 }
@@ -1319,20 +1321,74 @@ impl Parser<'_, '_> {
                 ),
             );
         };
-        if id.is_some_and(|i| i.start == i.end) {
+        let (id, options) = match id {
+            Some(i) => match scan::first_top_level(&self.src[i.start..i.end], |c| c == b',') {
+                Some(comma) => (
+                    Some(trimmed(self.src, i.start, i.start + comma)),
+                    Some(trimmed(self.src, i.start + comma + 1, i.end)),
+                ),
+                None => (Some(i), None),
+            },
+            None => (None, None),
+        };
+        if id.is_some_and(|i| i.start == i.end) || options.is_some_and(|o| o.start == o.end) {
             return self.fail(
                 Code::InvalidBlock,
                 start,
-                "expected a record id expression after `,`",
+                "expected `{#form module.object, id, options as name}` (write `null` for a new record)",
             );
         }
         Some(FormBlock {
             module: module.to_string(),
             object: object.to_string(),
             id,
+            options,
             name,
             body: Vec::new(),
         })
+    }
+}
+
+/// The HOQS texts of the `{#query}` blocks written as plain string literals (no escapes, no
+/// `${}`), with the offset of each text's first character, in document order.
+pub(crate) fn query_texts(src: &str, nodes: &[Node], out: &mut Vec<(String, usize)>) {
+    for node in nodes {
+        let children: Vec<&[Node]> = match node {
+            Node::Query(block) => {
+                let literal = &src[block.query.start..block.query.end];
+                let quote = literal
+                    .chars()
+                    .next()
+                    .filter(|c| matches!(c, '"' | '\'' | '`'));
+                if let Some(quote) = quote {
+                    let inner = &literal[1..];
+                    let plain = literal.len() >= 2
+                        && inner.ends_with(quote)
+                        && !inner[..inner.len() - 1].contains([quote, '\\'])
+                        && !(quote == '`' && inner.contains("${"));
+                    if plain {
+                        out.push((inner[..inner.len() - 1].to_string(), block.query.start + 1));
+                    }
+                }
+                vec![&block.body]
+            }
+            Node::Element(el) => vec![&el.children],
+            Node::If(block) => block.branches.iter().map(|(_, b)| b.as_slice()).collect(),
+            Node::Each(block) => std::iter::once(block.body.as_slice())
+                .chain(block.else_body.as_deref())
+                .collect(),
+            Node::Form(block) => vec![&block.body],
+            Node::Snippet(block) => vec![&block.body],
+            Node::Await(block) => std::iter::once(block.pending.as_slice())
+                .chain(block.then.iter().map(|(_, b)| b.as_slice()))
+                .chain(block.catch.iter().map(|(_, b)| b.as_slice()))
+                .collect(),
+            Node::Key { body, .. } => vec![body],
+            Node::Text(_) | Node::Expr(_) | Node::Const { .. } | Node::Render(_) => Vec::new(),
+        };
+        for nodes in children {
+            query_texts(src, nodes, out);
+        }
     }
 }
 

@@ -403,8 +403,8 @@ fn collect(nodes: &[Node], out: &mut Vec<Piece>) {
                 collect(&block.body, out);
             }
             Node::Form(block) => {
-                if let Some(id) = block.id {
-                    push(Kind::Expr, id, out);
+                for span in block.id.iter().chain(&block.options) {
+                    push(Kind::Expr, *span, out);
                 }
                 collect(&block.body, out);
             }
@@ -841,7 +841,8 @@ impl<'a> Runes<'a, '_> {
         let deps = js::slot_list(&rune.deps);
         let set = format!("($$v) => {{ {} = $$v; }}", rune.name);
         let (text, hole_in_arrow) = match rune.kind {
-            RuneKind::StateRaw => return Some(argument),
+            RuneKind::StateRaw | RuneKind::Bindable => return Some(argument),
+            RuneKind::Props => return self.template("$$.props"),
             RuneKind::State => (format!("$$.deep(0, {})", rune.slot), false),
             RuneKind::Derived => (
                 format!("$$.derived(() => 0, {}, {deps}, {set})", rune.slot),

@@ -87,7 +87,81 @@ async function eventually(page, selector, want) {
 
 const text = (page, selector) => page.locator(selector).first().textContent();
 
+/** Polls `predicate` in the page (through `evaluate`, which the frame's CSP allows) for 5 s. */
+async function until(page, predicate, arg) {
+  const deadline = Date.now() + 5000;
+  while (Date.now() < deadline) {
+    if (await page.evaluate(predicate, arg).catch(() => false)) return true;
+    await page.waitForTimeout(50);
+  }
+  return false;
+}
+
+/** The hf API as the test's principal (from node, not the page). */
+async function api(method, path, body) {
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, text: await res.text() };
+}
+
 const scenarios = {
+  async crm() {
+    await frame("crm accounts", "crm/crm_accounts", async (page) => {
+      const names = () => page.locator("td.name").allTextContents();
+      check("accounts: the count", await eventually(page, "#count", "3 accounts"));
+      check("accounts: first page, by name", JSON.stringify(await names()) === '["Acme","Globex"]', JSON.stringify(await names()));
+      await page.click("#next");
+      check("accounts: next page", await eventually(page, "td.name", "Initech"));
+      check("accounts: page of pages", await eventually(page, "#page", "page 2 of 2"));
+      await page.locator("th", { hasText: "Name" }).click();
+      check("accounts: sorted descending from page 1", await eventually(page, "td.name", "Initech"));
+      check("accounts: the sorted column is marked", (await page.locator("th.sorted").textContent()).includes("▼"));
+      await page.fill("#filter", "glo");
+      check("accounts: filtered count", await eventually(page, "#count", "1 accounts"));
+      check("accounts: filtered rows", JSON.stringify(await names()) === '["Globex"]', JSON.stringify(await names()));
+      await page.locator("td.name", { hasText: "Globex" }).click();
+      check("accounts: a row opens another screen", await eventually(page, "#biggest li", "Globex expansion (Globex): 12,000"));
+    });
+    await frame("crm dashboard", "crm/crm_dashboard", async (page) => {
+      await until(page, () => document.querySelectorAll(".stat").length === 3);
+      const cards = await page.locator(".stat").evaluateAll((els) => els.map((e) => [...e.children].map((c) => c.textContent).join("|")));
+      check("dashboard: a card per stage with its total", JSON.stringify(cards) === JSON.stringify(["proposal|5,000|1 deal", "prospecting|12,800|2 deals", "won|3,000|1 deal"]), JSON.stringify(cards));
+      const biggest = await page.locator("#biggest li").allTextContents();
+      check("dashboard: biggest open opportunities", JSON.stringify(biggest) === JSON.stringify(["Globex expansion (Globex): 12,000", "Acme renewal (Acme): 5,000", "Acme upsell (Acme): 800"]), JSON.stringify(biggest));
+      await page.locator("#biggest li").first().click();
+      check("edit: opened from the dashboard with the record", await until(page, () => document.querySelector("#name")?.value === "Globex expansion"));
+      const id = new URL(page.url()).hash.split("id=")[1];
+      check("edit: the stage select shows the record's", (await page.inputValue("#stage")) === "prospecting");
+      await page.fill("#name", "Something else");
+      await page.click("#cancel");
+      check("edit: cancel restores the values", (await page.inputValue("#name")) === "Globex expansion");
+      await page.fill("#probability", "150");
+      await page.click("#save");
+      check("edit: a rule failure shows next to its input", await eventually(page, "#probability + .hfx-field-error", "The probability is a percentage between 0 and 100."));
+      await page.fill("#probability", "60");
+      await page.fill("#amount", "12345678901234567890.25");
+      await page.fill("#account-filter", "init");
+      await until(page, () => document.querySelectorAll("#account option").length === 1);
+      check("edit: the account picker filters", (await page.locator("#account option").allTextContents()).join() === "Initech");
+      await page.selectOption("#account", { label: "Initech" });
+      await page.click("#save");
+      check("edit: saved", await eventually(page, "#saved", "Globex expansion"));
+      const stored = await api("GET", `/data/crm/opportunity/${id}`);
+      check("edit: the decimal keeps its digits", stored.text.includes("12345678901234567890.25"), stored.text);
+      const initech = JSON.parse((await api("POST", "/data/query", { query: "SELECT id FROM crm.account WHERE name = 'Initech'" })).text).records[0].id;
+      check("edit: the lookup picker saved the account", JSON.parse(stored.text).account === initech, stored.text);
+      await api("PATCH", `/data/crm/opportunity/${id}`, { name: "Changed elsewhere" });
+      await page.fill("#probability", "70");
+      await page.click("#save");
+      check("edit: a conflict (412) shows above the form", await until(page, () => document.querySelectorAll(".hfx-form-errors li").length === 1 && document.querySelector("#reload") !== null));
+      await page.click("#reload");
+      check("edit: reload shows the other version", await until(page, () => document.querySelector("#name").value === "Changed elsewhere"));
+    }, { expectedStatus: [412, 422] });
+  },
+
   async navigate() {
     await frame("navigate", "crm/nav_list", async (page) => {
       check("navigate: the frame leaves the exchange address (and its code)", page.url().endsWith("/hfx/modules/frame#crm/nav_list"), page.url());

@@ -24,5 +24,11 @@ function time(run, warm = 50, runs = 500) {
   return `median ${times[times.length >> 1].toFixed(1)} µs, mean ${mean.toFixed(1)} µs`;
 }
 
+// The screen with its markup repeated ten times (script and style once), as the Rust bench does.
+const start = screen.indexOf("<section");
+const end = screen.indexOf("<style>");
+const tenfold = screen.slice(0, start) + screen.slice(start, end).repeat(10) + screen.slice(end);
+
 console.log(`svelte 5 compile (AccountList.svelte): ${time(() => compile(screen, { generate: "client" }))}`);
+console.log(`svelte 5 compile (markup x10, ${tenfold.split("\n").length} lines): ${time(() => compile(tenfold, { generate: "client" }), 10, 100)}`);
 console.log(`@swc/core transformSync (sidecar):     ${time(() => transformSync(sidecar, { jsc: { parser: { syntax: "typescript" }, target: "esnext" } }))}`);

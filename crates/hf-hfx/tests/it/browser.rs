@@ -27,6 +27,7 @@ const SCREENS: &[&str] = &[
     "class_directive_scoped",
     "card",
     "list_view",
+    "rating",
     "composition",
     "ticker",
     "stepper",
@@ -36,6 +37,7 @@ const SCREENS: &[&str] = &[
     "typed_binds",
     "form_conflict",
     "query_options",
+    "effect_loop",
 ];
 const COMMIT: &str = "0000000000000000000000000000000000000000";
 const TOKEN: &str = "test-token";

@@ -67,6 +67,50 @@ fn err_fixtures_report_located_diagnostics() {
 }
 
 #[test]
+fn literal_query_texts_are_reported_with_their_offsets() {
+    let source = r#"<script>let p = '%'; function text() { return ''; }</script>
+{#query "SELECT id, name FROM crm.account WHERE name ILIKE :p", { p } as a}
+  {#each a.records as r}
+    {#query 'SELECT id FROM crm.contact', {} as b}{r.id}{/query}
+  {/each}
+{/query}
+{#query `SELECT ${p} FROM crm.account` as c}{/query}
+{#query "SELECT \"x\" FROM crm.account" as d}{/query}
+{#query text() as e}{/query}
+"#;
+    let out = compile(source, None);
+    assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics.first());
+    let found: Vec<(&str, &str)> = out
+        .queries
+        .iter()
+        .map(|q| (q.text.as_str(), &source[q.offset..q.offset + q.text.len()]))
+        .collect();
+    let first = "SELECT id, name FROM crm.account WHERE name ILIKE :p";
+    let second = "SELECT id FROM crm.contact";
+    // Escapes, `${}` and computed texts are not reported.
+    assert_eq!(found, [(first, first), (second, second)]);
+}
+
+#[test]
+fn screen_imports_are_reported_with_their_offsets() {
+    let source = "<script>\n  import Card from 'screen:crm/card';\n  import { tick } from 'hfx';\n</script>\n<Card />";
+    let out = compile(source, None);
+    assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics.first());
+    let found: Vec<(&str, &str, &str)> = out
+        .screen_imports
+        .iter()
+        .map(|i| {
+            (
+                i.module.as_str(),
+                i.screen.as_str(),
+                &source[i.offset..i.offset + 17],
+            )
+        })
+        .collect();
+    assert_eq!(found, [("crm", "card", "'screen:crm/card'")]);
+}
+
+#[test]
 fn emoji_column_counts_utf16_units() {
     let out = compile("<p>👋</p><p>{1 +* 2}</p>", None);
     let d = &out.diagnostics[0];

@@ -132,6 +132,25 @@ fn one_mebibyte_sources_compile_quickly() {
 }
 
 #[test]
+fn one_mebibyte_of_new_syntax_compiles() {
+    let mut body = String::new();
+    let mut n = 0;
+    while body.len() < 1 << 20 {
+        body.push_str(&format!(
+            "{{#snippet s{n}(a)}}<i use:act={{a}} {{...o}}>{{a}}</i>{{/snippet}}{{@render s{n}(x)}}\
+             {{#await p then v}}{{v}}{{/await}}{{#key x}}<b>{{x}}</b>{{/key}}\n"
+        ));
+        n += 1;
+    }
+    let source = format!(
+        "<script>let x = $state(0); let o = {{}}; let p = Promise.resolve(1); function act() {{}}</script>\n{body}"
+    );
+    let (out, took) = timed(&source);
+    assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics.first());
+    assert!(took < Duration::from_secs(30), "{took:?}");
+}
+
+#[test]
 fn unterminated_everything_is_located() {
     for (source, code) in [
         ("<p", DiagnosticCode::Unterminated),

@@ -611,6 +611,8 @@ mod tests {
                 sidecar_js: None,
                 content_hash: String::new(),
                 diagnostics: Vec::new(),
+                queries: Vec::new(),
+                screen_imports: Vec::new(),
             })
         };
         for i in 0..CACHE_ENTRIES + 10 {

@@ -514,6 +514,7 @@ where
     F: FnMut(&mut Model) -> Result<Change, hf_metastore::Error> + Clone + Send + 'static,
 {
     let branch = write_branch(root)?;
+    let edit = keeping_screen_queries(edit);
     let (change, file, apply) = if branch == state.live_branch {
         let written = hf_storage::deploy::write_live(
             &state.pool,
@@ -826,7 +827,8 @@ pub async fn create_screen(
     write_branch(&root)?;
     key(KeyKind::Module, &module_key)?;
     key(KeyKind::Screen, &screen_key)?;
-    check_compiles(&body.0).await?;
+    let output = check_compiles(&body.0).await?;
+    check_queries(&state, &root, &output, &body.0.hfx_source).await?;
     let screen = body.0.into_screen(&screen_key);
     write(
         &state,
@@ -857,7 +859,8 @@ pub async fn replace_screen(
     write_branch(&root)?;
     key(KeyKind::Module, &module_key)?;
     key(KeyKind::Screen, &screen_key)?;
-    check_compiles(&body.0).await?;
+    let output = check_compiles(&body.0).await?;
+    check_queries(&state, &root, &output, &body.0.hfx_source).await?;
     let screen = body.0.into_screen(&screen_key);
     write(
         &state,
@@ -932,7 +935,7 @@ fn field_body(value: serde_json::Value) -> Result<FieldBody, ApiError> {
 
 /// A screen whose HFX does not compile is not written. The compile shares the compile routes'
 /// bound (one per core, within their time limit), so screen writes cannot take every core.
-async fn check_compiles(body: &ScreenBody) -> Result<(), ApiError> {
+async fn check_compiles(body: &ScreenBody) -> Result<hf_hfx::CompileOutput, ApiError> {
     let output = crate::routes::hfx::compile_bounded(
         body.hfx_source.clone(),
         body.sidecar.clone(),
@@ -940,7 +943,165 @@ async fn check_compiles(body: &ScreenBody) -> Result<(), ApiError> {
     )
     .await?;
     match output.diagnostics.first() {
-        None => Ok(()),
+        None => Ok(output),
         Some(_) => Err(crate::error::hfx_errors(&output.diagnostics)),
     }
+}
+
+/// Wraps a metadata edit so that it is refused with 409 `IN_USE`, naming the screen, when it
+/// breaks a screen: a `{#query}` that named only existing objects and fields before the edit and
+/// names a missing one after it (a deleted or renamed field), or an import of a screen the edit
+/// deletes. Screens already broken do not block other writes, and a write of the screen itself
+/// is checked by `check_queries`.
+fn keeping_screen_queries<F>(
+    mut edit: F,
+) -> impl FnMut(&mut Model) -> Result<Change, hf_metastore::Error> + Clone + Send + 'static
+where
+    F: FnMut(&mut Model) -> Result<Change, hf_metastore::Error> + Clone + Send + 'static,
+{
+    move |model: &mut Model| {
+        let before = screens_with_unknown_names(model);
+        let change = edit(model)?;
+        let after = screens_with_unknown_names(model);
+        let written = |module: &str, screen: &str| matches!(&change.target, hf_model::Target::Screen { module: m, screen: s } if m == module && s == screen);
+        let newly_broken = after
+            .difference(&before)
+            .find(|(module, screen)| !written(module, screen));
+        match newly_broken {
+            Some((module, screen)) => Err(hf_model::Error::InUse {
+                target: Box::new(change.target.clone()),
+                referrer: Box::new(hf_model::Target::screen(module, screen)),
+            }
+            .into()),
+            None => Ok(change),
+        }
+    }
+}
+
+/// The screens of `model` (module, screen) with a literal `{#query}` that names an object or
+/// field `model` does not have, or an import of a screen it does not have.
+fn screens_with_unknown_names(model: &Model) -> std::collections::BTreeSet<(String, String)> {
+    let mut broken = std::collections::BTreeSet::new();
+    for (module_key, module) in &model.modules {
+        for (screen_key, screen) in &module.screens {
+            if !screen.hfx_source.contains("{#query") && !screen.hfx_source.contains("screen:") {
+                continue;
+            }
+            let output = hf_hfx::compile(&screen.hfx_source, screen.sidecar.as_deref());
+            let missing_import = output.screen_imports.iter().any(|import| {
+                !model
+                    .modules
+                    .get(&import.module)
+                    .is_some_and(|m| m.screens.contains_key(&import.screen))
+            });
+            let unknown = missing_import
+                || output.queries.iter().any(|query| {
+                    let params = query_parameters(&query.text)
+                        .map(|name| (name.to_owned(), serde_json::Value::Null))
+                        .collect();
+                    hf_hoqs::compile_query(model, &query.text, &params).is_ok_and(|checked| {
+                        checked
+                            .diagnostics
+                            .iter()
+                            .any(|d| d.code == hf_hoqs::Code::UnknownName)
+                    })
+                });
+            if unknown {
+                broken.insert((module_key.clone(), screen_key.clone()));
+            }
+        }
+    }
+    broken
+}
+
+/// A screen that imports a screen the branch does not have, or whose `{#query}` names an object
+/// or field the branch does not have, is not written: 422 `HFX_COMPILE_ERROR` located in the
+/// screen source. The query's `:parameters` are bound to
+/// null for this check, so only names are checked here (types are checked when it runs).
+async fn check_queries(
+    state: &AppState,
+    root: &str,
+    output: &hf_hfx::CompileOutput,
+    source: &str,
+) -> Result<(), ApiError> {
+    if output.queries.is_empty() && output.screen_imports.is_empty() {
+        return Ok(());
+    }
+    let snapshot = snapshot(state, write_branch(root)?).await?;
+    let mut problems = Vec::new();
+    for import in &output.screen_imports {
+        let exists = snapshot
+            .model
+            .modules
+            .get(&import.module)
+            .is_some_and(|module| module.screens.contains_key(&import.screen));
+        if !exists {
+            problems.push(hf_hfx::Diagnostic::at(
+                hf_hfx::DiagnosticCode::InvalidImport,
+                format!(
+                    "there is no screen `{}/{}` in this branch",
+                    import.module, import.screen
+                ),
+                hf_hfx::SourceFile::Screen,
+                source,
+                import.offset,
+            ));
+        }
+    }
+    for query in &output.queries {
+        let params = query_parameters(&query.text)
+            .map(|name| (name.to_owned(), serde_json::Value::Null))
+            .collect();
+        let checked =
+            hf_hoqs::compile_query(&snapshot.model, &query.text, &params).map_err(|error| {
+                tracing::error!(%error, "the branch's metadata cannot be compiled to SQL");
+                ApiError::internal()
+            })?;
+        let unknown = checked
+            .diagnostics
+            .iter()
+            .filter(|diagnostic| diagnostic.code == hf_hoqs::Code::UnknownName);
+        for diagnostic in unknown {
+            problems.push(hf_hfx::Diagnostic::at(
+                hf_hfx::DiagnosticCode::QueryUnknownName,
+                diagnostic.message.clone(),
+                hf_hfx::SourceFile::Screen,
+                source,
+                query.offset + diagnostic.span.start,
+            ));
+        }
+    }
+    match problems.first() {
+        None => Ok(()),
+        Some(_) => Err(crate::error::hfx_errors(&problems)),
+    }
+}
+
+/// The `:name` parameters of a HOQS text (outside its '…' strings).
+fn query_parameters(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut names = Vec::new();
+    let (mut i, mut in_string) = (0, false);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\'' => in_string = !in_string,
+            b':' if !in_string => {
+                let start = i + 1;
+                let mut end = start;
+                while end < bytes.len()
+                    && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_')
+                {
+                    end += 1;
+                }
+                if end > start {
+                    names.push(&text[start..end]);
+                }
+                i = end.max(i + 1);
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    names.into_iter()
 }

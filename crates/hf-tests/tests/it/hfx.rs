@@ -607,8 +607,35 @@ async fn screens_run_in_chromium_through_the_real_server() {
     put_screen(&server, &admin, "account_form", ACCOUNT_FORM, None).await;
     put_screen(&server, &admin, "nav_list", NAV_LIST, None).await;
     put_screen(&server, &admin, "nav_detail", NAV_DETAIL, None).await;
+    let mut accounts = std::collections::HashMap::new();
     for name in ["Initech", "Acme", "Globex"] {
         let response = post_as(&server, &admin, "/data/crm/account", json!({"name": name})).await;
+        assert_eq!(response.status(), 201);
+        let record: Value = response.json().await.unwrap();
+        accounts.insert(name, record["id"].as_str().unwrap().to_owned());
+    }
+    // The three CRM screens of the fixtures, and opportunities for them.
+    for key in [
+        "stat_card",
+        "crm_accounts",
+        "crm_dashboard",
+        "crm_opportunity_edit",
+    ] {
+        let path = format!(
+            "{}/../../fixtures/hfx/ok/{key}.hfx",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let source = std::fs::read_to_string(path).unwrap();
+        put_screen(&server, &admin, key, &source, None).await;
+    }
+    for (name, account, amount, stage) in [
+        ("Acme renewal", "Acme", 5000, "proposal"),
+        ("Globex expansion", "Globex", 12000, "prospecting"),
+        ("Initech deal", "Initech", 3000, "won"),
+        ("Acme upsell", "Acme", 800, "prospecting"),
+    ] {
+        let body = json!({"name": name, "account": accounts[account], "amount": amount, "probability": 50, "stage": stage});
+        let response = post_as(&server, &admin, "/data/crm/opportunity", body).await;
         assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
     }
     // An ordinary principal: the frame works for anyone authenticated.
@@ -616,7 +643,7 @@ async fn screens_run_in_chromium_through_the_real_server() {
         .create_principal(&format!("u{}_web", &server.db.name()[8..20]), false)
         .await;
     let scenarios = [
-        "counter", "escaping", "styled", "missing", "query", "form", "navigate",
+        "counter", "escaping", "styled", "missing", "crm", "query", "form", "navigate",
     ];
     let Some(stdout) = tokio::task::spawn_blocking({
         let base = server.base_url.clone();

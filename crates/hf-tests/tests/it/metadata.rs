@@ -742,6 +742,114 @@ async fn failed_apply_leaves_branch_and_database_unchanged() {
 }
 
 #[tokio::test]
+async fn screen_queries_must_name_fields_the_branch_has() {
+    let server = Ctx::start().await;
+    seed(&server, "metadata@main").await;
+    let source = "<script>let p = '%';</script>\n{#query \"SELECT id, nmae FROM crm.account WHERE name ILIKE :p\", { p } as q}{q.records.length}{/query}";
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/crm/screens/bad_query",
+        json!({"hfxSource": source}),
+    )
+    .await;
+    let envelope = assert_envelope(response, 422, "HFX_COMPILE_ERROR").await;
+    let location = &envelope["errors"][0]["location"];
+    // Line 2, at `nmae`: `{#query "SELECT id, ` is 20 characters.
+    assert_eq!(
+        (location["line"].as_u64(), location["column"].as_u64()),
+        (Some(2), Some(21)),
+        "{envelope}"
+    );
+    assert!(
+        envelope["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nmae"),
+        "{envelope}"
+    );
+    let fixed = source.replace("nmae", "name");
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/crm/screens/bad_query",
+        json!({"hfxSource": fixed}),
+    )
+    .await;
+    assert_eq!(response.status(), 201);
+    // A write that would break the screen's query is refused, naming the screen.
+    let response = admin(
+        &server,
+        Method::DELETE,
+        "/metadata@main/crm/objects/account/fields/name?allowDestructive=true",
+    )
+    .send()
+    .await
+    .unwrap();
+    let envelope = assert_envelope(response, 409, "IN_USE").await;
+    assert!(
+        envelope["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("bad_query"),
+        "{envelope}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn screens_must_import_screens_the_branch_has() {
+    let server = Ctx::start().await;
+    seed(&server, "metadata@main").await;
+    let source = "<script>\n  import Card from 'screen:crm/card';\n</script>\n<Card />";
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/crm/screens/uses_card",
+        json!({"hfxSource": source}),
+    )
+    .await;
+    let envelope = assert_envelope(response, 422, "HFX_COMPILE_ERROR").await;
+    let location = &envelope["errors"][0]["location"];
+    assert_eq!(
+        (location["line"].as_u64(), location["column"].as_u64()),
+        (Some(2), Some(20)),
+        "{envelope}"
+    );
+    let card = json!({"hfxSource": "<p>card</p>"});
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/crm/screens/card",
+        card,
+    )
+    .await;
+    assert_eq!(response.status(), 201);
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/crm/screens/uses_card",
+        json!({"hfxSource": source}),
+    )
+    .await;
+    assert_eq!(response.status(), 201);
+    // The imported screen cannot be deleted while it is imported.
+    let response = admin(&server, Method::DELETE, "/metadata@main/crm/screens/card")
+        .send()
+        .await
+        .unwrap();
+    let envelope = assert_envelope(response, 409, "IN_USE").await;
+    assert!(
+        envelope["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("uses_card"),
+        "{envelope}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn screens_must_compile() {
     let server = Ctx::start().await;
     seed(&server, "metadata@main").await;
