@@ -996,9 +996,7 @@ fn screens_with_unknown_names(model: &Model) -> std::collections::BTreeSet<(Stri
             });
             let unknown = missing_import
                 || output.queries.iter().any(|query| {
-                    let params = query_parameters(&query.text)
-                        .map(|name| (name.to_owned(), serde_json::Value::Null))
-                        .collect();
+                    let params = null_parameters(&query.text);
                     hf_hoqs::compile_query(model, &query.text, &params).is_ok_and(|checked| {
                         checked
                             .diagnostics
@@ -1049,9 +1047,7 @@ async fn check_queries(
         }
     }
     for query in &output.queries {
-        let params = query_parameters(&query.text)
-            .map(|name| (name.to_owned(), serde_json::Value::Null))
-            .collect();
+        let params = null_parameters(&query.text);
         let checked =
             hf_hoqs::compile_query(&snapshot.model, &query.text, &params).map_err(|error| {
                 tracing::error!(%error, "the branch's metadata cannot be compiled to SQL");
@@ -1078,6 +1074,16 @@ async fn check_queries(
 }
 
 /// The `:name` parameters of a HOQS text (outside its '…' strings).
+/// Every `:name` parameter of a query bound to null: enough to check its names and types.
+fn null_parameters(text: &str) -> hf_hoqs::RequestParams {
+    query_parameters(text)
+        .filter_map(|name| {
+            let null = serde_json::value::to_raw_value(&serde_json::Value::Null).ok()?;
+            Some((name.to_owned(), null))
+        })
+        .collect()
+}
+
 fn query_parameters(text: &str) -> impl Iterator<Item = &str> {
     let bytes = text.as_bytes();
     let mut names = Vec::new();
