@@ -1,6 +1,7 @@
 //! Data-driven fixtures: `fixtures/hfx/ok/*.hfx` (with an optional `<case>.ts` sidecar) must
 //! compile without diagnostics and snapshot their output; `fixtures/hfx/err/*.hfx` must produce
-//! diagnostics, snapshotted as rendered with line:column and a caret frame.
+//! diagnostics, snapshotted as rendered with line:column and a caret frame. The console's
+//! screens (`crates/hf-server/console/*.hfx`) compile like the ok fixtures.
 
 use std::path::Path;
 
@@ -34,6 +35,28 @@ fn check(path: &Path) -> CompileOutput {
 #[test]
 fn ok_fixtures_compile() {
     insta::glob!("../../../../fixtures/hfx", "ok/*.hfx", |path| {
+        let out = check(path);
+        let rendered: Vec<String> = out.diagnostics.iter().map(|d| d.render()).collect();
+        assert!(
+            out.diagnostics.is_empty(),
+            "{} has diagnostics:\n{}",
+            path.display(),
+            rendered.join("\n")
+        );
+        let mut snap = format!("// contentHash {}\n{}", out.content_hash, out.js.unwrap());
+        if let Some(sidecar) = out.sidecar_js {
+            snap.push_str("// ---- compiled sidecar\n");
+            snap.push_str(&sidecar);
+        }
+        insta::assert_snapshot!(snap);
+    });
+}
+
+/// The console served at `/` is the largest HFX application we have; its screens are fixtures
+/// too, so a compiler change shows what it does to real code.
+#[test]
+fn console_screens_compile() {
+    insta::glob!("../../../../crates/hf-server/console", "*.hfx", |path| {
         let out = check(path);
         let rendered: Vec<String> = out.diagnostics.iter().map(|d| d.render()).collect();
         assert!(
