@@ -67,7 +67,8 @@ pub struct AuthConfig {
     pub admin_password: Option<String>,
     /// Login throttling per username and per client address.
     pub throttle: LoginThrottle,
-    /// Password hashes computed at once at most; each takes ~19 MiB and a CPU core.
+    /// Password hashes computed at once at most; each takes ~19 MiB and a CPU core. Half the
+    /// cores (at least one) by default, so a login flood leaves the other half to other requests.
     pub hashing_concurrency: usize,
     /// Password checks that may wait for a hashing slot; more are refused at once with 503
     /// `OVERLOADED` (see [`crate::shed`]).
@@ -88,8 +89,9 @@ impl Default for AuthConfig {
             admin_name: "admin".to_owned(),
             admin_password: None,
             throttle: LoginThrottle::default(),
-            hashing_concurrency: std::thread::available_parallelism().map_or(1, usize::from),
-            hashing_queue: 4 * std::thread::available_parallelism().map_or(1, usize::from),
+            hashing_concurrency: (std::thread::available_parallelism().map_or(1, usize::from) / 2)
+                .max(1),
+            hashing_queue: std::thread::available_parallelism().map_or(1, usize::from),
             hashing_wait: std::time::Duration::from_secs(2),
         }
     }
@@ -399,6 +401,12 @@ impl AuthState {
             },
         );
         Ok(claims.sub)
+    }
+
+    /// Refuses at once (503 `OVERLOADED`) when password checks are already queued to the bound,
+    /// so a login flood is turned away before it costs database round trips.
+    pub fn refuse_if_hashing_is_full(&self) -> Result<(), ApiError> {
+        self.hashing.refuse_if_full()
     }
 
     /// Hashes a new password with argon2id on a blocking thread, at most `hashing_concurrency`

@@ -1,8 +1,8 @@
 //! Load shedding: a bounded queue in front of scarce work, so excess requests are refused at
 //! once instead of queueing for seconds.
 //!
-//! Password hashing (argon2id: ~19 MiB and a core for ~50-100 ms each) and HFX compiles run at
-//! most one per core. Without a bound, a flood of logins queued behind the semaphore and every
+//! Password hashing (argon2id: ~19 MiB and a core for ~50-100 ms each) runs on at most half the
+//! cores, so other requests keep a core, and HFX compiles at most one per core. Without a bound, a flood of logins queued behind the semaphore and every
 //! request waited its turn (a 3.7 s median at 256 concurrent logins). A [`WorkQueue`] admits at
 //! most `max_waiting` requests into the wait, each for at most `max_wait`; the rest get 503
 //! `OVERLOADED` with `Retry-After` immediately, so a client learns within milliseconds to come
@@ -68,6 +68,19 @@ impl WorkQueue {
         admitted
     }
 
+    /// Refuses at once (503 `OVERLOADED`) when no slot is free and the wait is full, so a
+    /// request can be turned away before it spends anything (database round trips) on work it
+    /// would not get to do. A later [`WorkQueue::enter`] may still refuse.
+    pub fn refuse_if_full(&self) -> Result<(), ApiError> {
+        let full = self.permits.available_permits() == 0
+            && self.waiting.load(Ordering::SeqCst) >= self.max_waiting;
+        if full {
+            Err(self.overloaded())
+        } else {
+            Ok(())
+        }
+    }
+
     fn overloaded(&self) -> ApiError {
         ApiError::new(
             Code::Overloaded,
@@ -120,9 +133,11 @@ mod tests {
         let refused = queue.enter().await.unwrap_err();
         assert_eq!(refused.entries()[0].code, "OVERLOADED");
         assert!(started.elapsed() < Duration::from_secs(1));
+        assert!(queue.refuse_if_full().is_err());
         drop(running);
         waiting.await.unwrap().unwrap();
         assert_eq!(queue.waiting.load(Ordering::SeqCst), 0);
+        assert!(queue.refuse_if_full().is_ok());
         drop(queue.enter().await.unwrap());
     }
 

@@ -251,6 +251,9 @@ impl TestServer {
         config.auth.admin_name =
             format!("admin_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
         config.auth.admin_password = Some(TEST_ADMIN_PASSWORD.to_owned());
+        // Tests fire a few password checks at once on small machines; the load-shedding tests
+        // set their own bounds.
+        config.auth.hashing_queue = 32;
         adjust(&mut config);
         let (auth, _bootstrap) = hf_server::auth::prepare(&pool, db.url(), &config.auth)
             .await
@@ -300,6 +303,7 @@ impl TestServer {
         config.shutdown_timeout = std::time::Duration::from_secs(5);
         config.auth.admin_name = self.admin_name.clone();
         config.auth.admin_password = self.admin_password.clone();
+        config.auth.hashing_queue = 32;
         let (auth, _bootstrap) = hf_server::auth::prepare(&pool, self.db.url(), &config.auth)
             .await
             .expect("prepare authentication");

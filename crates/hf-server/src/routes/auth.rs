@@ -167,6 +167,7 @@ fn plausible_username(username: &str) -> bool {
         (status = 413, description = "PAYLOAD_TOO_LARGE", body = ErrorBody),
         (status = 415, description = "UNSUPPORTED_MEDIA_TYPE", body = ErrorBody),
         (status = 429, description = "RATE_LIMITED, with Retry-After", body = ErrorBody),
+        (status = 503, description = "OVERLOADED: password checks are queued to their bound; with Retry-After", body = ErrorBody),
     )
 )]
 #[post("/auth/login")]
@@ -177,6 +178,7 @@ pub async fn login(
 ) -> Result<HttpResponse, ApiError> {
     let LoginRequest { username, password } = body.0;
     let auth = &state.auth;
+    auth.refuse_if_hashing_is_full()?;
     let throttle = auth.config().throttle;
     let address = client_address(&req);
     if let Some(wait) =
