@@ -286,7 +286,13 @@ impl TestServer {
         Self {
             base_url: format!("http://{addr}"),
             db,
-            http: reqwest::Client::builder().build().expect("client"),
+            // Idle connections are dropped well before the server's keep-alive closes them, so
+            // a request never goes out on a connection the server is closing (IncompleteMessage
+            // on a loaded machine).
+            http: reqwest::Client::builder()
+                .pool_idle_timeout(std::time::Duration::from_secs(2))
+                .build()
+                .expect("client"),
             admin_name,
             admin_password,
             server,
