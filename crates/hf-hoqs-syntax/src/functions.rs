@@ -49,6 +49,10 @@ pub const FUNCTIONS: &[Function] = &[
     scalar("NULLIF"),
     scalar("ISBLANK"),
     scalar("BLANKVALUE"),
+    // The stored record before a write (validation rules only).
+    scalar("ISNEW"),
+    scalar("ISCHANGED"),
+    scalar("PRIORVALUE"),
     // Text.
     scalar("CONCAT"),
     scalar("UPPER"),

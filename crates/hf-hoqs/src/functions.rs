@@ -929,6 +929,50 @@ impl Compiler<'_> {
                 };
                 Some(Frag::new(format!("({sql})::bigint"), Type::Integer))
             }
+            "ISNEW" | "ISCHANGED" | "PRIORVALUE" => {
+                let prior = match (&self.prior, cx.purpose) {
+                    (Some(prior), crate::compile::Purpose::Assert) => prior.clone(),
+                    _ => {
+                        self.report(diag::prior_only_in_rules(name, span));
+                        return Some(None);
+                    }
+                };
+                if name == "ISNEW" {
+                    if !self.arity(name, items, (0, 0), "no arguments", span) {
+                        return Some(None);
+                    }
+                    let sql = match prior {
+                        crate::PriorRow::Create => "TRUE".to_owned(),
+                        crate::PriorRow::Row(alias) => format!("({alias}.\"id\" IS NULL)"),
+                    };
+                    return Some(Some(Frag::new(sql, Type::Boolean)));
+                }
+                if !self.arity(name, items, (1, 1), "one argument (a stored field)", span) {
+                    return Some(None);
+                }
+                let field = &items[0];
+                let Some((column, ty)) = self.stored_field(row, field)? else {
+                    return Some(None);
+                };
+                let sql = match (name, prior) {
+                    ("ISCHANGED", crate::PriorRow::Create) => "FALSE".to_owned(),
+                    ("ISCHANGED", crate::PriorRow::Row(alias)) => {
+                        let now = self.expr(level, row, field, cx, None)?;
+                        format!(
+                            "({alias}.\"id\" IS NOT NULL AND {} IS DISTINCT FROM {alias}.{column})",
+                            now.sql
+                        )
+                    }
+                    (_, crate::PriorRow::Create) => format!("NULL::{}", ty.sql_type()),
+                    (_, crate::PriorRow::Row(alias)) => format!("{alias}.{column}"),
+                };
+                let result = if name == "ISCHANGED" {
+                    Type::Boolean
+                } else {
+                    ty
+                };
+                Some(Frag::new(sql, result))
+            }
             "DAY_ONLY" => {
                 if !self.arity(name, items, (1, 1), "one argument (a datetime)", span) {
                     return Some(None);
@@ -954,6 +998,30 @@ impl Compiler<'_> {
             }
             _ => return None,
         })
+    }
+
+    /// The quoted column and type of the stored field an `ISCHANGED` or `PRIORVALUE`
+    /// argument names: a bare key of a stored (scalar or lookup) field of the row's object.
+    fn stored_field(&mut self, row: &Row, arg: &Expr) -> Option<Option<(String, Type)>> {
+        let ExprKind::Path(path) = &arg.kind else {
+            self.report(diag::prior_needs_field(arg.span));
+            return Some(None);
+        };
+        let [key] = path.segments.as_slice() else {
+            self.report(diag::prior_needs_field(arg.span));
+            return Some(None);
+        };
+        let field = self
+            .model
+            .effective_field(&row.object, &key.name)
+            .map(|effective| effective.field)
+            .filter(|field| field.is_stored());
+        let Some(field) = field else {
+            self.report(diag::prior_needs_field(arg.span));
+            return Some(None);
+        };
+        let ty = Type::from_scalar(field.value_type());
+        Some(Some((self.ident(&field.key), ty)))
     }
 }
 

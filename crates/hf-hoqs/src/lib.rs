@@ -92,6 +92,19 @@ pub struct Caller {
     pub name: String,
 }
 
+/// What a validation rule's `ISNEW()`, `ISCHANGED(f)` and `PRIORVALUE(f)` read: the record as
+/// stored before the write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PriorRow {
+    /// A create: there is no stored record (`ISNEW()` is TRUE, `ISCHANGED` FALSE, `PRIORVALUE`
+    /// NULL).
+    Create,
+    /// The stored record is the row of this quoted alias in the write statement, with the
+    /// object's columns; when it has no row (its `id` is NULL, an upsert that creates) the
+    /// record is new.
+    Row(String),
+}
+
 /// What a query is compiled with besides its text.
 #[derive(Clone, Copy, Debug)]
 pub struct QueryOptions<'a> {
@@ -237,6 +250,15 @@ impl<'m> ExprCompiler<'m> {
                 path: String::new(),
             },
         })
+    }
+
+    /// Lets rules read the stored record before the write (`ISNEW()`, `ISCHANGED(f)`,
+    /// `PRIORVALUE(f)`) and the caller from the transaction's settings (`$User.id` is
+    /// `hf.caller_id`, `$User.name` the current role), so one statement serves every caller.
+    pub fn for_rules(mut self, prior: PriorRow) -> ExprCompiler<'m> {
+        self.compiler.prior = Some(prior);
+        self.compiler.session_caller = true;
+        self
     }
 
     /// Compiles one expression's text for `usage`.

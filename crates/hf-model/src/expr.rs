@@ -16,7 +16,7 @@ use crate::key::QualifiedName;
 use crate::model::{FieldKind, Model};
 
 /// The system fields every record has, as expressions write them.
-const SYSTEM_FIELDS: [&str; 3] = ["id", "createdAt", "updatedAt"];
+const SYSTEM_FIELDS: [&str; 5] = ["id", "createdAt", "updatedAt", "createdBy", "updatedBy"];
 
 /// Checks one expression (a formula, a rule's `assert`, a rollup's `filter`) whose paths are
 /// read from records of `object` (for a filter: the rollup's source object).

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use hf_hoqs::{compile_query, ExprCompiler, ExprUse, Params, RequestParams};
+use hf_hoqs::{compile_query, ExprCompiler, ExprUse, Params, PriorRow, RequestParams};
 use hf_model::{Model, QualifiedName, ScalarType};
 use serde_json::Value;
 use tokio_postgres::types::Type as PgType;
@@ -167,11 +167,20 @@ async fn run_fixture(client: &Client, path: &Path) -> Result<Vec<Value>, String>
         ),
     };
     let mut compiler = ExprCompiler::new(model, &object, "new", Params::new()).unwrap();
+    let prior = directive(&source, "prior") == Some("old");
+    if prior {
+        compiler = compiler.for_rules(PriorRow::Row("\"old\"".to_owned()));
+    }
     let expr = compiler.compile(&source, usage).unwrap().expr.unwrap();
     let (joins, params) = compiler.finish();
     let table = hf_sql::quote_qualified(&object.module, &object.object).unwrap();
+    let old = if prior {
+        format!(" LEFT JOIN {table} AS \"old\" ON \"old\".\"id\" = \"new\".\"id\"")
+    } else {
+        String::new()
+    };
     let sql = format!(
-        "SELECT to_json({})::text FROM {table} AS \"new\"{joins}",
+        "SELECT to_json({})::text FROM {table} AS \"new\"{old}{joins}",
         expr.sql
     );
     run(client, &sql, params.values()).await

@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::str::FromStr;
 
-use hf_hoqs::{compile_query, Diagnostic, ExprCompiler, ExprUse, Params, RequestParams};
+use hf_hoqs::{compile_query, Diagnostic, ExprCompiler, ExprUse, Params, PriorRow, RequestParams};
 use hf_model::{QualifiedName, ScalarType};
 
 use crate::support::{model, render, render_params};
@@ -65,6 +65,10 @@ fn compile(path: &Path, source: &str) -> Outcome {
                 }
             };
             let mut compiler = ExprCompiler::new(model, &object, "new", Params::new()).unwrap();
+            // `-- prior: old`: a rule of an update, reading the stored record as "old".
+            if directive(source, "prior") == Some("old") {
+                compiler = compiler.for_rules(PriorRow::Row("\"old\"".to_owned()));
+            }
             let output = compiler.compile(source, usage).unwrap();
             let (joins, params) = compiler.finish();
             match output.expr {
