@@ -142,6 +142,10 @@ pub(crate) struct Compiler<'a> {
     /// The stored record a rule's `ISNEW`, `ISCHANGED` and `PRIORVALUE` read; `None` outside
     /// the records layer's rules.
     pub(crate) prior: Option<crate::PriorRow>,
+    /// Keyset paging of the top-level query (see [`crate::QueryOptions::page`]).
+    pub(crate) page: Option<Option<&'a [Box<serde_json::value::RawValue>]>>,
+    /// The LIMIT of the top-level query, once compiled.
+    pub(crate) page_size: u64,
 }
 
 impl<'a> Compiler<'a> {
@@ -165,6 +169,8 @@ impl<'a> Compiler<'a> {
             caller: None,
             session_caller: false,
             prior: None,
+            page: None,
+            page_size: 0,
         }
     }
 

@@ -602,3 +602,19 @@ pub(crate) fn prior_needs_field(span: Span) -> Diagnostic {
         span,
     )
 }
+
+pub(crate) fn paging_shape(span: Span) -> Diagnostic {
+    shape_error(
+        "paging with a cursor reads records: no GROUP BY, HAVING, DISTINCT or aggregates"
+            .to_owned(),
+        span,
+    )
+}
+
+pub(crate) fn paging_offset(span: Span) -> Diagnostic {
+    shape_error(
+        "paging with a cursor replaces OFFSET: send the previous page's `nextCursor` instead"
+            .to_owned(),
+        span,
+    )
+}

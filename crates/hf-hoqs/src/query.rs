@@ -38,6 +38,12 @@ struct Order {
     suffix: String,
     /// With DISTINCT: the select item it sorts by.
     column: Option<usize>,
+    /// Its type (paging converts a cursor's values to it).
+    ty: Type,
+    /// Ascending (paging needs the direction and the place of NULLs).
+    ascending: bool,
+    /// NULLs sort after the other values.
+    nulls_last: bool,
 }
 
 /// The clauses of one compiled `SELECT`, before they are assembled.
@@ -68,9 +74,108 @@ impl Compiler<'_> {
             alias,
             path: String::new(),
         };
-        let body = self.body(query, &row, None)?;
+        let mut body = self.body(query, &row, None)?;
         let keys = body.items.iter().map(|(key, _)| key.clone()).collect();
+        if let Some(after) = self.page {
+            if body.distinct || !body.group_by.is_empty() || is_grouped(query) {
+                self.report(diag::paging_shape(query.span));
+                return None;
+            }
+            if let Some(offset) = &query.offset {
+                self.report(diag::paging_offset(offset.span));
+                return None;
+            }
+            let sort_keys = self.page_keys(&mut body, &row, after)?;
+            return Some((self.assemble_page(body, &sort_keys), keys));
+        }
         Some((self.assemble_top(body), keys))
+    }
+
+    /// Makes a body a keyset page: `id` sorts last (every record gets a distinct position), the
+    /// records after the cursor's position are selected, and the sort values of each record are
+    /// returned (the SQL of the JSON array). An `after` that does not fit the keys is
+    /// [`Error::InvalidCursor`](crate::Error::InvalidCursor).
+    fn page_keys(
+        &mut self,
+        body: &mut Body,
+        row: &Row,
+        after: Option<&[Box<serde_json::value::RawValue>]>,
+    ) -> Option<String> {
+        body.order.push(Order {
+            sql: format!("{}.\"id\"", row.alias),
+            suffix: String::new(),
+            column: None,
+            ty: Type::Uuid,
+            ascending: true,
+            nulls_last: true,
+        });
+        if let Some(values) = after {
+            if values.len() != body.order.len() {
+                self.fail(crate::Error::InvalidCursor);
+                return None;
+            }
+            // (k1, k2, ...) after (v1, v2, ...): k1 after v1, or k1 = v1 and k2 after v2, ...
+            let mut alternatives = Vec::new();
+            let mut equal_so_far: Vec<String> = Vec::new();
+            for (order, value) in body.order.iter().zip(values) {
+                let Ok(text) = crate::params::param_text(value, order.ty) else {
+                    self.fail(crate::Error::InvalidCursor);
+                    return None;
+                };
+                let (k, is_null) = (&order.sql, text.is_none());
+                let v = match text {
+                    Some(text) => self.literal(order.ty, text),
+                    None => format!("NULL::{}", order.ty.sql_type()),
+                };
+                let after = match (is_null, order.nulls_last) {
+                    (true, true) => None,
+                    (true, false) => Some(format!("{k} IS NOT NULL")),
+                    (false, nulls_last) => {
+                        let op = if order.ascending { ">" } else { "<" };
+                        Some(if nulls_last {
+                            format!("({k} {op} {v} OR {k} IS NULL)")
+                        } else {
+                            format!("{k} {op} {v}")
+                        })
+                    }
+                };
+                if let Some(after) = after {
+                    let mut parts = equal_so_far.clone();
+                    parts.push(after);
+                    alternatives.push(format!("({})", parts.join(" AND ")));
+                }
+                equal_so_far.push(format!("{k} IS NOT DISTINCT FROM {v}"));
+            }
+            let condition = if alternatives.is_empty() {
+                "FALSE".to_owned()
+            } else {
+                alternatives.join(" OR ")
+            };
+            body.conditions.push(format!("({condition})"));
+        }
+        let values: Vec<String> = body
+            .order
+            .iter()
+            .map(|order| json_value(&order.sql, order.ty))
+            .collect();
+        Some(format!("json_build_array({})::text", values.join(", ")))
+    }
+
+    /// A keyset page: the records and their sort values, one record more than the LIMIT (so
+    /// the caller knows whether another page follows).
+    fn assemble_page(&mut self, body: Body, sort_keys: &str) -> String {
+        let object = self.json_object(&body.items, |_, frag| frag.sql.clone());
+        let mut sql = format!("SELECT {object}::text, {sort_keys} FROM {}", body.from);
+        self.clauses(&body, &mut sql);
+        let order: Vec<String> = body
+            .order
+            .iter()
+            .map(|order| format!("{}{}", order.sql, order.suffix))
+            .collect();
+        sql.push_str(" ORDER BY ");
+        sql.push_str(&order.join(", "));
+        sql.push_str(&format!(" LIMIT ({} + 1)", body.limit));
+        sql
     }
 
     /// Compiles the clauses of a query (or subquery) reading `row`; `correlation` is the
@@ -176,11 +281,23 @@ impl Compiler<'_> {
                 None
             };
             match self.expr(&mut level, row, expr, anywhere, None) {
-                Some(frag) => order.push(Order {
-                    sql: frag.sql,
-                    suffix: order_suffix(item),
-                    column,
-                }),
+                Some(frag) => {
+                    let ascending = item.direction != Some(Direction::Desc);
+                    // PostgreSQL's default: NULLs last ascending, first descending.
+                    let nulls_last = match item.nulls {
+                        Some(NullsOrder::Last) => true,
+                        Some(NullsOrder::First) => false,
+                        None => ascending,
+                    };
+                    order.push(Order {
+                        sql: frag.sql,
+                        suffix: order_suffix(item),
+                        column,
+                        ty: frag.ty,
+                        ascending,
+                        nulls_last,
+                    })
+                }
                 None => ok = false,
             }
         }
@@ -493,6 +610,10 @@ impl Compiler<'_> {
                 return None;
             }
             _ => {}
+        }
+        if clause == "LIMIT" {
+            // The top-level query's LIMIT is compiled last, after its subqueries'.
+            self.page_size = value;
         }
         Some(self.literal(Type::Integer, value.to_string()))
     }

@@ -110,6 +110,7 @@ pub fn compile_doc(query: &str, params: &hf_hoqs::RequestParams) -> hf_hoqs::Que
         params,
         time_zone: Some("Europe/Paris"),
         caller: Some(&caller),
+        page: None,
     };
     hf_hoqs::compile_query_with(demo(), query, options).unwrap()
 }
