@@ -44,6 +44,9 @@ struct Order {
     ascending: bool,
     /// NULLs sort after the other values.
     nulls_last: bool,
+    /// The value is never NULL (a required stored field or a system field of the record), so
+    /// paging needs no NULL cases and can compare whole rows (which an index serves).
+    not_null: bool,
 }
 
 /// The clauses of one compiled `SELECT`, before they are assembled.
@@ -108,11 +111,16 @@ impl Compiler<'_> {
             ty: Type::Uuid,
             ascending: true,
             nulls_last: true,
+            not_null: true,
         });
         if let Some(values) = after {
             if values.len() != body.order.len() {
                 self.fail(crate::Error::InvalidCursor);
                 return None;
+            }
+            if let Some(condition) = self.row_comparison(&body.order, values) {
+                body.conditions.push(condition?);
+                return Some(sort_values(&body.order));
             }
             // (k1, k2, ...) after (v1, v2, ...): k1 after v1, or k1 = v1 and k2 after v2, ...
             let mut alternatives = Vec::new();
@@ -130,6 +138,10 @@ impl Compiler<'_> {
                 let after = match (is_null, order.nulls_last) {
                     (true, true) => None,
                     (true, false) => Some(format!("{k} IS NOT NULL")),
+                    (false, _) if order.not_null => {
+                        let op = if order.ascending { ">" } else { "<" };
+                        Some(format!("{k} {op} {v}"))
+                    }
                     (false, nulls_last) => {
                         let op = if order.ascending { ">" } else { "<" };
                         Some(if nulls_last {
@@ -153,12 +165,57 @@ impl Compiler<'_> {
             };
             body.conditions.push(format!("({condition})"));
         }
-        let values: Vec<String> = body
-            .order
-            .iter()
-            .map(|order| json_value(&order.sql, order.ty))
-            .collect();
-        Some(format!("json_build_array({})::text", values.join(", ")))
+        Some(sort_values(&body.order))
+    }
+
+    /// When every sort key is never NULL and all sort one way, the records after the cursor
+    /// are one row comparison, `(k1, ..., id) > (v1, ..., vid)`, which an index on the keys
+    /// serves in order (the last page costs what the first does). `None` when that does not
+    /// apply; `Some(None)` when a value does not fit its key.
+    fn row_comparison(
+        &mut self,
+        order: &[Order],
+        values: &[Box<serde_json::value::RawValue>],
+    ) -> Option<Option<String>> {
+        let ascending = order.first()?.ascending;
+        if !order.iter().all(|o| o.not_null && o.ascending == ascending) {
+            return None;
+        }
+        let mut bound = Vec::with_capacity(values.len());
+        for (key, value) in order.iter().zip(values) {
+            let Ok(Some(text)) = crate::params::param_text(value, key.ty) else {
+                self.fail(crate::Error::InvalidCursor);
+                return Some(None);
+            };
+            bound.push(self.literal(key.ty, text));
+        }
+        let keys: Vec<&str> = order.iter().map(|o| o.sql.as_str()).collect();
+        let op = if ascending { ">" } else { "<" };
+        Some(Some(format!(
+            "(({}) {op} ({}))",
+            keys.join(", "),
+            bound.join(", ")
+        )))
+    }
+
+    /// Whether an ORDER BY expression is never NULL: a system field, or a required stored
+    /// field, of the record itself.
+    fn never_null(&self, row: &Row, expr: &Expr) -> bool {
+        let ExprKind::Path(path) = &expr.kind else {
+            return false;
+        };
+        let [name] = path.segments.as_slice() else {
+            return false;
+        };
+        if matches!(name.name.as_str(), "id" | "createdAt" | "updatedAt") {
+            return true;
+        }
+        crate::compile::find_field(self.model, &row.object, &name.name).is_some_and(|field| {
+            matches!(
+                field.kind,
+                FieldKind::Scalar { required: true, .. } | FieldKind::Lookup { required: true, .. }
+            )
+        })
     }
 
     /// A keyset page: the records and their sort values, one record more than the LIMIT (so
@@ -289,6 +346,7 @@ impl Compiler<'_> {
                         Some(NullsOrder::First) => false,
                         None => ascending,
                     };
+                    let not_null = self.never_null(row, expr);
                     order.push(Order {
                         sql: frag.sql,
                         suffix: order_suffix(item),
@@ -296,6 +354,7 @@ impl Compiler<'_> {
                         ty: frag.ty,
                         ascending,
                         nulls_last,
+                        not_null,
                     })
                 }
                 None => ok = false,
@@ -898,4 +957,13 @@ fn order_suffix(item: &OrderItem) -> String {
         None => "",
     };
     format!("{direction}{nulls}")
+}
+
+/// The SQL of each record's sort values as one JSON array (text), for its cursor.
+fn sort_values(order: &[Order]) -> String {
+    let values: Vec<String> = order
+        .iter()
+        .map(|order| json_value(&order.sql, order.ty))
+        .collect();
+    format!("json_build_array({})::text", values.join(", "))
 }

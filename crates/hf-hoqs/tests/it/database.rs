@@ -4,13 +4,13 @@
 
 use std::path::Path;
 
-use hf_hoqs::{compile_query, ExprCompiler, ExprUse, Params, PriorRow, RequestParams};
+use hf_hoqs::{ExprCompiler, ExprUse, Params, PriorRow, RequestParams};
 use hf_model::{Model, QualifiedName, ScalarType};
 use serde_json::Value;
 use tokio_postgres::types::Type as PgType;
 use tokio_postgres::{Client, NoTls};
 
-use crate::support::{compile_doc, demo, doc_queries, fixtures_dir, model, shop};
+use crate::support::{compile_doc, compile_fixture, demo, doc_queries, fixtures_dir, model, shop};
 
 const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
@@ -148,8 +148,7 @@ async fn run_fixture(client: &Client, path: &Path) -> Result<Vec<Value>, String>
         let params: RequestParams = directive(&source, "params")
             .map(|json| serde_json::from_str(json).unwrap())
             .unwrap_or_default();
-        let compiled = compile_query(model, &source, &params)
-            .unwrap()
+        let compiled = compile_fixture(model, &source, &params, directive(&source, "page"))
             .query
             .unwrap();
         return run(client, &compiled.sql, &compiled.params).await;
