@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use hf_metastore::Store;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::DatabaseArgs;
@@ -89,14 +90,18 @@ pub fn run(args: QueryArgs) -> anyhow::Result<()> {
 }
 
 /// `name=value` pairs as the request's `params`.
-fn parse_params(pairs: &[String]) -> anyhow::Result<Map<String, Value>> {
-    let mut params = Map::new();
+fn parse_params(pairs: &[String]) -> anyhow::Result<hf_hoqs::RequestParams> {
+    let mut params = hf_hoqs::RequestParams::new();
     for pair in pairs {
         let Some((name, value)) = pair.split_once('=') else {
             anyhow::bail!("--param takes name=value, got `{pair}`");
         };
-        let value = serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.into()));
-        params.insert(name.trim_start_matches(':').to_owned(), value);
+        // JSON as written (numbers keep every digit), else the text as a JSON string.
+        let raw = match RawValue::from_string(value.to_owned()) {
+            Ok(raw) => raw,
+            Err(_) => serde_json::value::to_raw_value(value).context("encoding a parameter")?,
+        };
+        params.insert(name.trim_start_matches(':').to_owned(), raw);
     }
     Ok(params)
 }
@@ -184,9 +189,9 @@ mod tests {
             "x=\"5\"".to_owned(),
         ];
         let params = parse_params(&pairs).unwrap();
-        assert_eq!(params["min"], Value::from(5));
-        assert_eq!(params["stage"], Value::from("won"));
-        assert_eq!(params["x"], Value::from("5"));
+        assert_eq!(params["min"].get(), "5");
+        assert_eq!(params["stage"].get(), "\"won\"");
+        assert_eq!(params["x"].get(), "\"5\"");
         assert!(parse_params(&["nope".to_owned()]).is_err());
     }
 }
