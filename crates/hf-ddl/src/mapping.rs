@@ -151,6 +151,18 @@ fn object_table(
         SqlType::Timestamptz,
         ColumnDefault::Now,
     ));
+    // Who created and last changed the record through hf (a principal id); rows written with
+    // plain SQL leave them null.
+    for name in ["created_by", "updated_by"] {
+        table.columns.push(Column {
+            name: name.to_owned(),
+            data_type: SqlType::Uuid,
+            not_null: false,
+            default: None,
+            comment: None,
+            managed: true,
+        });
+    }
     table
 }
 

@@ -49,6 +49,10 @@ pub const FUNCTIONS: &[Function] = &[
     scalar("NULLIF"),
     scalar("ISBLANK"),
     scalar("BLANKVALUE"),
+    // The stored record before a write (validation rules only).
+    scalar("ISNEW"),
+    scalar("ISCHANGED"),
+    scalar("PRIORVALUE"),
     // Text.
     scalar("CONCAT"),
     scalar("UPPER"),
@@ -187,4 +191,113 @@ fn report_unknown(node: &Expr, diagnostics: &mut Vec<Diagnostic>) {
             diagnostics.push(diag::unknown_function(&name.name, suggestion, name.span));
         }
     }
+}
+
+/// What is wrong with a regular expression PostgreSQL would refuse, checked on a pattern
+/// literal so the mistake is located in the text: unbalanced parentheses or brackets, a
+/// quantifier with nothing to repeat, a bad `{m,n}`, a trailing backslash.
+pub fn regex_problem(pattern: &str) -> Option<&'static str> {
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut depth = 0usize;
+    let mut can_repeat = false;
+    let mut at = 0;
+    while at < chars.len() {
+        let c = chars[at];
+        match c {
+            '\\' => {
+                if at + 1 >= chars.len() {
+                    return Some("it ends with a lone backslash");
+                }
+                at += 1;
+                can_repeat = true;
+            }
+            '[' => {
+                // A bracket expression: `]` right after `[` or `[^` is a member.
+                let mut end = at + 1;
+                if chars.get(end) == Some(&'^') {
+                    end += 1;
+                }
+                if chars.get(end) == Some(&']') {
+                    end += 1;
+                }
+                while end < chars.len() && chars[end] != ']' {
+                    if chars[end] == '[' && matches!(chars.get(end + 1), Some(':' | '.' | '=')) {
+                        let close = chars.get(end + 1).copied().unwrap_or(':');
+                        let mut inner = end + 2;
+                        while inner + 1 < chars.len()
+                            && !(chars[inner] == close && chars[inner + 1] == ']')
+                        {
+                            inner += 1;
+                        }
+                        end = inner + 1;
+                    }
+                    end += 1;
+                }
+                if end >= chars.len() {
+                    return Some("a `[` is never closed by `]`");
+                }
+                at = end;
+                can_repeat = true;
+            }
+            '(' => {
+                depth += 1;
+                can_repeat = false;
+                if chars.get(at + 1) == Some(&'?') {
+                    at += 1;
+                    if matches!(chars.get(at + 1), Some(':' | '=' | '!')) {
+                        at += 1;
+                    } else {
+                        return Some("`(?` must be followed by `:`, `=` or `!`");
+                    }
+                }
+            }
+            ')' => {
+                if depth == 0 {
+                    return Some("a `)` has no `(`");
+                }
+                depth -= 1;
+                can_repeat = true;
+            }
+            '*' | '+' | '?' => {
+                if !can_repeat {
+                    return Some("a quantifier (`*`, `+`, `?`) has nothing to repeat");
+                }
+                // `*?` and friends are non-greedy forms; a third quantifier is an error.
+                if matches!(chars.get(at + 1), Some('?')) {
+                    at += 1;
+                }
+                can_repeat = false;
+            }
+            '{' => {
+                let close = chars[at..].iter().position(|&c| c == '}');
+                let Some(close) = close else {
+                    return Some("a `{` is never closed by `}`");
+                };
+                let inner: String = chars[at + 1..at + close].iter().collect();
+                let bound = |part: &str| part.parse::<u16>().ok().filter(|n| *n <= 255);
+                let valid = match inner.split_once(',') {
+                    Some((low, "")) => bound(low).is_some(),
+                    Some((low, high)) => {
+                        matches!((bound(low), bound(high)), (Some(l), Some(h)) if l <= h)
+                    }
+                    None => bound(&inner).is_some(),
+                };
+                if !valid {
+                    return Some("a `{m,n}` repetition needs counts from 0 to 255, m ≤ n");
+                }
+                if !can_repeat {
+                    return Some("a `{m,n}` repetition has nothing to repeat");
+                }
+                at += close;
+                can_repeat = false;
+            }
+            '|' | '^' => can_repeat = false,
+            _ => can_repeat = true,
+        }
+        at += 1;
+    }
+    if depth > 0 {
+        return Some("a `(` is never closed by `)`");
+    }
+    None
 }

@@ -38,6 +38,7 @@ fn bench(c: &mut Criterion) {
         params: &params,
         time_zone: Some("Pacific/Auckland"),
         caller: Some(&caller),
+        page: None,
     };
     c.bench_function("parse_check_compile_semi_join_2_date_literals_case", |b| {
         b.iter(|| {

@@ -59,6 +59,7 @@ fn main() {
         params: &params,
         time_zone: Some("Pacific/Auckland"),
         caller: Some(&caller),
+        page: None,
     };
     let compile = |text: &str| hf_hoqs::compile_query_with(&model, text, options);
     let Ok(hf_hoqs::QueryOutput { query: Some(_), .. }) = compile(SEMI_JOIN_QUERY) else {

@@ -20,10 +20,12 @@ use crate::types::Type;
 use crate::Error;
 
 /// The system fields every record has, as written in expressions, with their columns.
-pub(crate) const SYSTEM_FIELDS: [(&str, &str, Type); 3] = [
+pub(crate) const SYSTEM_FIELDS: [(&str, &str, Type); 5] = [
     ("id", "id", Type::Uuid),
     ("createdAt", "created_at", Type::Datetime),
     ("updatedAt", "updated_at", Type::Datetime),
+    ("createdBy", "created_by", Type::Uuid),
+    ("updatedBy", "updated_by", Type::Uuid),
 ];
 
 /// How much SQL the inlining of formulas may produce for one statement; formulas that use
@@ -134,6 +136,16 @@ pub(crate) struct Compiler<'a> {
     pub(crate) time_zone: Option<String>,
     /// The caller, for `$User.id` and `$User.name`; `None` where there is none.
     pub(crate) caller: Option<crate::Caller>,
+    /// Whether `$User` reads the caller from the transaction's settings (rules, whose
+    /// statement is shared by every caller) rather than from [`Compiler::caller`].
+    pub(crate) session_caller: bool,
+    /// The stored record a rule's `ISNEW`, `ISCHANGED` and `PRIORVALUE` read; `None` outside
+    /// the records layer's rules.
+    pub(crate) prior: Option<crate::PriorRow>,
+    /// Keyset paging of the top-level query (see [`crate::QueryOptions::page`]).
+    pub(crate) page: Option<Option<&'a [Box<serde_json::value::RawValue>]>>,
+    /// The LIMIT of the top-level query, once compiled.
+    pub(crate) page_size: u64,
 }
 
 impl<'a> Compiler<'a> {
@@ -155,6 +167,10 @@ impl<'a> Compiler<'a> {
             relations: HashMap::new(),
             time_zone: None,
             caller: None,
+            session_caller: false,
+            prior: None,
+            page: None,
+            page_size: 0,
         }
     }
 
@@ -241,6 +257,8 @@ impl<'a> Compiler<'a> {
             }
             columns.push(("created_at".to_owned(), Type::Datetime));
             columns.push(("updated_at".to_owned(), Type::Datetime));
+            columns.push(("created_by".to_owned(), Type::Uuid));
+            columns.push(("updated_by".to_owned(), Type::Uuid));
             if tables.is_empty() {
                 let nulls: Vec<String> = columns
                     .iter()

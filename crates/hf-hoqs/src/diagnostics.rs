@@ -79,8 +79,9 @@ pub(crate) fn unknown_field(
 ) -> Diagnostic {
     let hint = match (candidate, field) {
         (Some(_), _) => suggestion(candidate),
-        (None, "created_at" | "updated_at") => {
-            " — system fields are written `createdAt` and `updatedAt`".to_owned()
+        (None, "created_at" | "updated_at" | "created_by" | "updated_by") => {
+            " — system fields are written `createdAt`, `updatedAt`, `createdBy` and `updatedBy`"
+                .to_owned()
         }
         (None, _) => String::new(),
     };
@@ -583,6 +584,37 @@ pub(crate) fn order_param_not_a_path(name: &str, span: Span) -> Diagnostic {
         format!(
             "`ORDER BY :{name}` sorts by the field the parameter names: give `\"{name}\"` a field or lookup path as text, like \"amount\" or \"account.name\""
         ),
+        span,
+    )
+}
+
+pub(crate) fn prior_only_in_rules(name: &str, span: Span) -> Diagnostic {
+    type_error(
+        format!("{name} is only available in validation rules, which see the record before and after a write"),
+        span,
+    )
+}
+
+pub(crate) fn prior_needs_field(span: Span) -> Diagnostic {
+    type_error(
+        "ISCHANGED and PRIORVALUE take a stored field of the record, like `PRIORVALUE(stage)`"
+            .to_owned(),
+        span,
+    )
+}
+
+pub(crate) fn paging_shape(span: Span) -> Diagnostic {
+    shape_error(
+        "paging with a cursor reads records: no GROUP BY, HAVING, DISTINCT or aggregates"
+            .to_owned(),
+        span,
+    )
+}
+
+pub(crate) fn paging_offset(span: Span) -> Diagnostic {
+    shape_error(
+        "paging with a cursor replaces OFFSET: send the previous page's `nextCursor` instead"
+            .to_owned(),
         span,
     )
 }

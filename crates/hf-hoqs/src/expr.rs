@@ -222,6 +222,13 @@ impl Compiler<'_> {
                 return None;
             }
         };
+        if self.session_caller {
+            let sql = match ty {
+                Type::Uuid => "nullif(current_setting('hf.caller_id', true), '')::uuid",
+                _ => "(current_user)::text",
+            };
+            return Some(Frag::new(sql.to_owned(), ty));
+        }
         let Some(caller) = &self.caller else {
             self.report(diag::no_caller(field.span));
             return None;

@@ -90,115 +90,6 @@ fn as_text(frag: &Frag) -> String {
     }
 }
 
-/// What is wrong with a regular expression PostgreSQL would refuse, checked on a pattern
-/// literal so the mistake is located in the text: unbalanced parentheses or brackets, a
-/// quantifier with nothing to repeat, a bad `{m,n}`, a trailing backslash.
-pub(crate) fn regex_problem(pattern: &str) -> Option<&'static str> {
-    let chars: Vec<char> = pattern.chars().collect();
-    let mut depth = 0usize;
-    let mut can_repeat = false;
-    let mut at = 0;
-    while at < chars.len() {
-        let c = chars[at];
-        match c {
-            '\\' => {
-                if at + 1 >= chars.len() {
-                    return Some("it ends with a lone backslash");
-                }
-                at += 1;
-                can_repeat = true;
-            }
-            '[' => {
-                // A bracket expression: `]` right after `[` or `[^` is a member.
-                let mut end = at + 1;
-                if chars.get(end) == Some(&'^') {
-                    end += 1;
-                }
-                if chars.get(end) == Some(&']') {
-                    end += 1;
-                }
-                while end < chars.len() && chars[end] != ']' {
-                    if chars[end] == '[' && matches!(chars.get(end + 1), Some(':' | '.' | '=')) {
-                        let close = chars.get(end + 1).copied().unwrap_or(':');
-                        let mut inner = end + 2;
-                        while inner + 1 < chars.len()
-                            && !(chars[inner] == close && chars[inner + 1] == ']')
-                        {
-                            inner += 1;
-                        }
-                        end = inner + 1;
-                    }
-                    end += 1;
-                }
-                if end >= chars.len() {
-                    return Some("a `[` is never closed by `]`");
-                }
-                at = end;
-                can_repeat = true;
-            }
-            '(' => {
-                depth += 1;
-                can_repeat = false;
-                if chars.get(at + 1) == Some(&'?') {
-                    at += 1;
-                    if matches!(chars.get(at + 1), Some(':' | '=' | '!')) {
-                        at += 1;
-                    } else {
-                        return Some("`(?` must be followed by `:`, `=` or `!`");
-                    }
-                }
-            }
-            ')' => {
-                if depth == 0 {
-                    return Some("a `)` has no `(`");
-                }
-                depth -= 1;
-                can_repeat = true;
-            }
-            '*' | '+' | '?' => {
-                if !can_repeat {
-                    return Some("a quantifier (`*`, `+`, `?`) has nothing to repeat");
-                }
-                // `*?` and friends are non-greedy forms; a third quantifier is an error.
-                if matches!(chars.get(at + 1), Some('?')) {
-                    at += 1;
-                }
-                can_repeat = false;
-            }
-            '{' => {
-                let close = chars[at..].iter().position(|&c| c == '}');
-                let Some(close) = close else {
-                    return Some("a `{` is never closed by `}`");
-                };
-                let inner: String = chars[at + 1..at + close].iter().collect();
-                let bound = |part: &str| part.parse::<u16>().ok().filter(|n| *n <= 255);
-                let valid = match inner.split_once(',') {
-                    Some((low, "")) => bound(low).is_some(),
-                    Some((low, high)) => {
-                        matches!((bound(low), bound(high)), (Some(l), Some(h)) if l <= h)
-                    }
-                    None => bound(&inner).is_some(),
-                };
-                if !valid {
-                    return Some("a `{m,n}` repetition needs counts from 0 to 255, m ≤ n");
-                }
-                if !can_repeat {
-                    return Some("a `{m,n}` repetition has nothing to repeat");
-                }
-                at += close;
-                can_repeat = false;
-            }
-            '|' | '^' => can_repeat = false,
-            _ => can_repeat = true,
-        }
-        at += 1;
-    }
-    if depth > 0 {
-        return Some("a `(` is never closed by `)`");
-    }
-    None
-}
-
 impl Compiler<'_> {
     /// Compiles a call; unknown names were reported before compiling (by the parser's name
     /// check), so they only stop compilation here.
@@ -720,7 +611,7 @@ impl Compiler<'_> {
                     span: pattern_span,
                 }) = items.get(1)
                 {
-                    if let Some(problem) = regex_problem(pattern) {
+                    if let Some(problem) = hf_hoqs_syntax::functions::regex_problem(pattern) {
                         self.report(diag::bad_regex(problem, *pattern_span));
                         return Some(None);
                     }
@@ -929,6 +820,50 @@ impl Compiler<'_> {
                 };
                 Some(Frag::new(format!("({sql})::bigint"), Type::Integer))
             }
+            "ISNEW" | "ISCHANGED" | "PRIORVALUE" => {
+                let prior = match (&self.prior, cx.purpose) {
+                    (Some(prior), crate::compile::Purpose::Assert) => prior.clone(),
+                    _ => {
+                        self.report(diag::prior_only_in_rules(name, span));
+                        return Some(None);
+                    }
+                };
+                if name == "ISNEW" {
+                    if !self.arity(name, items, (0, 0), "no arguments", span) {
+                        return Some(None);
+                    }
+                    let sql = match prior {
+                        crate::PriorRow::Create => "TRUE".to_owned(),
+                        crate::PriorRow::Row(alias) => format!("({alias}.\"id\" IS NULL)"),
+                    };
+                    return Some(Some(Frag::new(sql, Type::Boolean)));
+                }
+                if !self.arity(name, items, (1, 1), "one argument (a stored field)", span) {
+                    return Some(None);
+                }
+                let field = &items[0];
+                let Some((column, ty)) = self.stored_field(row, field)? else {
+                    return Some(None);
+                };
+                let sql = match (name, prior) {
+                    ("ISCHANGED", crate::PriorRow::Create) => "FALSE".to_owned(),
+                    ("ISCHANGED", crate::PriorRow::Row(alias)) => {
+                        let now = self.expr(level, row, field, cx, None)?;
+                        format!(
+                            "({alias}.\"id\" IS NOT NULL AND {} IS DISTINCT FROM {alias}.{column})",
+                            now.sql
+                        )
+                    }
+                    (_, crate::PriorRow::Create) => format!("NULL::{}", ty.sql_type()),
+                    (_, crate::PriorRow::Row(alias)) => format!("{alias}.{column}"),
+                };
+                let result = if name == "ISCHANGED" {
+                    Type::Boolean
+                } else {
+                    ty
+                };
+                Some(Frag::new(sql, result))
+            }
             "DAY_ONLY" => {
                 if !self.arity(name, items, (1, 1), "one argument (a datetime)", span) {
                     return Some(None);
@@ -954,6 +889,30 @@ impl Compiler<'_> {
             }
             _ => return None,
         })
+    }
+
+    /// The quoted column and type of the stored field an `ISCHANGED` or `PRIORVALUE`
+    /// argument names: a bare key of a stored (scalar or lookup) field of the row's object.
+    fn stored_field(&mut self, row: &Row, arg: &Expr) -> Option<Option<(String, Type)>> {
+        let ExprKind::Path(path) = &arg.kind else {
+            self.report(diag::prior_needs_field(arg.span));
+            return Some(None);
+        };
+        let [key] = path.segments.as_slice() else {
+            self.report(diag::prior_needs_field(arg.span));
+            return Some(None);
+        };
+        let field = self
+            .model
+            .effective_field(&row.object, &key.name)
+            .map(|effective| effective.field)
+            .filter(|field| field.is_stored());
+        let Some(field) = field else {
+            self.report(diag::prior_needs_field(arg.span));
+            return Some(None);
+        };
+        let ty = Type::from_scalar(field.value_type());
+        Some(Some((self.ident(&field.key), ty)))
     }
 }
 

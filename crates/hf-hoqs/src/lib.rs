@@ -30,6 +30,7 @@ mod compile;
 mod diagnostics;
 mod expr;
 mod functions;
+pub mod paging;
 mod params;
 mod query;
 mod types;
@@ -54,6 +55,10 @@ pub enum Error {
     /// Model validation rejects such keys, so this means an unvalidated model was used.
     #[error("a metadata key cannot be used as an SQL identifier: {0}")]
     Identifier(#[from] hf_sql::Error),
+    /// A paging cursor matched its query's binding but its values do not fit the sort keys
+    /// (a cursor built by hand): the request's fault, `400 INVALID_CURSOR`.
+    #[error("the cursor's values do not fit the query's sort keys")]
+    InvalidCursor,
     /// The row alias given to [`ExprCompiler::new`] starts like the aliases the compiler makes
     /// (`t` and digits), so the statement could name two things alike.
     #[error("the row alias `{alias}` clashes with generated aliases (`t0`, `t1`, ...)")]
@@ -72,6 +77,10 @@ pub struct CompiledQuery {
     pub params: Vec<Option<String>>,
     /// The records' keys, in select-list order (for tables and headers).
     pub keys: Vec<String>,
+    /// For a paged query, the page size: the statement returns up to one record more (telling
+    /// whether another page follows) and, in a second column, each record's sort values as a
+    /// JSON array for [`paging::Binding::encode`].
+    pub page_size: Option<u64>,
 }
 
 /// The outcome of [`compile_query`]: the statement, or the problems (never both).
@@ -92,6 +101,19 @@ pub struct Caller {
     pub name: String,
 }
 
+/// What a validation rule's `ISNEW()`, `ISCHANGED(f)` and `PRIORVALUE(f)` read: the record as
+/// stored before the write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PriorRow {
+    /// A create: there is no stored record (`ISNEW()` is TRUE, `ISCHANGED` FALSE, `PRIORVALUE`
+    /// NULL).
+    Create,
+    /// The stored record is the row of this quoted alias in the write statement, with the
+    /// object's columns; when it has no row (its `id` is NULL, an upsert that creates) the
+    /// record is new.
+    Row(String),
+}
+
 /// What a query is compiled with besides its text.
 #[derive(Clone, Copy, Debug)]
 pub struct QueryOptions<'a> {
@@ -102,6 +124,9 @@ pub struct QueryOptions<'a> {
     pub time_zone: Option<&'a str>,
     /// The caller, for `$User`; `None` makes `$User` an error.
     pub caller: Option<&'a Caller>,
+    /// Keyset paging: `None` for a plain query; `Some(None)` for the first page; `Some(values)`
+    /// for the page after the record with these sort values (from [`paging::Binding::decode`]).
+    pub page: Option<Option<&'a [Box<serde_json::value::RawValue>]>>,
 }
 
 /// Parses, type-checks and compiles a HOQS query against `model`, with the request's `params`
@@ -115,6 +140,7 @@ pub fn compile_query(
         params,
         time_zone: None,
         caller: None,
+        page: None,
     };
     compile_query_with(model, source, options)
 }
@@ -137,6 +163,7 @@ pub fn compile_query_with(
     let mut compiler = Compiler::new(model, Params::new(), Some(params), 0);
     compiler.time_zone = options.time_zone.map(str::to_owned);
     compiler.caller = options.caller.cloned();
+    compiler.page = options.page;
     let compiled = compiler.top_query(&query);
     if let Some(error) = compiler.take_internal() {
         return Err(error);
@@ -145,6 +172,7 @@ pub fn compile_query_with(
         Some((sql, keys)) if compiler.diagnostics.is_empty() => Ok(QueryOutput {
             query: Some(CompiledQuery {
                 sql,
+                page_size: compiler.page.map(|_| compiler.page_size),
                 params: compiler.params.into_values(),
                 keys,
             }),
@@ -237,6 +265,15 @@ impl<'m> ExprCompiler<'m> {
                 path: String::new(),
             },
         })
+    }
+
+    /// Lets rules read the stored record before the write (`ISNEW()`, `ISCHANGED(f)`,
+    /// `PRIORVALUE(f)`) and the caller from the transaction's settings (`$User.id` is
+    /// `hf.caller_id`, `$User.name` the current role), so one statement serves every caller.
+    pub fn for_rules(mut self, prior: PriorRow) -> ExprCompiler<'m> {
+        self.compiler.prior = Some(prior);
+        self.compiler.session_caller = true;
+        self
     }
 
     /// Compiles one expression's text for `usage`.

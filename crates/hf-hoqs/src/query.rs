@@ -38,6 +38,15 @@ struct Order {
     suffix: String,
     /// With DISTINCT: the select item it sorts by.
     column: Option<usize>,
+    /// Its type (paging converts a cursor's values to it).
+    ty: Type,
+    /// Ascending (paging needs the direction and the place of NULLs).
+    ascending: bool,
+    /// NULLs sort after the other values.
+    nulls_last: bool,
+    /// The value is never NULL (a required stored field or a system field of the record), so
+    /// paging needs no NULL cases and can compare whole rows (which an index serves).
+    not_null: bool,
 }
 
 /// The clauses of one compiled `SELECT`, before they are assembled.
@@ -68,9 +77,162 @@ impl Compiler<'_> {
             alias,
             path: String::new(),
         };
-        let body = self.body(query, &row, None)?;
+        let mut body = self.body(query, &row, None)?;
         let keys = body.items.iter().map(|(key, _)| key.clone()).collect();
+        if let Some(after) = self.page {
+            if body.distinct || !body.group_by.is_empty() || is_grouped(query) {
+                self.report(diag::paging_shape(query.span));
+                return None;
+            }
+            if let Some(offset) = &query.offset {
+                self.report(diag::paging_offset(offset.span));
+                return None;
+            }
+            let sort_keys = self.page_keys(&mut body, &row, after)?;
+            return Some((self.assemble_page(body, &sort_keys), keys));
+        }
         Some((self.assemble_top(body), keys))
+    }
+
+    /// Makes a body a keyset page: `id` sorts last (every record gets a distinct position), the
+    /// records after the cursor's position are selected, and the sort values of each record are
+    /// returned (the SQL of the JSON array). An `after` that does not fit the keys is
+    /// [`Error::InvalidCursor`](crate::Error::InvalidCursor).
+    fn page_keys(
+        &mut self,
+        body: &mut Body,
+        row: &Row,
+        after: Option<&[Box<serde_json::value::RawValue>]>,
+    ) -> Option<String> {
+        body.order.push(Order {
+            sql: format!("{}.\"id\"", row.alias),
+            suffix: String::new(),
+            column: None,
+            ty: Type::Uuid,
+            ascending: true,
+            nulls_last: true,
+            not_null: true,
+        });
+        if let Some(values) = after {
+            if values.len() != body.order.len() {
+                self.fail(crate::Error::InvalidCursor);
+                return None;
+            }
+            if let Some(condition) = self.row_comparison(&body.order, values) {
+                body.conditions.push(condition?);
+                return Some(sort_values(&body.order));
+            }
+            // (k1, k2, ...) after (v1, v2, ...): k1 after v1, or k1 = v1 and k2 after v2, ...
+            let mut alternatives = Vec::new();
+            let mut equal_so_far: Vec<String> = Vec::new();
+            for (order, value) in body.order.iter().zip(values) {
+                let Ok(text) = crate::params::param_text(value, order.ty) else {
+                    self.fail(crate::Error::InvalidCursor);
+                    return None;
+                };
+                let (k, is_null) = (&order.sql, text.is_none());
+                let v = match text {
+                    Some(text) => self.literal(order.ty, text),
+                    None => format!("NULL::{}", order.ty.sql_type()),
+                };
+                let after = match (is_null, order.nulls_last) {
+                    (true, true) => None,
+                    (true, false) => Some(format!("{k} IS NOT NULL")),
+                    (false, _) if order.not_null => {
+                        let op = if order.ascending { ">" } else { "<" };
+                        Some(format!("{k} {op} {v}"))
+                    }
+                    (false, nulls_last) => {
+                        let op = if order.ascending { ">" } else { "<" };
+                        Some(if nulls_last {
+                            format!("({k} {op} {v} OR {k} IS NULL)")
+                        } else {
+                            format!("{k} {op} {v}")
+                        })
+                    }
+                };
+                if let Some(after) = after {
+                    let mut parts = equal_so_far.clone();
+                    parts.push(after);
+                    alternatives.push(format!("({})", parts.join(" AND ")));
+                }
+                equal_so_far.push(format!("{k} IS NOT DISTINCT FROM {v}"));
+            }
+            let condition = if alternatives.is_empty() {
+                "FALSE".to_owned()
+            } else {
+                alternatives.join(" OR ")
+            };
+            body.conditions.push(format!("({condition})"));
+        }
+        Some(sort_values(&body.order))
+    }
+
+    /// When every sort key is never NULL and all sort one way, the records after the cursor
+    /// are one row comparison, `(k1, ..., id) > (v1, ..., vid)`, which an index on the keys
+    /// serves in order (the last page costs what the first does). `None` when that does not
+    /// apply; `Some(None)` when a value does not fit its key.
+    fn row_comparison(
+        &mut self,
+        order: &[Order],
+        values: &[Box<serde_json::value::RawValue>],
+    ) -> Option<Option<String>> {
+        let ascending = order.first()?.ascending;
+        if !order.iter().all(|o| o.not_null && o.ascending == ascending) {
+            return None;
+        }
+        let mut bound = Vec::with_capacity(values.len());
+        for (key, value) in order.iter().zip(values) {
+            let Ok(Some(text)) = crate::params::param_text(value, key.ty) else {
+                self.fail(crate::Error::InvalidCursor);
+                return Some(None);
+            };
+            bound.push(self.literal(key.ty, text));
+        }
+        let keys: Vec<&str> = order.iter().map(|o| o.sql.as_str()).collect();
+        let op = if ascending { ">" } else { "<" };
+        Some(Some(format!(
+            "(({}) {op} ({}))",
+            keys.join(", "),
+            bound.join(", ")
+        )))
+    }
+
+    /// Whether an ORDER BY expression is never NULL: a system field, or a required stored
+    /// field, of the record itself.
+    fn never_null(&self, row: &Row, expr: &Expr) -> bool {
+        let ExprKind::Path(path) = &expr.kind else {
+            return false;
+        };
+        let [name] = path.segments.as_slice() else {
+            return false;
+        };
+        if matches!(name.name.as_str(), "id" | "createdAt" | "updatedAt") {
+            return true;
+        }
+        crate::compile::find_field(self.model, &row.object, &name.name).is_some_and(|field| {
+            matches!(
+                field.kind,
+                FieldKind::Scalar { required: true, .. } | FieldKind::Lookup { required: true, .. }
+            )
+        })
+    }
+
+    /// A keyset page: the records and their sort values, one record more than the LIMIT (so
+    /// the caller knows whether another page follows).
+    fn assemble_page(&mut self, body: Body, sort_keys: &str) -> String {
+        let object = self.json_object(&body.items, |_, frag| frag.sql.clone());
+        let mut sql = format!("SELECT {object}::text, {sort_keys} FROM {}", body.from);
+        self.clauses(&body, &mut sql);
+        let order: Vec<String> = body
+            .order
+            .iter()
+            .map(|order| format!("{}{}", order.sql, order.suffix))
+            .collect();
+        sql.push_str(" ORDER BY ");
+        sql.push_str(&order.join(", "));
+        sql.push_str(&format!(" LIMIT ({} + 1)", body.limit));
+        sql
     }
 
     /// Compiles the clauses of a query (or subquery) reading `row`; `correlation` is the
@@ -176,11 +338,25 @@ impl Compiler<'_> {
                 None
             };
             match self.expr(&mut level, row, expr, anywhere, None) {
-                Some(frag) => order.push(Order {
-                    sql: frag.sql,
-                    suffix: order_suffix(item),
-                    column,
-                }),
+                Some(frag) => {
+                    let ascending = item.direction != Some(Direction::Desc);
+                    // PostgreSQL's default: NULLs last ascending, first descending.
+                    let nulls_last = match item.nulls {
+                        Some(NullsOrder::Last) => true,
+                        Some(NullsOrder::First) => false,
+                        None => ascending,
+                    };
+                    let not_null = self.never_null(row, expr);
+                    order.push(Order {
+                        sql: frag.sql,
+                        suffix: order_suffix(item),
+                        column,
+                        ty: frag.ty,
+                        ascending,
+                        nulls_last,
+                        not_null,
+                    })
+                }
                 None => ok = false,
             }
         }
@@ -494,6 +670,10 @@ impl Compiler<'_> {
             }
             _ => {}
         }
+        if clause == "LIMIT" {
+            // The top-level query's LIMIT is compiled last, after its subqueries'.
+            self.page_size = value;
+        }
         Some(self.literal(Type::Integer, value.to_string()))
     }
 
@@ -777,4 +957,13 @@ fn order_suffix(item: &OrderItem) -> String {
         None => "",
     };
     format!("{direction}{nulls}")
+}
+
+/// The SQL of each record's sort values as one JSON array (text), for its cursor.
+fn sort_values(order: &[Order]) -> String {
+    let values: Vec<String> = order
+        .iter()
+        .map(|order| json_value(&order.sql, order.ty))
+        .collect();
+    format!("json_build_array({})::text", values.join(", "))
 }

@@ -7,8 +7,10 @@
 //! checked by `hf-hoqs` (which this crate cannot depend on); names are what a write must get
 //! right. Each check is a parse and a few map lookups, so validating a whole model stays fast.
 
-use hf_hoqs_syntax::ast::{CallArgs, ExprKind, Path};
-use hf_hoqs_syntax::functions::{check_function_names, did_you_mean, lookup, FunctionKind};
+use hf_hoqs_syntax::ast::{CallArgs, ExprKind, Literal, Path};
+use hf_hoqs_syntax::functions::{
+    check_function_names, did_you_mean, lookup, regex_problem, FunctionKind,
+};
 use hf_hoqs_syntax::location::locate;
 use hf_hoqs_syntax::parse_expression;
 
@@ -16,7 +18,7 @@ use crate::key::QualifiedName;
 use crate::model::{FieldKind, Model};
 
 /// The system fields every record has, as expressions write them.
-const SYSTEM_FIELDS: [&str; 3] = ["id", "createdAt", "updatedAt"];
+const SYSTEM_FIELDS: [&str; 5] = ["id", "createdAt", "updatedAt", "createdBy", "updatedBy"];
 
 /// Checks one expression (a formula, a rule's `assert`, a rollup's `filter`) whose paths are
 /// read from records of `object` (for a filter: the rollup's source object).
@@ -61,7 +63,7 @@ pub fn check_expression(model: &Model, object: &QualifiedName, text: &str) -> Ve
                         name.name.to_ascii_uppercase()
                     )),
                     (false, true) => Some(format!("`*` is only allowed in COUNT(*), not in {}", name.name)),
-                    (false, false) => None,
+                    (false, false) => regex_literal_problem(&name.name, args),
                 }
             }
             ExprKind::Path(path) => path_problem(model, object, path),
@@ -72,6 +74,25 @@ pub fn check_expression(model: &Model, object: &QualifiedName, text: &str) -> Ve
         }
     });
     problems
+}
+
+/// A `REGEX(text, 'pattern')` whose pattern literal PostgreSQL would refuse, so a rule with a
+/// broken pattern is refused when it is written rather than failing every write.
+fn regex_literal_problem(name: &str, args: &CallArgs) -> Option<String> {
+    if !name.eq_ignore_ascii_case("REGEX") {
+        return None;
+    }
+    let CallArgs::List { items, .. } = args else {
+        return None;
+    };
+    match items.get(1).map(|item| &item.kind) {
+        Some(ExprKind::Literal(Literal::String(pattern))) => {
+            regex_problem(pattern).map(|problem| {
+                format!("the pattern of REGEX is not a valid regular expression: {problem}")
+            })
+        }
+        _ => None,
+    }
 }
 
 /// Why a field path does not resolve on `object`, if it does not.

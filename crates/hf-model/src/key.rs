@@ -26,7 +26,8 @@ pub const RESERVED_MODULE_KEYS: &[&str] = &[
 ];
 
 /// Field keys taken by the system columns every object table has.
-pub const RESERVED_FIELD_KEYS: &[&str] = &["id", "created_at", "updated_at"];
+pub const RESERVED_FIELD_KEYS: &[&str] =
+    &["id", "created_at", "updated_at", "created_by", "updated_by"];
 
 /// Which kind of key is being checked; reserved words differ per kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

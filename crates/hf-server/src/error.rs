@@ -103,6 +103,7 @@ error_codes! {
     HoqsTypeError = "HOQS_TYPE_ERROR" => BAD_REQUEST,
     HoqsLimitTooLarge = "HOQS_LIMIT_TOO_LARGE" => BAD_REQUEST,
     HoqsEvaluationError = "HOQS_EVALUATION_ERROR" => BAD_REQUEST,
+    InvalidCursor = "INVALID_CURSOR" => BAD_REQUEST,
     RecordNotFound = "RECORD_NOT_FOUND" => NOT_FOUND,
     Required = "REQUIRED" => UNPROCESSABLE_ENTITY,
     InvalidValue = "INVALID_VALUE" => UNPROCESSABLE_ENTITY,

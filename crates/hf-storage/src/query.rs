@@ -29,6 +29,53 @@ pub async fn query_records(pool: &Pool, role: &str, query: &CompiledQuery) -> Re
     Ok(records)
 }
 
+/// One page of a paged query (`CompiledQuery::page_size` is set): the records, and the sort
+/// values of the last one when another page follows (the statement returns one record more
+/// than the page size to tell).
+pub async fn query_page(
+    pool: &Pool,
+    role: &str,
+    query: &CompiledQuery,
+) -> Result<(Vec<String>, Option<String>)> {
+    let steps = [Step {
+        sql: &query.sql,
+        params: &query.params,
+    }];
+    let rows = run_as(pool, &Caller::reader(role), &steps)
+        .await?
+        .into_rows()?;
+    let rows: Vec<_> = rows.into_iter().flatten().collect();
+    let size = usize::try_from(query.page_size.unwrap_or(u64::MAX)).unwrap_or(usize::MAX);
+    let mut records = Vec::with_capacity(rows.len().min(size));
+    let mut last_keys = None;
+    for row in rows.iter().take(size) {
+        records.push(row.try_get::<_, String>(0)?);
+        last_keys = Some(row.try_get::<_, String>(1)?);
+    }
+    let more = rows.len() > size;
+    Ok((records, last_keys.filter(|_| more)))
+}
+
+/// PostgreSQL's plan of a compiled query (`EXPLAIN (FORMAT JSON)`, which runs nothing), as the
+/// role would run it.
+pub async fn explain(pool: &Pool, role: &str, query: &CompiledQuery) -> Result<serde_json::Value> {
+    let sql = format!("EXPLAIN (FORMAT JSON) {}", query.sql);
+    let steps = [Step {
+        sql: &sql,
+        params: &query.params,
+    }];
+    let rows = run_as(pool, &Caller::reader(role), &steps)
+        .await?
+        .into_rows()?;
+    let plan = rows
+        .into_iter()
+        .flatten()
+        .next()
+        .map(|row| row.try_get::<_, serde_json::Value>(0))
+        .transpose()?;
+    Ok(plan.unwrap_or(serde_json::Value::Null))
+}
+
 /// Joins record texts into the body `{"records":[...]}` of `POST /data/query`. The texts are
 /// JSON objects built by PostgreSQL, so the result is valid JSON without a parse.
 pub fn records_body(records: &[String]) -> String {

@@ -39,10 +39,12 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
 /// past this many the connection's cache is emptied and refilled by use.
 pub const MAX_CACHED_STATEMENTS: usize = 256;
 
-/// The transaction-local role switch, statement timeout and time zone of every request.
+/// The transaction-local role switch, statement timeout and time zone of every request, and the
+/// principal's id (`hf.caller_id`, empty when unknown), which writes record as `created_by` and
+/// `updated_by` and rules read as `$User.id`.
 const SETUP: &str =
     "SELECT set_config('role', $1, true), set_config('statement_timeout', $2, true), \
-set_config('TimeZone', 'UTC', true)";
+set_config('TimeZone', 'UTC', true), set_config('hf.caller_id', $3, true)";
 
 /// Who runs the statements, and how.
 #[derive(Debug, Clone, Copy)]
@@ -53,6 +55,8 @@ pub struct Caller<'a> {
     pub timeout: Duration,
     /// Whether the transaction is `READ ONLY` (queries and record reads).
     pub read_only: bool,
+    /// The principal's id, set as `hf.caller_id` for the transaction.
+    pub principal_id: Option<uuid::Uuid>,
 }
 
 impl<'a> Caller<'a> {
@@ -62,6 +66,7 @@ impl<'a> Caller<'a> {
             role,
             timeout: READ_TIMEOUT,
             read_only: true,
+            principal_id: None,
         }
     }
 
@@ -71,6 +76,15 @@ impl<'a> Caller<'a> {
             role,
             timeout: WRITE_TIMEOUT,
             read_only: false,
+            principal_id: None,
+        }
+    }
+
+    /// The same caller, known as this principal (`hf.caller_id`).
+    pub fn for_principal(self, id: uuid::Uuid) -> Caller<'a> {
+        Caller {
+            principal_id: Some(id),
+            ..self
         }
     }
 }
@@ -121,7 +135,7 @@ pub async fn run_as(pool: &Pool, caller: &Caller<'_>, steps: &[Step<'_>]) -> Res
     };
     let begin = client.prepare_cached(begin_sql).await?;
     let setup = client
-        .prepare_typed_cached(SETUP, &[Type::TEXT, Type::TEXT])
+        .prepare_typed_cached(SETUP, &[Type::TEXT, Type::TEXT, Type::TEXT])
         .await?;
     let commit = client.prepare_cached("COMMIT").await?;
     let mut prepared = Vec::with_capacity(steps.len());
@@ -132,7 +146,11 @@ pub async fn run_as(pool: &Pool, caller: &Caller<'_>, steps: &[Step<'_>]) -> Res
 
     let role = caller.role.to_owned();
     let timeout = format!("{}ms", caller.timeout.as_millis());
-    let setup_params: [&(dyn ToSql + Sync); 2] = [&role, &timeout];
+    let principal = caller
+        .principal_id
+        .map(|id| id.hyphenated().to_string())
+        .unwrap_or_default();
+    let setup_params: [&(dyn ToSql + Sync); 3] = [&role, &timeout, &principal];
     let step_params: Vec<Vec<&(dyn ToSql + Sync)>> = steps
         .iter()
         .map(|step| {

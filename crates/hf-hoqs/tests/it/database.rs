@@ -4,13 +4,13 @@
 
 use std::path::Path;
 
-use hf_hoqs::{compile_query, ExprCompiler, ExprUse, Params, RequestParams};
+use hf_hoqs::{ExprCompiler, ExprUse, Params, PriorRow, RequestParams};
 use hf_model::{Model, QualifiedName, ScalarType};
 use serde_json::Value;
 use tokio_postgres::types::Type as PgType;
 use tokio_postgres::{Client, NoTls};
 
-use crate::support::{compile_doc, demo, doc_queries, fixtures_dir, model, shop};
+use crate::support::{compile_doc, compile_fixture, demo, doc_queries, fixtures_dir, model, shop};
 
 const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
@@ -148,8 +148,7 @@ async fn run_fixture(client: &Client, path: &Path) -> Result<Vec<Value>, String>
         let params: RequestParams = directive(&source, "params")
             .map(|json| serde_json::from_str(json).unwrap())
             .unwrap_or_default();
-        let compiled = compile_query(model, &source, &params)
-            .unwrap()
+        let compiled = compile_fixture(model, &source, &params, directive(&source, "page"))
             .query
             .unwrap();
         return run(client, &compiled.sql, &compiled.params).await;
@@ -167,11 +166,20 @@ async fn run_fixture(client: &Client, path: &Path) -> Result<Vec<Value>, String>
         ),
     };
     let mut compiler = ExprCompiler::new(model, &object, "new", Params::new()).unwrap();
+    let prior = directive(&source, "prior") == Some("old");
+    if prior {
+        compiler = compiler.for_rules(PriorRow::Row("\"old\"".to_owned()));
+    }
     let expr = compiler.compile(&source, usage).unwrap().expr.unwrap();
     let (joins, params) = compiler.finish();
     let table = hf_sql::quote_qualified(&object.module, &object.object).unwrap();
+    let old = if prior {
+        format!(" LEFT JOIN {table} AS \"old\" ON \"old\".\"id\" = \"new\".\"id\"")
+    } else {
+        String::new()
+    };
     let sql = format!(
-        "SELECT to_json({})::text FROM {table} AS \"new\"{joins}",
+        "SELECT to_json({})::text FROM {table} AS \"new\"{old}{joins}",
         expr.sql
     );
     run(client, &sql, params.values()).await

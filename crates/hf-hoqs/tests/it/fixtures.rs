@@ -11,10 +11,10 @@
 use std::path::Path;
 use std::str::FromStr;
 
-use hf_hoqs::{compile_query, Diagnostic, ExprCompiler, ExprUse, Params, RequestParams};
+use hf_hoqs::{Diagnostic, ExprCompiler, ExprUse, Params, PriorRow, RequestParams};
 use hf_model::{QualifiedName, ScalarType};
 
-use crate::support::{model, render, render_params};
+use crate::support::{compile_fixture, model, render, render_params};
 
 /// The `-- key: value` lines at the top of a fixture.
 fn directive<'a>(source: &'a str, key: &str) -> Option<&'a str> {
@@ -43,7 +43,7 @@ fn compile(path: &Path, source: &str) -> Outcome {
                 Some(json) => serde_json::from_str(json).unwrap(),
                 None => RequestParams::new(),
             };
-            let output = compile_query(model, source, &params).unwrap();
+            let output = compile_fixture(model, source, &params, directive(source, "page"));
             match output.query {
                 Some(query) => Outcome::Compiled(format!(
                     "{}\n---\n{}keys: {:?}\n",
@@ -65,6 +65,10 @@ fn compile(path: &Path, source: &str) -> Outcome {
                 }
             };
             let mut compiler = ExprCompiler::new(model, &object, "new", Params::new()).unwrap();
+            // `-- prior: old`: a rule of an update, reading the stored record as "old".
+            if directive(source, "prior") == Some("old") {
+                compiler = compiler.for_rules(PriorRow::Row("\"old\"".to_owned()));
+            }
             let output = compiler.compile(source, usage).unwrap();
             let (joins, params) = compiler.finish();
             match output.expr {

@@ -110,6 +110,27 @@ pub fn compile_doc(query: &str, params: &hf_hoqs::RequestParams) -> hf_hoqs::Que
         params,
         time_zone: Some("Europe/Paris"),
         caller: Some(&caller),
+        page: None,
     };
     hf_hoqs::compile_query_with(demo(), query, options).unwrap()
+}
+
+/// Compiles a query fixture; `-- page: first` compiles it as the first keyset page, and
+/// `-- page: [values...]` as the page after the record with these sort values.
+pub fn compile_fixture(
+    model: &hf_model::Model,
+    source: &str,
+    params: &hf_hoqs::RequestParams,
+    page: Option<&str>,
+) -> hf_hoqs::QueryOutput {
+    let after: Option<Vec<Box<serde_json::value::RawValue>>> = page
+        .filter(|page| *page != "first")
+        .map(|values| serde_json::from_str(values).unwrap());
+    let options = hf_hoqs::QueryOptions {
+        params,
+        time_zone: None,
+        caller: None,
+        page: page.map(|_| after.as_deref()),
+    };
+    hf_hoqs::compile_query_with(model, source, options).unwrap()
 }

@@ -50,7 +50,7 @@ pub async fn create_record(
     let (module, object) = path.into_inner();
     let body = record_body(&req, &bytes)?;
     let snapshot = live(&state).await?;
-    let caller = caller(&state, &principal.name, &snapshot);
+    let caller = caller(&state, &principal, &snapshot);
     let outcome = records::create(caller, object_ref(&module, &object), &body).await?;
     respond(outcome, StatusCode::CREATED)
 }
@@ -78,7 +78,7 @@ pub async fn read_record(
 ) -> Result<HttpResponse, ApiError> {
     let (module, object, id) = path.into_inner();
     let snapshot = live(&state).await?;
-    let caller = caller(&state, &principal.name, &snapshot);
+    let caller = caller(&state, &principal, &snapshot);
     match records::read(caller, object_ref(&module, &object), &id).await? {
         Outcome::Done(record) if none_match(&req, &record) => {
             let mut response = HttpResponse::NotModified();
@@ -121,7 +121,7 @@ pub async fn update_record(
     let body = record_body(&req, &bytes)?;
     let if_match = if_match(&req);
     let snapshot = live(&state).await?;
-    let caller = caller(&state, &principal.name, &snapshot);
+    let caller = caller(&state, &principal, &snapshot);
     let outcome = records::update(
         caller,
         object_ref(&module, &object),
@@ -165,7 +165,7 @@ pub async fn upsert_record(
     let body = record_body(&req, &bytes)?;
     let if_match = if_match(&req);
     let snapshot = live(&state).await?;
-    let caller = caller(&state, &principal.name, &snapshot);
+    let caller = caller(&state, &principal, &snapshot);
     let outcome = records::upsert(
         caller,
         object_ref(&module, &object),
@@ -214,7 +214,7 @@ pub async fn delete_record(
     let (module, object, id) = path.into_inner();
     let if_match = if_match(&req);
     let snapshot = live(&state).await?;
-    let caller = caller(&state, &principal.name, &snapshot);
+    let caller = caller(&state, &principal, &snapshot);
     match records::delete(
         caller,
         object_ref(&module, &object),
@@ -235,10 +235,15 @@ async fn live(state: &AppState) -> Result<Arc<Snapshot>, ApiError> {
     state.store.live().map_err(ApiError::from)
 }
 
-fn caller<'a>(state: &'a AppState, role: &'a str, snapshot: &'a Snapshot) -> Caller<'a> {
+fn caller<'a>(
+    state: &'a AppState,
+    principal: &'a hf_storage::auth::Principal,
+    snapshot: &'a Snapshot,
+) -> Caller<'a> {
     Caller {
         pool: &state.pool,
-        role,
+        role: &principal.name,
+        principal_id: principal.id,
         snapshot,
     }
 }

@@ -33,6 +33,22 @@ pub struct QueryRequest {
     /// datetimes are evaluated in; default `UTC`.
     #[serde(default, rename = "timeZone")]
     pub time_zone: Option<String>,
+    /// Keyset paging: `null` for the first page, then the previous answer's `nextCursor`;
+    /// absent for an unpaged query.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub cursor: Option<Option<String>>,
+    /// `true` (administrators only): answer the SQL and PostgreSQL's plan, running nothing.
+    #[serde(default)]
+    pub explain: bool,
+}
+
+/// Tells a property sent as `null` (`Some(None)`) from an absent one (`None`, the default).
+fn present<'de, D>(deserializer: D) -> Result<Option<Option<String>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    Option::<String>::deserialize(deserializer).map(Some)
 }
 
 /// `POST /data/query` answer.
@@ -41,6 +57,9 @@ pub struct QueryResponse {
     /// One object per record, keyed by the select items' paths as written or their aliases.
     #[schema(value_type = Vec<Object>)]
     pub records: Vec<Value>,
+    /// With `cursor` in the request: the cursor of the next page, `null` on the last one.
+    #[serde(rename = "nextCursor", skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<Option<String>>,
 }
 
 /// Runs a HOQS query (docs/hoqs.md) as the caller.
@@ -49,9 +68,9 @@ pub struct QueryResponse {
     request_body = QueryRequest,
     responses(
         (status = 200, body = QueryResponse),
-        (status = 400, description = "HOQS_SYNTAX_ERROR, HOQS_UNKNOWN_NAME, HOQS_TYPE_ERROR, HOQS_LIMIT_TOO_LARGE (each with its `location`), HOQS_EVALUATION_ERROR, MALFORMED_JSON or INVALID_BODY", body = ErrorBody),
+        (status = 400, description = "HOQS_SYNTAX_ERROR, HOQS_UNKNOWN_NAME, HOQS_TYPE_ERROR, HOQS_LIMIT_TOO_LARGE (each with its `location`), HOQS_EVALUATION_ERROR, INVALID_CURSOR, MALFORMED_JSON or INVALID_BODY (an unknown `timeZone` among others)", body = ErrorBody),
         (status = 401, description = "UNAUTHENTICATED", body = ErrorBody),
-        (status = 403, description = "FORBIDDEN: the caller's database role may not read a table of the query", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN: the caller's database role may not read a table of the query, or `explain` from a non-administrator", body = ErrorBody),
         (status = 413, description = "PAYLOAD_TOO_LARGE: a query over 8 KiB or a body over the limit", body = ErrorBody),
         (status = 504, description = "TIMEOUT: the query ran longer than 5 seconds", body = ErrorBody),
     ),
@@ -80,8 +99,20 @@ pub async fn query(
             tracing::error!(%error, "reading the live metadata failed");
             ApiError::internal()
         })??;
+    if body.explain && !principal.is_admin {
+        return Err(ApiError::new(
+            Code::Forbidden,
+            "Only administrators may explain queries.",
+        ));
+    }
     let time_zone = time_zone(body.time_zone.as_deref())?;
     let params = body.params.unwrap_or_default();
+    let binding = hf_hoqs::paging::Binding::new(&body.query, &params, time_zone);
+    let after = match &body.cursor {
+        Some(Some(cursor)) => Some(binding.decode(cursor).ok_or_else(invalid_cursor)?),
+        _ => None,
+    };
+    let page = body.cursor.as_ref().map(|_| after.as_deref());
     let caller = hf_hoqs::Caller {
         id: principal.id.to_string(),
         name: principal.name.clone(),
@@ -90,21 +121,58 @@ pub async fn query(
         params: &params,
         time_zone: Some(time_zone),
         caller: Some(&caller),
+        page,
     };
     let output =
         hf_hoqs::compile_query_with(&snapshot.model, &body.query, options).map_err(|error| {
-            tracing::error!(%error, "the live metadata cannot be compiled to SQL");
-            ApiError::internal()
+            match error {
+                hf_hoqs::Error::InvalidCursor => invalid_cursor(),
+                error => {
+                    tracing::error!(%error, "the live metadata cannot be compiled to SQL");
+                    ApiError::internal()
+                }
+            }
         })?;
     let Some(compiled) = output.query else {
         return Err(hoqs_errors(&body.query, &output.diagnostics));
     };
+    if body.explain {
+        let plan = hf_storage::query::explain(&state.pool, &principal.name, &compiled)
+            .await
+            .map_err(storage_error)?;
+        return Ok(HttpResponse::Ok().json(serde_json::json!({"sql": compiled.sql, "plan": plan})));
+    }
+    if compiled.page_size.is_some() {
+        let (records, last) =
+            hf_storage::query::query_page(&state.pool, &principal.name, &compiled)
+                .await
+                .map_err(storage_error)?;
+        let next = last.map(|keys| binding.encode(&keys));
+        let records = hf_storage::query::records_body(&records);
+        // `{"records":[...]}` gets its `nextCursor` before the closing brace.
+        let mut text = records[..records.len() - 1].to_owned();
+        text.push_str(",\"nextCursor\":");
+        text.push_str(&Value::from(next).to_string());
+        text.push('}');
+        return Ok(HttpResponse::Ok()
+            .content_type("application/json")
+            .body(text));
+    }
     let records = hf_storage::query::query_records(&state.pool, &principal.name, &compiled)
         .await
         .map_err(storage_error)?;
     Ok(HttpResponse::Ok()
         .content_type("application/json")
         .body(hf_storage::query::records_body(&records)))
+}
+
+/// A cursor this query did not give: another query's, truncated, edited or built by hand.
+fn invalid_cursor() -> ApiError {
+    ApiError::field(
+        Code::InvalidCursor,
+        "The cursor was not given by this query (same text, parameters and time zone); start again with `\"cursor\": null`.",
+        "cursor",
+    )
 }
 
 /// The canonical name of the request's time zone (`UTC` when absent); a name the IANA time

@@ -46,6 +46,8 @@ pub struct Caller<'a> {
     pub pool: &'a Pool,
     /// The caller's PostgreSQL role (the principal's name); every statement runs as it.
     pub role: &'a str,
+    /// The principal's id: `createdBy`/`updatedBy` of what it writes, `$User.id` in rules.
+    pub principal_id: uuid::Uuid,
     /// The live metadata, shared and never copied per request.
     pub snapshot: &'a Snapshot,
 }
@@ -513,7 +515,8 @@ async fn run(
     let who = match access {
         Access::Read => run_as::Caller::reader(caller.role),
         Access::Write => run_as::Caller::writer(caller.role),
-    };
+    }
+    .for_principal(caller.principal_id);
     run_as::run_as(caller.pool, &who, &steps).await
 }
 

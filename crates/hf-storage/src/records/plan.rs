@@ -21,7 +21,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use hf_hoqs::{ExprCompiler, ExprUse, Params, Type};
+use hf_hoqs::{ExprCompiler, ExprUse, Params, PriorRow, Type};
 use hf_metastore::Snapshot;
 use hf_model::{FieldKind, Model, QualifiedName, ScalarType};
 
@@ -38,6 +38,12 @@ const TREES_KEPT: usize = 4;
 const ID: &str = "id";
 const CREATED_AT: &str = "createdAt";
 const UPDATED_AT: &str = "updatedAt";
+const CREATED_BY: &str = "createdBy";
+const UPDATED_BY: &str = "updatedBy";
+
+/// The principal a write runs for, as the request's transaction sets it (`hf.caller_id`, see
+/// `run_as`); NULL outside hf's writes.
+const CALLER_ID: &str = "nullif(current_setting('hf.caller_id', true), '')::uuid";
 
 /// Everything the record operations need to know about one object.
 #[derive(Debug)]
@@ -237,7 +243,7 @@ pub(crate) fn build(model: &Model, name: &QualifiedName) -> Result<ObjectPlan> {
         };
         keys.push((field.key.clone(), role));
     }
-    for system in [CREATED_AT, UPDATED_AT] {
+    for system in [CREATED_AT, UPDATED_AT, CREATED_BY, UPDATED_BY] {
         read_only.push(system.to_owned());
         keys.push((system.to_owned(), KeyRole::ReadOnly(read_only.len() - 1)));
     }
@@ -366,7 +372,13 @@ impl Builder<'_> {
         let own = params.values().len();
 
         // Expressions over the record as it would be stored.
-        let mut new_compiler = self.compiler("new", params)?;
+        // Rules see the stored record as "old" (absent on create) and the caller through the
+        // transaction's settings, so the statement stays the same for every caller.
+        let prior = match kind {
+            WriteKind::Create => PriorRow::Create,
+            WriteKind::Update | WriteKind::Upsert(_) => PriorRow::Row("\"old\"".to_owned()),
+        };
+        let mut new_compiler = self.compiler("new", params)?.for_rules(prior);
         let mut checks = Vec::new();
         let mut conditions = Vec::new();
         if kind != WriteKind::Create {
@@ -487,7 +499,9 @@ impl Builder<'_> {
         };
 
         let names = self.column_names()?;
-        let all_columns = format!("\"id\", {names}\"created_at\", \"updated_at\"");
+        let all_columns = format!(
+            "\"id\", {names}\"created_at\", \"updated_at\", \"created_by\", \"updated_by\""
+        );
         let assignments = self.assignments()?;
         let mut sql = String::from("WITH ");
         match kind {
@@ -586,6 +600,8 @@ impl Builder<'_> {
                 }
                 items.push("now() AS \"created_at\"".to_owned());
                 items.push("now() AS \"updated_at\"".to_owned());
+                items.push(format!("{CALLER_ID} AS \"created_by\""));
+                items.push(format!("{CALLER_ID} AS \"updated_by\""));
                 Ok(format!("SELECT {}", items.join(", ")))
             }
             WriteKind::Update => {
@@ -604,6 +620,8 @@ impl Builder<'_> {
                      AS \"updated_at\""
                         .to_owned(),
                 );
+                items.push("\"old\".\"created_by\"".to_owned());
+                items.push(format!("{CALLER_ID} AS \"updated_by\""));
                 Ok(format!("SELECT {} FROM \"old\"", items.join(", ")))
             }
             WriteKind::Upsert(_) => {
@@ -623,6 +641,11 @@ impl Builder<'_> {
                      \"old\".\"updated_at\" + interval '1 microsecond') END AS \"updated_at\""
                         .to_owned(),
                 );
+                items.push(format!(
+                    "CASE WHEN \"old\".\"id\" IS NULL THEN {CALLER_ID} ELSE \"old\".\"created_by\" END \
+                     AS \"created_by\""
+                ));
+                items.push(format!("{CALLER_ID} AS \"updated_by\""));
                 Ok(format!(
                     "SELECT {} FROM (SELECT) AS \"one\" LEFT JOIN \"old\" ON true",
                     items.join(", ")
@@ -667,6 +690,7 @@ impl Builder<'_> {
             parts.push(format!("{col} = \"new\".{col}"));
         }
         parts.push("\"updated_at\" = \"new\".\"updated_at\"".to_owned());
+        parts.push("\"updated_by\" = \"new\".\"updated_by\"".to_owned());
         Ok(parts.join(", "))
     }
 
@@ -728,6 +752,8 @@ impl Builder<'_> {
         }
         columns.push(("created_at".to_owned(), Type::Datetime));
         columns.push(("updated_at".to_owned(), Type::Datetime));
+        columns.push(("created_by".to_owned(), Type::Uuid));
+        columns.push(("updated_by".to_owned(), Type::Uuid));
         if tables.is_empty() {
             let nulls: Vec<String> = columns
                 .iter()

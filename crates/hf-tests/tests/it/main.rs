@@ -18,6 +18,7 @@ mod openapi;
 mod query;
 mod query_apps;
 mod records;
+mod rules;
 mod schema;
 mod support;
 mod system;

@@ -168,7 +168,17 @@ async fn live_writes_commit_apply_and_read_back() {
         .iter()
         .map(|row| row.get(0))
         .collect();
-    assert_eq!(columns, ["code", "created_at", "id", "updated_at"]);
+    assert_eq!(
+        columns,
+        [
+            "code",
+            "created_at",
+            "created_by",
+            "id",
+            "updated_at",
+            "updated_by"
+        ]
+    );
 
     // Reads show exactly the contract's shapes.
     let module = get(&server, "/metadata/crm").await;

@@ -402,3 +402,136 @@ async fn date_literals_hold_at_the_edges_of_their_ranges_in_the_request_time_zon
     let answer = assert_envelope(response, 400, "INVALID_BODY").await;
     assert_eq!(answer["errors"][0]["target"], "timeZone", "{answer}");
 }
+
+#[tokio::test]
+async fn keyset_pages_lose_and_repeat_nothing_while_others_write() {
+    let server = demo_with_records().await;
+    let token = server.admin_token().await;
+    let client = server.db.client().await;
+    client
+        .batch_execute(
+            "INSERT INTO crm.opportunity (name, account, amount) \
+             SELECT 'Deal ' || lpad(n::text, 3, '0'), '00000000-0000-0000-0000-0000000000a3', \
+                    CASE WHEN n % 7 = 0 THEN NULL ELSE (n % 13) END \
+             FROM generate_series(0, 249) AS n",
+        )
+        .await
+        .unwrap();
+    // Sorted by a nullable amount descending (NULLs first) and then by name; `id` breaks ties.
+    let query = "SELECT name FROM crm.opportunity WHERE STARTS_WITH(name, 'Deal ') \
+                 ORDER BY amount DESC, name LIMIT 40";
+    let mut cursor = Value::Null;
+    let mut seen: Vec<String> = Vec::new();
+    let mut pages = 0;
+    loop {
+        let body = json!({"query": query, "cursor": cursor});
+        let response = post_text(&server, &token, &body.to_string()).await;
+        assert_eq!(response.status(), 200);
+        let answer: Value = response.json().await.unwrap();
+        let names: Vec<String> = answer["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap().to_owned())
+            .collect();
+        pages += 1;
+        // Another client inserts a record that sorts first and deletes one already read.
+        client
+            .batch_execute(&format!(
+                "INSERT INTO crm.opportunity (name, account, amount) VALUES \
+                 ('Deal early {pages}', '00000000-0000-0000-0000-0000000000a3', NULL); \
+                 DELETE FROM crm.opportunity WHERE name = '{}'",
+                names.first().cloned().unwrap_or_default()
+            ))
+            .await
+            .unwrap();
+        seen.extend(names);
+        match &answer["nextCursor"] {
+            Value::Null => break,
+            next => cursor = next.clone(),
+        }
+        assert!(pages < 20, "paging does not end");
+    }
+    let mut expected: Vec<String> = (0..250).map(|n| format!("Deal {n:03}")).collect();
+    let mut sorted = seen.clone();
+    sorted.sort();
+    expected.sort();
+    assert_eq!(sorted, expected, "lost or repeated records");
+    assert_eq!(pages, 7);
+
+    // Without ORDER BY a query pages by id.
+    let body = json!({"query": "SELECT name FROM crm.account LIMIT 2", "cursor": null});
+    let answer: Value = post_text(&server, &token, &body.to_string())
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["records"].as_array().unwrap().len(), 2);
+    let next = answer["nextCursor"].as_str().unwrap().to_owned();
+    let body = json!({"query": "SELECT name FROM crm.account LIMIT 2", "cursor": next});
+    let answer: Value = post_text(&server, &token, &body.to_string())
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["records"].as_array().unwrap().len(), 1, "{answer}");
+    assert_eq!(answer["nextCursor"], Value::Null);
+
+    // Cursors of another query, truncated or forged are refused.
+    for (query, cursor) in [
+        ("SELECT name FROM crm.account LIMIT 3", next.clone()),
+        (
+            "SELECT name FROM crm.account LIMIT 2",
+            next[..next.len() - 3].to_owned(),
+        ),
+        (
+            "SELECT name FROM crm.account LIMIT 2",
+            format!("WyJ4Il0.{}", &next[next.len() - 22..]),
+        ),
+        (
+            "SELECT name FROM crm.account LIMIT 2",
+            "not a cursor".to_owned(),
+        ),
+    ] {
+        let body = json!({"query": query, "cursor": cursor});
+        let answer = assert_envelope(
+            post_text(&server, &token, &body.to_string()).await,
+            400,
+            "INVALID_CURSOR",
+        )
+        .await;
+        assert_eq!(answer["errors"][0]["target"], "cursor");
+    }
+    // Paging is for records: not for groups, nor with OFFSET.
+    let body = json!({"query": "SELECT stage, COUNT(*) FROM crm.opportunity GROUP BY stage", "cursor": null});
+    assert_envelope(
+        post_text(&server, &token, &body.to_string()).await,
+        400,
+        "HOQS_SYNTAX_ERROR",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn explain_is_for_administrators_and_runs_nothing() {
+    let server = demo_with_records().await;
+    let token = server.admin_token().await;
+    let body = json!({"query": "SELECT name FROM crm.account WHERE id IN (SELECT account FROM crm.opportunity) AND name = :n",
+                      "params": {"n": "Acme"}, "explain": true});
+    let response = post_text(&server, &token, &body.to_string()).await;
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert!(
+        answer["sql"].as_str().unwrap().contains("EXISTS"),
+        "{answer}"
+    );
+    assert!(
+        answer["plan"][0]["Plan"]["Node Type"].is_string(),
+        "{answer}"
+    );
+    assert!(answer.get("records").is_none());
+    let name = crate::auth::unique_name(&server, "explainer");
+    let reader = server.create_principal(&name, false).await;
+    let response = post_text(&server, &reader.token, &body.to_string()).await;
+    assert_envelope(response, 403, "FORBIDDEN").await;
+}

@@ -138,7 +138,9 @@ async fn create_read_update_delete_with_computed_values() {
             "website",
             "won_amount",
             "createdAt",
-            "updatedAt"
+            "updatedAt",
+            "createdBy",
+            "updatedBy"
         ]
     );
     assert_eq!(account["email"], Value::Null);
@@ -590,7 +592,16 @@ async fn abstract_objects_take_no_records_but_read_their_subtypes() {
             .collect();
         assert_eq!(
             keys,
-            ["id", "email", "name", "phone", "createdAt", "updatedAt"]
+            [
+                "id",
+                "email",
+                "name",
+                "phone",
+                "createdAt",
+                "updatedAt",
+                "createdBy",
+                "updatedBy"
+            ]
         );
         assert_eq!(party["name"], record["name"]);
         assert_eq!(party["updatedAt"], record["updatedAt"]);
@@ -1074,7 +1085,8 @@ async fn records_read_as_queries_see_them() {
         )
         .await;
     let query = "SELECT id, account, amount, close_date, name, probability, stage, \
-                 weighted_amount, createdAt, updatedAt FROM crm.opportunity WHERE id = :id";
+                 weighted_amount, createdAt, updatedAt, createdBy, updatedBy FROM crm.opportunity \
+                 WHERE id = :id";
     let answer = ctx
         .expect(
             Method::POST,
@@ -1093,7 +1105,8 @@ async fn records_read_as_queries_see_them() {
         )
         .await;
     let query = "SELECT id, email, name, phone, industry, opportunity_count, pipeline_amount, \
-                 website, won_amount, createdAt, updatedAt FROM crm.account WHERE id = :id";
+                 website, won_amount, createdAt, updatedAt, createdBy, updatedBy FROM crm.account \
+                 WHERE id = :id";
     let answer = ctx
         .expect(
             Method::POST,
