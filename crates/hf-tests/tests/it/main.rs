@@ -22,3 +22,4 @@ mod schema;
 mod support;
 mod system;
 mod targets;
+mod vendor;
