@@ -5,13 +5,42 @@
 //!   module).
 //! - `screen:<module>/<screen>` is another screen of the same snapshot (a component); it becomes a
 //!   dynamic import of the sibling module URL, resolved by the runtime.
-//! - Any other bare specifier `x` (`chart.js/auto`, `@scope/pkg`) becomes `/hfx/vendor/x.js`, or
-//!   `/hfx/vendor/x` when `x` already ends in `.js` or `.mjs`.
+//! - Any other bare specifier `x` (`chart.js`, `@scope/pkg`) is a vendored module. A host that
+//!   knows where the screen's vendored files are served passes that address as
+//!   [`crate::CompileOptions::vendor_base`] and `x` becomes `<vendor_base>x`, exactly (the host
+//!   checks that the file exists, from [`crate::CompileOutput::vendor_imports`]). Without it,
+//!   `x` becomes `/hfx/vendor/x.js`, or `/hfx/vendor/x` when `x` already ends in `.js` or `.mjs`.
 //! - Relative paths other than `./sidecar`, absolute paths and URLs are refused: a screen can only
 //!   load what the server serves.
 
 /// The URL the runtime is served at.
 pub const RUNTIME_URL: &str = "/hfx/vendor/hfx-runtime.js";
+
+/// Where a compiled module's imports point beyond the fixed rule: the sidecar's URL and the base
+/// URL of vendored modules (see [`crate::CompileOptions`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Urls<'a> {
+    /// What `./sidecar` becomes; `None` keeps it.
+    pub(crate) sidecar: Option<&'a str>,
+    /// The prefix of a vendored module's URL; `None` keeps the `/hfx/vendor/x.js` rule.
+    pub(crate) vendor_base: Option<&'a str>,
+}
+
+impl Urls<'_> {
+    /// The URL of the vendored module `spec`, whose URL by the fixed rule is `url`.
+    pub(crate) fn vendor(&self, spec: &str, url: String) -> String {
+        match self.vendor_base {
+            Some(base) if is_vendored_module(spec) => format!("{base}{spec}"),
+            _ => url,
+        }
+    }
+}
+
+/// Whether a bare specifier that [`classify`] accepted names a vendored module (rather than the
+/// runtime or an explicit `/hfx/vendor/…` URL).
+pub(crate) fn is_vendored_module(spec: &str) -> bool {
+    spec != "hfx" && !spec.starts_with("/hfx/vendor/")
+}
 
 /// What an import specifier refers to.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -23,7 +23,7 @@ use oxc::syntax::reference::Reference;
 use oxc::transformer::{TransformOptions, Transformer};
 
 use crate::diagnostics::{DiagnosticCode as Code, Sink};
-use crate::imports::{self, Specifier};
+use crate::imports::{self, Specifier, Urls};
 use crate::markup::Span;
 use crate::scan;
 
@@ -1059,7 +1059,7 @@ pub(crate) fn param_names(
 pub(crate) fn rewrite_specifiers<'a>(
     alloc: &'a Allocator,
     program: &mut Program<'a>,
-    sidecar_url: Option<&str>,
+    urls: Urls<'_>,
 ) {
     for stmt in program.body.iter_mut() {
         let source = match stmt {
@@ -1068,9 +1068,10 @@ pub(crate) fn rewrite_specifiers<'a>(
             Statement::ExportFromDeclaration(d) => &mut d.source,
             _ => continue,
         };
-        let url = match imports::classify(source.value.as_str()) {
-            Ok(Specifier::Vendor(url)) => url,
-            Ok(Specifier::Sidecar) => match sidecar_url {
+        let spec = source.value.as_str();
+        let url = match imports::classify(spec) {
+            Ok(Specifier::Vendor(url)) => urls.vendor(spec, url),
+            Ok(Specifier::Sidecar) => match urls.sidecar {
                 Some(url) => url.to_string(),
                 None => continue,
             },
@@ -1087,7 +1088,7 @@ fn strip_and_print<'a>(
     alloc: &'a Allocator,
     mut program: Program<'a>,
     path: &str,
-    sidecar_url: Option<&str>,
+    urls: Urls<'_>,
 ) -> Result<String, Vec<OxcDiagnostic>> {
     // The transformer panics on `enum` unless enum members were constant-evaluated.
     let built = SemanticBuilder::new()
@@ -1104,7 +1105,7 @@ fn strip_and_print<'a>(
     if !result.diagnostics.is_empty() {
         return Err(result.diagnostics.to_vec());
     }
-    rewrite_specifiers(alloc, &mut program, sidecar_url);
+    rewrite_specifiers(alloc, &mut program, urls);
     Ok(Codegen::new()
         .with_options(CodegenOptions::default())
         .build(&program)
@@ -1116,11 +1117,11 @@ pub(crate) fn finish_module(
     alloc: &Allocator,
     sink: &mut Sink<'_>,
     module: &str,
-    sidecar_url: Option<&str>,
+    urls: Urls<'_>,
 ) -> Option<String> {
     let parsed = Parser::new(alloc, module, ts_module()).parse();
     let result = if parsed.diagnostics.is_empty() && !parsed.panicked {
-        strip_and_print(alloc, parsed.program, "screen.ts", sidecar_url)
+        strip_and_print(alloc, parsed.program, "screen.ts", urls)
     } else {
         Err(parsed.diagnostics.to_vec())
     };
@@ -1170,7 +1171,7 @@ pub(crate) fn compile_sidecar(alloc: &Allocator, sink: &mut Sink<'_>) -> Option<
     if sink.has_errors() {
         return None;
     }
-    match strip_and_print(alloc, parsed.program, "sidecar.ts", None) {
+    match strip_and_print(alloc, parsed.program, "sidecar.ts", Urls::default()) {
         Ok(code) => Some(code),
         Err(errors) => {
             report(sink, &errors, 0, whole);

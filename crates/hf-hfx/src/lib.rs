@@ -91,6 +91,18 @@ pub struct CompileOutput {
     /// The other screens the screen imports (`screen:<module>/<screen>`), so that a host can
     /// check that they exist when the screen is written.
     pub screen_imports: Vec<ScreenImport>,
+    /// The vendored modules the screen's script imports (bare specifiers other than `hfx`), so
+    /// that a host can check that the files exist when the screen is written.
+    pub vendor_imports: Vec<VendorImport>,
+}
+
+/// One `import … from "<path>"` of a vendored module in a screen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VendorImport {
+    /// The specifier as written (`chart.js`).
+    pub specifier: String,
+    /// Byte offset of the specifier (its opening quote) in the screen source.
+    pub offset: usize,
 }
 
 /// One `import X from "screen:<module>/<screen>"` of a screen.
@@ -121,6 +133,19 @@ pub struct CompileOptions {
     /// `./sidecar`; a server that serves every screen's modules from one directory sets a
     /// per-screen name such as `./<commit>-<module>-<screen>.sidecar.js`.
     pub sidecar_url: Option<String>,
+    /// The URL prefix of the screen's vendored modules: `import … from "x"` becomes
+    /// `<vendor_base>x`. `None` keeps the fixed rule (`/hfx/vendor/x.js`), for a compile that
+    /// knows no module.
+    pub vendor_base: Option<String>,
+}
+
+impl CompileOptions {
+    fn urls(&self) -> imports::Urls<'_> {
+        imports::Urls {
+            sidecar: self.sidecar_url.as_deref(),
+            vendor_base: self.vendor_base.as_deref(),
+        }
+    }
 }
 
 /// The content hash of an HFX source: the first 16 hex characters of its SHA-256.
@@ -146,6 +171,7 @@ pub fn cache_key(source: &str, sidecar: Option<&str>, options: &CompileOptions) 
     part(Some(source.as_bytes()));
     part(sidecar.map(str::as_bytes));
     part(options.sidecar_url.as_deref().map(str::as_bytes));
+    part(options.vendor_base.as_deref().map(str::as_bytes));
     hex::encode(hasher.finalize())
 }
 
@@ -183,22 +209,19 @@ fn compile_in(
     });
 
     let mut sink = Sink::new(source, SourceFile::Screen);
-    let (js, queries) = compile_screen(
-        alloc,
-        &mut sink,
-        &content_hash,
-        options.sidecar_url.as_deref(),
-    );
+    let (js, queries) = compile_screen(alloc, &mut sink, &content_hash, options.urls());
     diagnostics.append(&mut sink.list);
 
     if diagnostics.is_empty() {
+        let (screen_imports, vendor_imports) = script_imports(alloc, source);
         CompileOutput {
             js,
             sidecar_js,
             content_hash,
             diagnostics,
             queries,
-            screen_imports: screen_imports(alloc, source),
+            screen_imports,
+            vendor_imports,
         }
     } else {
         CompileOutput {
@@ -208,6 +231,7 @@ fn compile_in(
             diagnostics,
             queries: Vec::new(),
             screen_imports: Vec::new(),
+            vendor_imports: Vec::new(),
         }
     }
 }
@@ -278,35 +302,40 @@ pub fn compile_on_thread_with(
     })
 }
 
-/// The `screen:` imports of a screen that compiled (so its script parses).
-fn screen_imports(alloc: &Allocator, source: &str) -> Vec<ScreenImport> {
-    if !source.contains("screen:") {
-        return Vec::new();
+/// The `screen:` imports and the vendored-module imports of a screen that compiled (so its
+/// script parses).
+fn script_imports(alloc: &Allocator, source: &str) -> (Vec<ScreenImport>, Vec<VendorImport>) {
+    let (mut screens, mut vendored) = (Vec::new(), Vec::new());
+    if !source.contains("import") {
+        return (screens, vendored);
     }
     let mut sink = Sink::new(source, SourceFile::Screen);
     let Some(script) = markup::parse(&mut sink).script else {
-        return Vec::new();
+        return (screens, vendored);
     };
     let text = &source[script.start..script.end];
     let parsed = oxc::parser::Parser::new(alloc, text, js::ts_module()).parse();
-    parsed
-        .program
-        .body
-        .iter()
-        .filter_map(|stmt| match stmt {
-            oxc::ast::ast::Statement::ImportDeclaration(decl) => {
-                match imports::classify(decl.source.value.as_str()) {
-                    Ok(imports::Specifier::Screen { module, screen }) => Some(ScreenImport {
-                        module,
-                        screen,
-                        offset: script.start + decl.source.span.start as usize,
-                    }),
-                    _ => None,
-                }
-            }
-            _ => None,
-        })
-        .collect()
+    for stmt in &parsed.program.body {
+        let oxc::ast::ast::Statement::ImportDeclaration(decl) = stmt else {
+            continue;
+        };
+        let spec = decl.source.value.as_str();
+        let offset = script.start + decl.source.span.start as usize;
+        match imports::classify(spec) {
+            Ok(imports::Specifier::Screen { module, screen }) => screens.push(ScreenImport {
+                module,
+                screen,
+                offset,
+            }),
+            Ok(imports::Specifier::Vendor(_)) if imports::is_vendored_module(spec) => vendored
+                .push(VendorImport {
+                    specifier: spec.to_owned(),
+                    offset,
+                }),
+            _ => {}
+        }
+    }
+    (screens, vendored)
 }
 
 /// The screen's module and the query texts it holds (see [`QueryText`]).
@@ -314,7 +343,7 @@ fn compile_screen(
     alloc: &Allocator,
     sink: &mut Sink<'_>,
     hash: &str,
-    sidecar_url: Option<&str>,
+    urls: imports::Urls<'_>,
 ) -> (Option<String>, Vec<QueryText>) {
     let doc = markup::parse(sink);
     if sink.has_errors() {
@@ -326,10 +355,7 @@ fn compile_screen(
         .into_iter()
         .map(|(text, offset)| QueryText { text, offset })
         .collect();
-    (
-        compile_markup(alloc, sink, &doc, hash, sidecar_url),
-        queries,
-    )
+    (compile_markup(alloc, sink, &doc, hash, urls), queries)
 }
 
 fn compile_markup(
@@ -337,7 +363,7 @@ fn compile_markup(
     sink: &mut Sink<'_>,
     doc: &markup::Document,
     hash: &str,
-    sidecar_url: Option<&str>,
+    urls: imports::Urls<'_>,
 ) -> Option<String> {
     let source = sink.source;
     let scope = doc.style.map(|_| format!("hfx-{}", &hash[..8]));
@@ -345,7 +371,7 @@ fn compile_markup(
         (Some(span), Some(scope)) => css::scope_css(&source[span.start..span.end], scope),
         _ => String::new(),
     };
-    if let Some(js) = compile_in_one_pass(alloc, source, doc, scope.as_deref(), &css, sidecar_url) {
+    if let Some(js) = compile_in_one_pass(alloc, source, doc, scope.as_deref(), &css, urls) {
         return Some(js);
     }
 
@@ -418,7 +444,7 @@ fn compile_markup(
     module.push_str(&generate::quote(&css));
     module.push_str(");\n");
 
-    js::finish_module(alloc, sink, &module, sidecar_url)
+    js::finish_module(alloc, sink, &module, urls)
 }
 
 /// Compiles a screen whose code is analysed in one oxc pass (see `program.rs`); `None` when the
@@ -429,9 +455,9 @@ fn compile_in_one_pass(
     doc: &markup::Document,
     scope: Option<&str>,
     css: &str,
-    sidecar_url: Option<&str>,
+    urls: imports::Urls<'_>,
 ) -> Option<String> {
-    let mut unit = program::Unit::build(alloc, source, doc, sidecar_url)?;
+    let mut unit = program::Unit::build(alloc, source, doc, urls)?;
     let script = std::mem::take(&mut unit.script);
     let mut scratch = Sink::new(source, SourceFile::Screen);
     let mut generator =

@@ -120,7 +120,7 @@ impl<'a> Unit<'a> {
         alloc: &'a Allocator,
         source: &str,
         doc: &Document,
-        sidecar_url: Option<&str>,
+        urls: crate::imports::Urls<'_>,
     ) -> Option<Unit<'a>> {
         let mut pieces = Vec::new();
         collect(&doc.nodes, &mut pieces);
@@ -230,7 +230,7 @@ impl<'a> Unit<'a> {
             oxc::allocator::Vec::from_iter_in(imports, &ast),
             &ast,
         );
-        js::rewrite_specifiers(alloc, &mut imports_program, sidecar_url);
+        js::rewrite_specifiers(alloc, &mut imports_program, urls);
         let imports = imports_program.body.take_in(&ast).into_iter().collect();
 
         // The script's own changes: `export let` props read their value from the caller, and

@@ -39,7 +39,14 @@ fn valid_screens_compile_in_one_pass() {
             (Some(span), Some(scope)) => css::scope_css(&source[span.start..span.end], scope),
             _ => String::new(),
         };
-        let js = compile_in_one_pass(&alloc, &source, &doc, scope.as_deref(), &styles, None);
+        let js = compile_in_one_pass(
+            &alloc,
+            &source,
+            &doc,
+            scope.as_deref(),
+            &styles,
+            crate::imports::Urls::default(),
+        );
         let js = js.unwrap_or_else(|| panic!("{name} fell back to compiling piece by piece"));
         assert_eq!(Some(js), compile(&source, None).js, "{name}");
     }
@@ -56,10 +63,16 @@ fn a_piece_that_is_not_one_expression_is_refused() {
         nodes: vec![markup::Node::Expr(markup::Span { start: 0, end: 6 })],
     };
     let alloc = Allocator::default();
-    assert!(crate::program::Unit::build(&alloc, source, &doc, None).is_none());
+    assert!(
+        crate::program::Unit::build(&alloc, source, &doc, crate::imports::Urls::default())
+            .is_none()
+    );
     let fine = markup::Document {
         nodes: vec![markup::Node::Expr(markup::Span { start: 0, end: 1 })],
         ..markup::Document::default()
     };
-    assert!(crate::program::Unit::build(&alloc, source, &fine, None).is_some());
+    assert!(
+        crate::program::Unit::build(&alloc, source, &fine, crate::imports::Urls::default())
+            .is_some()
+    );
 }

@@ -25,7 +25,7 @@ mod tree;
 
 pub use error::{Error, ErrorKind};
 pub use locks::RefLock;
-pub use store::{BranchInfo, Prepared, Snapshot, Store, Written};
+pub use store::{BranchInfo, FileWritten, Prepared, Snapshot, Store, Written};
 
 /// Turns off libgit2's object cache, for the whole process.
 ///

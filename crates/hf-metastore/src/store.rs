@@ -698,3 +698,142 @@ impl BranchCreationLock {
         Ok(Self { _file: file })
     }
 }
+
+/// The result of [`Store::write_file`].
+#[derive(Debug, Clone)]
+pub struct FileWritten {
+    /// The branch after the write (unchanged when a missing file was to be removed).
+    pub snapshot: Arc<Snapshot>,
+    /// Whether the file existed before the write.
+    pub existed: bool,
+    /// Whether the branch did not exist and was forked from the live branch by this write.
+    pub forked: bool,
+}
+
+impl Store {
+    /// Writes (`Some`) or removes (`None`) one file that is not metadata, such as a vendored
+    /// module, as one commit on `branch` authored by `author` (a missing branch is forked from
+    /// the live branch). The model does not change, so there is nothing to validate and no DDL;
+    /// the branch still moves by compare-and-swap like every write. Removing a file that does not
+    /// exist commits nothing. A path the model would read (a `.json5` file) is refused.
+    pub fn write_file(
+        &self,
+        branch: &str,
+        author: &str,
+        path: &str,
+        content: Option<&[u8]>,
+    ) -> Result<FileWritten, Error> {
+        check_branch(branch)?;
+        if files::classify(path)? != files::FileRole::Ignored {
+            return Err(hf_model::Error::UnexpectedFile {
+                file: path.to_owned(),
+            }
+            .into());
+        }
+        let lock = self.branch_lock(branch);
+        let _turn = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let repo = self.take()?;
+        let result = self.write_file_in(&repo, branch, author, path, content);
+        self.give_back(repo);
+        result
+    }
+
+    fn write_file_in(
+        &self,
+        repo: &Repository,
+        branch: &str,
+        author: &str,
+        path: &str,
+        content: Option<&[u8]>,
+    ) -> Result<FileWritten, Error> {
+        for _ in 0..MAX_ATTEMPTS {
+            let expected_old = head_of(repo, branch)?;
+            let parent_id = match expected_old {
+                Some(head) => head,
+                None => head_of(repo, &self.live_branch)?.ok_or_else(|| Error::BranchNotFound {
+                    branch: self.live_branch.clone(),
+                })?,
+            };
+            let parent = repo.find_commit(parent_id)?;
+            let base_tree = parent.tree()?;
+            let existed = base_tree.get_path(Path::new(path)).is_ok();
+            if content.is_none() && !existed {
+                return Ok(FileWritten {
+                    snapshot: self.snapshot_in(repo, branch)?,
+                    existed,
+                    forked: false,
+                });
+            }
+            let mut builder = git2::build::TreeUpdateBuilder::new();
+            match content {
+                Some(bytes) => {
+                    let blob = repo.blob(bytes)?;
+                    builder.upsert(path, blob, git2::FileMode::Blob);
+                }
+                None => {
+                    builder.remove(path);
+                }
+            }
+            let tree_id = builder.create_updated(repo, &base_tree)?;
+            let new_tree = repo.find_tree(tree_id)?;
+            let signature = signature(author)?;
+            let verb = if content.is_some() { "write" } else { "delete" };
+            let commit = repo.commit(
+                None,
+                &signature,
+                &signature,
+                &format!("{verb} {path}"),
+                &new_tree,
+                &[&parent],
+            )?;
+            let old = expected_old.map(|id| id.to_string());
+            match self.advance_in(repo, branch, old.as_deref(), commit) {
+                Ok(()) => {
+                    return Ok(FileWritten {
+                        snapshot: Arc::new(Snapshot {
+                            branch: branch.to_owned(),
+                            commit: commit.to_string(),
+                            tree: tree_id.to_string(),
+                            model: self.model_in(repo, tree_id)?,
+                        }),
+                        existed,
+                        forked: expected_old.is_none(),
+                    })
+                }
+                Err(Error::Conflict { .. }) => continue,
+                Err(error) => return Err(error),
+            }
+        }
+        Err(Error::Contention {
+            branch: branch.to_owned(),
+            attempts: MAX_ATTEMPTS,
+        })
+    }
+
+    /// The content of the file at `path` in the tree `tree` (40 hex digits), or `None` when the
+    /// tree has no such file. An unknown tree is [`Error::UnknownObject`].
+    pub fn read_file(&self, tree: &str, path: &str) -> Result<Option<Vec<u8>>, Error> {
+        let unknown = || Error::UnknownObject {
+            kind: "tree",
+            id: tree.to_owned(),
+        };
+        let id = parse_id(tree).ok_or_else(unknown)?;
+        let repo = self.take()?;
+        let result = (|| {
+            let root = match repo.find_tree(id) {
+                Ok(root) => root,
+                Err(error) if error.code() == ErrorCode::NotFound => return Err(unknown()),
+                Err(error) => return Err(error.into()),
+            };
+            let Ok(entry) = root.get_path(Path::new(path)) else {
+                return Ok(None);
+            };
+            match entry.to_object(&repo)?.into_blob() {
+                Ok(blob) => Ok(Some(blob.content().to_vec())),
+                Err(_) => Ok(None),
+            }
+        })();
+        self.give_back(repo);
+        result
+    }
+}

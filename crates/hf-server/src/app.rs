@@ -148,6 +148,9 @@ where
         .service(m::create_screen)
         .service(m::replace_screen)
         .service(m::delete_screen)
+        .service(crate::routes::vendor::put_vendor)
+        .service(crate::routes::vendor::get_vendor)
+        .service(crate::routes::vendor::delete_vendor)
 }
 
 /// Builds the application with its state; returns it with the OpenAPI document of its routes.

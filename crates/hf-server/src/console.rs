@@ -128,6 +128,7 @@ pub fn build() -> Result<Bundle, Vec<SourceError>> {
     for screen in SCREENS {
         let options = hf_hfx::CompileOptions {
             sidecar_url: Some(format!("./c-console-{}.sidecar.js", screen.name)),
+            ..Default::default()
         };
         let output = hf_hfx::compile_with(screen.hfx, screen.sidecar, &options);
         collect_errors(&mut errors, screen.name, &output);

@@ -106,10 +106,59 @@ fn check_content_type(req: &HttpRequest) -> Result<(), ApiError> {
     }
 }
 
-async fn read_body(req: &HttpRequest, mut payload: Payload) -> Result<web::BytesMut, ApiError> {
+/// The largest JavaScript body [`JavaScriptBody`] accepts: 2 MiB.
+pub const MAX_JAVASCRIPT_BYTES: usize = 2 * 1024 * 1024;
+
+/// A JavaScript request body (`content-type: text/javascript`, UTF-8, at most
+/// [`MAX_JAVASCRIPT_BYTES`]): a vendored module's text.
+#[derive(Debug)]
+pub struct JavaScriptBody(pub String);
+
+impl FromRequest for JavaScriptBody {
+    type Error = ApiError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        let payload = payload.take();
+        Box::pin(async move {
+            let content_type = req
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or("");
+            let essence = content_type.split(';').next().unwrap_or("").trim();
+            if !essence.eq_ignore_ascii_case("text/javascript") {
+                return Err(ApiError::new(
+                    Code::UnsupportedMediaType,
+                    format!(
+                        "The request body must be sent as text/javascript, not `{}`.",
+                        truncate(content_type, 100)
+                    ),
+                ));
+            }
+            let bytes = read_body_within(&req, payload, MAX_JAVASCRIPT_BYTES).await?;
+            String::from_utf8(bytes.to_vec())
+                .map(JavaScriptBody)
+                .map_err(|_| ApiError::new(Code::InvalidBody, "The JavaScript is not UTF-8."))
+        })
+    }
+}
+
+async fn read_body(req: &HttpRequest, payload: Payload) -> Result<web::BytesMut, ApiError> {
     let limit = req
         .app_data::<BodyLimit>()
         .map_or(DEFAULT_BODY_LIMIT, |limit| limit.0);
+    read_body_within(req, payload, limit).await
+}
+
+/// Reads the whole body, refusing it with 413 `PAYLOAD_TOO_LARGE` past `limit` bytes (from its
+/// declared length when there is one, so a large body is refused before it is read).
+async fn read_body_within(
+    req: &HttpRequest,
+    mut payload: Payload,
+    limit: usize,
+) -> Result<web::BytesMut, ApiError> {
     let too_large = || {
         ApiError::new(
             Code::PayloadTooLarge,

@@ -108,6 +108,23 @@ async function api(method, path, body) {
 }
 
 const scenarios = {
+  async vendor() {
+    // uPlot (pinned in package.json), uploaded as crm/vendor/uplot.esm.js and imported by the
+    // screen `vendor_chart` as "uplot.esm.js": it draws a line chart into a canvas.
+    await frame("vendor", "crm/vendor_chart", async (page) => {
+      check("vendor: the library drew its chart", await eventually(page, "#drawn", "drawn"), await text(page, "#drawn"));
+      const painted = await page.locator("#chart canvas").evaluate((canvas) => {
+        const pixels = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data;
+        let count = 0;
+        for (let i = 3; i < pixels.length; i += 4) if (pixels[i] > 0) count++;
+        return count;
+      });
+      check("vendor: the canvas has painted pixels", painted > 100, String(painted));
+      const url = await page.evaluate(() => performance.getEntriesByType("resource").map((e) => e.name).find((n) => n.includes("/hfx/vendor/") && n.endsWith("/crm/uplot.esm.js")));
+      check("vendor: loaded from its tree's address", /\/hfx\/vendor\/[0-9a-f]{40}\/crm\/uplot\.esm\.js$/.test(url || ""), String(url));
+    });
+  },
+
   async crm() {
     await frame("crm accounts", "crm/crm_accounts", async (page) => {
       const names = () => page.locator("td.name").allTextContents();

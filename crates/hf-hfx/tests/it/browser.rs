@@ -81,6 +81,7 @@ fn compiled_files() -> Files {
         let stem = format!("{COMMIT}-demo-{name}");
         let options = CompileOptions {
             sidecar_url: Some(format!("./{stem}.sidecar.js")),
+            ..Default::default()
         };
         let out = compile_with(&source, sidecar.as_deref(), &options);
         assert!(out.diagnostics.is_empty(), "{name}: {:?}", out.diagnostics);

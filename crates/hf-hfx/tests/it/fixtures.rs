@@ -196,6 +196,7 @@ fn sidecar_url_option_renames_the_sidecar_import() {
     let source = "<script>import { f } from './sidecar';</script><p>{f()}</p>";
     let options = hf_hfx::CompileOptions {
         sidecar_url: Some("./abc-crm-list.sidecar.js".into()),
+        ..Default::default()
     };
     let js = hf_hfx::compile_with(source, Some("export const f = () => 1;"), &options)
         .js
@@ -206,4 +207,43 @@ fn sidecar_url_option_renames_the_sidecar_import() {
         .contains("export const x = 1;"));
     let errors = hf_hfx::compile_sidecar("export const x = ;").unwrap_err();
     assert_eq!(errors[0].file, hf_hfx::SourceFile::Sidecar);
+}
+
+/// A host that knows where a module's vendored files are served passes `vendor_base`: a bare
+/// import becomes that base plus the specifier, exactly; the compile reports each vendored import
+/// with its offset so the host can check the file exists. Without it the fixed rule applies.
+#[test]
+fn vendor_base_option_addresses_vendored_imports() {
+    let source = "<script>import { onMount } from 'hfx';\nimport { h } from 'tiny.js';\nimport x from 'lib/util.mjs';\n</script><p>{h(x)}</p>";
+    let options = hf_hfx::CompileOptions {
+        vendor_base: Some("/hfx/vendor/abc/crm/".into()),
+        ..Default::default()
+    };
+    let out = hf_hfx::compile_with(source, None, &options);
+    let js = out.js.unwrap();
+    assert!(js.contains("from \"/hfx/vendor/abc/crm/tiny.js\""), "{js}");
+    assert!(
+        js.contains("from \"/hfx/vendor/abc/crm/lib/util.mjs\""),
+        "{js}"
+    );
+    assert!(js.contains("from \"/hfx/vendor/hfx-runtime.js\""), "{js}");
+    let imports: Vec<(&str, usize)> = out
+        .vendor_imports
+        .iter()
+        .map(|i| (i.specifier.as_str(), i.offset))
+        .collect();
+    let at = |needle: &str| source.find(needle).unwrap();
+    assert_eq!(
+        imports,
+        [
+            ("tiny.js", at("'tiny.js'")),
+            ("lib/util.mjs", at("'lib/util.mjs'"))
+        ]
+    );
+    let plain = hf_hfx::compile(source, None).js.unwrap();
+    assert!(plain.contains("from \"/hfx/vendor/tiny.js\""), "{plain}");
+    assert!(
+        plain.contains("from \"/hfx/vendor/lib/util.mjs\""),
+        "{plain}"
+    );
 }

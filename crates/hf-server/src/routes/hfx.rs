@@ -210,8 +210,23 @@ pub async fn serve_module(
     // does not depend on the tree and survives applies.
     let options = CompileOptions {
         sidecar_url: screen.sidecar.as_ref().map(|_| file.sidecar_url()),
+        vendor_base: None,
     };
-    let output = compile_cached(&screen.hfx_source, screen.sidecar.as_deref(), options).await?;
+    let mut output = compile_cached(
+        &screen.hfx_source,
+        screen.sidecar.as_deref(),
+        options.clone(),
+    )
+    .await?;
+    // Likewise only a screen that imports vendored files needs their tree's address: compiled
+    // again with it (and cached under that key too).
+    if !output.vendor_imports.is_empty() {
+        let options = CompileOptions {
+            vendor_base: Some(vendor_base(&file.tree, &file.module)),
+            ..options
+        };
+        output = compile_cached(&screen.hfx_source, screen.sidecar.as_deref(), options).await?;
+    }
     let js = match (file.sidecar, &output.js, &output.sidecar_js) {
         (false, Some(js), _) | (true, _, Some(js)) if output.diagnostics.is_empty() => js.clone(),
         _ => return Err(compile_errors(&output)),
@@ -241,11 +256,13 @@ pub async fn frame(req: HttpRequest, _caller: Authenticated) -> Result<HttpRespo
     Ok(page.response().body(page.html))
 }
 
-/// The HFX runtime and other vendored modules; public. Revalidated with an `ETag`, because the
-/// runtime's URL stays the same when the service is upgraded.
+/// The HFX runtime (`hfx-runtime.js`), revalidated with an `ETag` because its URL stays the same
+/// when the service is upgraded; and a module's vendored files at
+/// `{tree}/{moduleKey}/{path}`, the file `<moduleKey>/vendor/<path>` of that metadata tree, whose
+/// content never changes (hence `immutable`). Public: a vendored file is a library, not data.
 #[utoipa::path(
     tag = "hfx",
-    params(("path" = String, Path, description = "e.g. `hfx-runtime.js`")),
+    params(("path" = String, Path, description = "`hfx-runtime.js`, or `{tree}/{moduleKey}/{path}` for a vendored file")),
     responses(
         (status = 200, description = "The module", content_type = "application/javascript"),
         (status = 304, description = "Not modified (`If-None-Match`)"),
@@ -253,8 +270,14 @@ pub async fn frame(req: HttpRequest, _caller: Authenticated) -> Result<HttpRespo
     )
 )]
 #[get("/vendor/{path:.*}")]
-pub async fn vendor(req: HttpRequest, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    let text = hf_hfx::vendor_file(&path).ok_or_else(|| file_not_found(&path))?;
+pub async fn vendor(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let Some(text) = hf_hfx::vendor_file(&path) else {
+        return vendored_file(&state, &path).await;
+    };
     let etag = format!("\"{}\"", hf_hfx::content_hash(text));
     let unchanged = req
         .headers()
@@ -276,6 +299,48 @@ pub async fn vendor(req: HttpRequest, path: web::Path<String>) -> Result<HttpRes
     }
     Ok(response
         .insert_header((header::CONTENT_TYPE, JAVASCRIPT))
+        .body(text))
+}
+
+/// `Cache-Control` of a vendored file: its URL names a tree, so its content never changes.
+const VENDORED_CACHE_CONTROL: &str = "public, max-age=31536000, immutable";
+
+/// The base URL of a module's vendored files in a tree: a compiled screen of that module imports
+/// `x` as `<base>x`.
+pub fn vendor_base(tree: &str, module_key: &str) -> String {
+    format!("/hfx/vendor/{tree}/{module_key}/")
+}
+
+/// Serves `{tree}/{moduleKey}/{path}`: the file `<moduleKey>/vendor/<path>` of that tree.
+async fn vendored_file(state: &AppState, path: &str) -> Result<HttpResponse, ApiError> {
+    let mut parts = path.splitn(3, '/');
+    let (Some(tree), Some(module_key), Some(rest)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return Err(file_not_found(path));
+    };
+    let tree_ok = tree.len() == 40 && tree.bytes().all(|b| b.is_ascii_hexdigit());
+    if !tree_ok
+        || check_key(KeyKind::Module, module_key).is_err()
+        || crate::routes::vendor::check_path(rest).is_err()
+    {
+        return Err(file_not_found(path));
+    }
+    let store = Arc::clone(&state.store);
+    let (tree, file) = (
+        tree.to_owned(),
+        crate::routes::vendor::file_of(module_key, rest),
+    );
+    let text = match blocking(move || store.read_file(&tree, &file)).await? {
+        Ok(Some(text)) => text,
+        Ok(None) | Err(hf_metastore::Error::UnknownObject { .. }) => {
+            return Err(file_not_found(path))
+        }
+        Err(error) => return Err(error.into()),
+    };
+    Ok(HttpResponse::Ok()
+        .insert_header((header::CONTENT_TYPE, JAVASCRIPT))
+        .insert_header((header::CACHE_CONTROL, VENDORED_CACHE_CONTROL))
+        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
         .body(text))
 }
 
@@ -613,6 +678,7 @@ mod tests {
                 diagnostics: Vec::new(),
                 queries: Vec::new(),
                 screen_imports: Vec::new(),
+                vendor_imports: Vec::new(),
             })
         };
         for i in 0..CACHE_ENTRIES + 10 {

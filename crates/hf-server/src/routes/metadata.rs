@@ -47,7 +47,7 @@ pub fn metadata_root(ctx: &GuardContext<'_>) -> bool {
 }
 
 /// The branch a first path segment names: `metadata` is the live branch (for reads).
-fn read_branch(state: &AppState, root: &str) -> Result<String, ApiError> {
+pub(crate) fn read_branch(state: &AppState, root: &str) -> Result<String, ApiError> {
     if root == "metadata" {
         return Ok(state.live_branch.clone());
     }
@@ -55,7 +55,7 @@ fn read_branch(state: &AppState, root: &str) -> Result<String, ApiError> {
 }
 
 /// The branch of a write: the first segment must be `metadata@<branchId>`.
-fn write_branch(root: &str) -> Result<String, ApiError> {
+pub(crate) fn write_branch(root: &str) -> Result<String, ApiError> {
     let branch = root.strip_prefix("metadata@").unwrap_or("");
     if hf_model::key::is_valid_branch_id(branch) {
         Ok(branch.to_owned())
@@ -70,16 +70,16 @@ fn write_branch(root: &str) -> Result<String, ApiError> {
     }
 }
 
-fn key(kind: KeyKind, key: &str) -> Result<(), ApiError> {
+pub(crate) fn key(kind: KeyKind, key: &str) -> Result<(), ApiError> {
     check_key(kind, key).map_err(ApiError::from)
 }
 
-async fn snapshot(state: &AppState, branch: String) -> Result<Arc<Snapshot>, ApiError> {
+pub(crate) async fn snapshot(state: &AppState, branch: String) -> Result<Arc<Snapshot>, ApiError> {
     let store = Arc::clone(&state.store);
     blocking(move || store.snapshot(&branch)).await
 }
 
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, hf_metastore::Error> + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(work)
@@ -91,7 +91,10 @@ async fn blocking<T: Send + 'static>(
         .map_err(ApiError::from)
 }
 
-fn module<'m>(model: &'m Model, module_key: &str) -> Result<&'m hf_model::Module, ApiError> {
+pub(crate) fn module<'m>(
+    model: &'m Model,
+    module_key: &str,
+) -> Result<&'m hf_model::Module, ApiError> {
     key(KeyKind::Module, module_key)?;
     model.modules.get(module_key).ok_or_else(|| {
         ApiError::new(
@@ -828,7 +831,7 @@ pub async fn create_screen(
     key(KeyKind::Module, &module_key)?;
     key(KeyKind::Screen, &screen_key)?;
     let output = check_compiles(&body.0).await?;
-    check_queries(&state, &root, &output, &body.0.hfx_source).await?;
+    check_queries(&state, &root, &module_key, &output, &body.0.hfx_source).await?;
     let screen = body.0.into_screen(&screen_key);
     write(
         &state,
@@ -860,7 +863,7 @@ pub async fn replace_screen(
     key(KeyKind::Module, &module_key)?;
     key(KeyKind::Screen, &screen_key)?;
     let output = check_compiles(&body.0).await?;
-    check_queries(&state, &root, &output, &body.0.hfx_source).await?;
+    check_queries(&state, &root, &module_key, &output, &body.0.hfx_source).await?;
     let screen = body.0.into_screen(&screen_key);
     write(
         &state,
@@ -1012,21 +1015,48 @@ fn screens_with_unknown_names(model: &Model) -> std::collections::BTreeSet<(Stri
     broken
 }
 
-/// A screen that imports a screen the branch does not have, or whose `{#query}` names an object
-/// or field the branch does not have, is not written: 422 `HFX_COMPILE_ERROR` located in the
-/// screen source. The query's `:parameters` are bound to
-/// null for this check, so only names are checked here (types are checked when it runs).
+/// A screen that imports a screen the branch does not have, or a vendored file its module does
+/// not have (`<moduleKey>/vendor/<path>`), or whose `{#query}` names an object or field the
+/// branch does not have, is not written: 422 `HFX_COMPILE_ERROR` located in the screen source.
+/// The query's `:parameters` are bound to null for this check, so only names are checked here
+/// (types are checked when it runs).
 async fn check_queries(
     state: &AppState,
     root: &str,
+    module_key: &str,
     output: &hf_hfx::CompileOutput,
     source: &str,
 ) -> Result<(), ApiError> {
-    if output.queries.is_empty() && output.screen_imports.is_empty() {
+    if output.queries.is_empty()
+        && output.screen_imports.is_empty()
+        && output.vendor_imports.is_empty()
+    {
         return Ok(());
     }
     let snapshot = snapshot(state, write_branch(root)?).await?;
     let mut problems = Vec::new();
+    for import in &output.vendor_imports {
+        let path = &import.specifier;
+        let exists = crate::routes::vendor::check_path(path).is_ok() && {
+            let store = Arc::clone(&state.store);
+            let tree = snapshot.tree.clone();
+            let file = crate::routes::vendor::file_of(module_key, path);
+            blocking(move || store.read_file(&tree, &file))
+                .await?
+                .is_some()
+        };
+        if !exists {
+            problems.push(hf_hfx::Diagnostic::at(
+                hf_hfx::DiagnosticCode::InvalidImport,
+                format!(
+                    "`{path}` is not a vendored file of module `{module_key}`; upload it with PUT /metadata@<branch>/{module_key}/vendor/{path}"
+                ),
+                hf_hfx::SourceFile::Screen,
+                source,
+                import.offset,
+            ));
+        }
+    }
     for import in &output.screen_imports {
         let exists = snapshot
             .model

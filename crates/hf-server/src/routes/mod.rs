@@ -9,3 +9,4 @@ pub mod metadata;
 pub mod query;
 pub mod schema;
 pub mod system;
+pub mod vendor;

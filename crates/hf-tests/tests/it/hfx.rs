@@ -562,21 +562,7 @@ const NAV_DETAIL: &str = r#"<script>
 /// Runs `crates/hf-tests/browser/run.mjs` against a server; `None` when node or Chromium is
 /// missing (the caller skips with a message).
 fn run_browser(base_url: &str, token: &str, scenarios: &[&str]) -> Option<String> {
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    let node = Command::new("node").arg("--version").output();
-    if !node.is_ok_and(|o| o.status.success()) || !std::path::Path::new(&chromium).exists() {
-        println!("SKIPPED browser test: needs `node` on PATH and Chromium at {chromium} (see crates/hf-tests/browser/README.md)");
-        return None;
-    }
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("browser");
-    if !dir.join("node_modules/playwright-core").exists() {
-        let status = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&dir)
-            .status()
-            .unwrap();
-        assert!(status.success(), "npm ci failed in {}", dir.display());
-    }
+    let (dir, chromium) = browser_packages()?;
     let out = Command::new("node")
         .arg("run.mjs")
         .arg(base_url)
@@ -594,6 +580,88 @@ fn run_browser(base_url: &str, token: &str, scenarios: &[&str]) -> Option<String
         "browser checks failed:\n{stdout}\n{stderr}"
     );
     Some(stdout)
+}
+
+/// The browser package directory with its packages installed (`npm ci` when missing) and the
+/// Chromium path; `None` when node or Chromium is missing (the caller skips with a message).
+fn browser_packages() -> Option<(std::path::PathBuf, String)> {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    let node = Command::new("node").arg("--version").output();
+    if !node.is_ok_and(|o| o.status.success()) || !std::path::Path::new(&chromium).exists() {
+        println!("SKIPPED browser test: needs `node` on PATH and Chromium at {chromium} (see crates/hf-tests/browser/README.md)");
+        return None;
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("browser");
+    if !dir.join("node_modules/playwright-core").exists() || !dir.join(UPLOT).exists() {
+        let status = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&dir)
+            .status()
+            .unwrap();
+        assert!(status.success(), "npm ci failed in {}", dir.display());
+    }
+    Some((dir, chromium))
+}
+
+/// uPlot's ES module build (pinned in the browser package): one self-contained file.
+const UPLOT: &str = "node_modules/uplot/dist/uPlot.esm.js";
+
+/// A screen drawing a uPlot chart, the library vendored into module `crm`.
+const VENDOR_CHART: &str = r#"<script>
+  import { onMount } from "hfx";
+  import uPlot from "uplot.esm.js";
+  let chart: HTMLElement | undefined;
+  let drawn = $state("");
+  onMount(() => {
+    const options = {
+      width: 320,
+      height: 160,
+      series: [{}, { stroke: "red", width: 2 }],
+      hooks: { draw: [() => { drawn = "drawn"; }] },
+    };
+    const plot = new uPlot(options, [[1, 2, 3, 4], [3, 1, 4, 2]], chart);
+    return () => plot.destroy();
+  });
+</script>
+<div id="chart" bind:this={chart}></div>
+<p id="drawn">{drawn}</p>
+"#;
+
+/// A real library from npm, uploaded with `PUT …/vendor/…`, imported by a screen with a bare
+/// specifier and run in Chromium through the real cookie flow: it draws into its canvas, loads
+/// from its tree's address, and the strict policy reports nothing.
+#[tokio::test]
+async fn a_vendored_npm_library_runs_in_chromium() {
+    let Some((dir, _)) = browser_packages() else {
+        return;
+    };
+    let server = TestServer::start_demo().await;
+    let admin = server.admin_token().await;
+    let library = std::fs::read_to_string(dir.join(UPLOT)).unwrap();
+    let response = server
+        .http
+        .put(server.url("/metadata@main/crm/vendor/uplot.esm.js"))
+        .bearer_auth(&admin)
+        .header("content-type", "text/javascript")
+        .body(library)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+    put_screen(&server, &admin, "vendor_chart", VENDOR_CHART, None).await;
+    let user = server
+        .create_principal(&format!("u{}_lib", &server.db.name()[8..20]), false)
+        .await;
+    let Some(stdout) = tokio::task::spawn_blocking({
+        let base = server.base_url.clone();
+        move || run_browser(&base, &user.token, &["vendor"])
+    })
+    .await
+    .unwrap() else {
+        return;
+    };
+    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+    server.stop().await;
 }
 
 #[tokio::test]

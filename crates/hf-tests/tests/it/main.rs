@@ -23,3 +23,4 @@ mod schema;
 mod support;
 mod system;
 mod targets;
+mod vendor;
