@@ -7,7 +7,7 @@
 #                                        vs  the same JOIN … WHERE … ORDER BY … LIMIT 50
 #   - POST /data/crm/opportunity         vs  INSERT … RETURNING
 # Then it profiles the release binary under the GET load (`perf record -g`) and keeps the folded
-# stacks and a flame graph under target/bench/ (inferno; installed into target/tools when absent;
+# stacks and a flame graph under target/bench/ (inferno when installed, else bench/flamegraph.py;
 # `target` is $CARGO_TARGET_DIR when set).
 # Part of `cargo xtask bench http`; alone: `bash bench/data.sh`.
 # Needs: wrk, curl, psql, pgbench, perf, python3, PostgreSQL on 127.0.0.1:5432 (HF_BENCH_PG),
@@ -143,13 +143,6 @@ echo "RSS after the runs: $(awk '/VmRSS/ {print $2}' "/proc/$pid/status") KiB"
 
 # The profile: perf samples hf's stacks while wrk loads it with GETs. The release build has no
 # frame pointers, so the stacks are unwound from DWARF (`-g` with `--call-graph dwarf`).
-COLLAPSE=$(command -v inferno-collapse-perf || echo "$TARGET/tools/bin/inferno-collapse-perf")
-FLAME=$(command -v inferno-flamegraph || echo "$TARGET/tools/bin/inferno-flamegraph")
-if [ ! -x "$COLLAPSE" ] || [ ! -x "$FLAME" ]; then
-  cargo install inferno --locked --root "$TARGET/tools"
-  COLLAPSE=$TARGET/tools/bin/inferno-collapse-perf
-  FLAME=$TARGET/tools/bin/inferno-flamegraph
-fi
 echo "== profile: perf record -g of hf under GET /data/crm/opportunity/{id}, c=16, ${SECONDS_EACH} s"
 wrk -t2 -c16 -d"$((SECONDS_EACH + 2))"s -H "Authorization: Bearer $TOKEN" \
   "$BASE/data/crm/opportunity/$OPPORTUNITY" >/dev/null &
@@ -157,6 +150,12 @@ load=$!
 sleep 1
 perf record -e cpu-clock -F 199 --call-graph dwarf -p "$pid" -o "$DATA/perf.data" -- sleep "$SECONDS_EACH" 2>/dev/null
 wait "$load"
-perf script -i "$DATA/perf.data" 2>/dev/null | "$COLLAPSE" >"$OUT/get-record.folded"
-"$FLAME" --title "hf: GET /data/crm/opportunity/{id}" "$OUT/get-record.folded" >"$OUT/get-record.svg"
+# inferno renders it when installed (`cargo install inferno`), else bench/flamegraph.py.
+if command -v inferno-collapse-perf >/dev/null && command -v inferno-flamegraph >/dev/null; then
+  perf script -i "$DATA/perf.data" 2>/dev/null | inferno-collapse-perf >"$OUT/get-record.folded"
+  inferno-flamegraph --title "hf: GET /data/crm/opportunity/{id}" "$OUT/get-record.folded" >"$OUT/get-record.svg"
+else
+  perf script -i "$DATA/perf.data" 2>/dev/null \
+    | python3 bench/flamegraph.py "$OUT/get-record.folded" "$OUT/get-record.svg" "hf: GET /data/crm/opportunity/{id}"
+fi
 echo "flame graph: $OUT/get-record.svg (folded stacks: $OUT/get-record.folded)"
