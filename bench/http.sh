@@ -4,7 +4,7 @@
 # Needs: wrk, curl, python3, a release build of hf (built here), PostgreSQL binaries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-HF=${HF_BIN:-target/release/hf}
+HF=${HF_BIN:-${CARGO_TARGET_DIR:-target}/release/hf}
 [ -x "$HF" ] || cargo build --release -p hf
 PORT=${BENCH_PORT:-18090}
 DATA=$(mktemp -d /tmp/hf-bench-XXXXXX); chmod 755 "$DATA"

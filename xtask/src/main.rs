@@ -42,18 +42,20 @@ fn ci() -> Result<(), String> {
 }
 
 /// Runs the benchmarks: `bench http` runs the load benchmarks of the service on loopback
-/// (bench/http.sh, wrk); anything else is passed to `cargo bench` (criterion benches).
+/// (bench/http.sh, wrk), then the data path against pgbench with its profile (bench/data.sh);
+/// anything else is passed to `cargo bench` (criterion benches).
 fn bench(names: &[String]) -> Result<(), String> {
     if names.first().map(String::as_str) == Some("http") {
-        let status = Command::new("bash")
-            .arg(workspace_root().join("bench/http.sh"))
-            .status()
-            .map_err(|e| format!("cannot run bench/http.sh: {e}"))?;
-        return if status.success() {
-            Ok(())
-        } else {
-            Err(format!("bench/http.sh failed ({status})"))
-        };
+        for script in ["bench/http.sh", "bench/data.sh"] {
+            let status = Command::new("bash")
+                .arg(workspace_root().join(script))
+                .status()
+                .map_err(|e| format!("cannot run {script}: {e}"))?;
+            if !status.success() {
+                return Err(format!("{script} failed ({status})"));
+            }
+        }
+        return Ok(());
     }
     let mut args = vec!["bench", "--workspace"];
     args.extend(names.iter().map(String::as_str));

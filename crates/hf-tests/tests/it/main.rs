@@ -12,6 +12,7 @@ mod faults;
 mod hfx;
 mod http;
 mod iam;
+mod isolation;
 mod limits;
 mod metadata;
 mod openapi;
