@@ -76,7 +76,7 @@ async function frame(name, screen, body, { expectFailure = false, expectedStatus
  * Content-Security-Policy (rightly) forbids.
  */
 async function eventually(page, selector, want) {
-  const deadline = Date.now() + 5000;
+  const deadline = Date.now() + 10000;
   while (Date.now() < deadline) {
     const found = await page.locator(selector).first().textContent({ timeout: 1000 }).catch(() => null);
     if (found === want) return true;
@@ -87,7 +87,7 @@ async function eventually(page, selector, want) {
 
 const text = (page, selector) => page.locator(selector).first().textContent();
 
-/** Polls `predicate` in the page (through `evaluate`, which the frame's CSP allows) for 5 s. */
+/** Polls `predicate` in the page (through `evaluate`, which the frame's CSP allows) for 10 s. */
 async function until(page, predicate, arg) {
   const deadline = Date.now() + 10000;
   while (Date.now() < deadline) {
