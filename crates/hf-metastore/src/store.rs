@@ -560,7 +560,14 @@ impl Store {
         let commit_id = head_of(repo, branch)?.ok_or_else(|| Error::BranchNotFound {
             branch: branch.to_owned(),
         })?;
-        let tree_id = repo.find_commit(commit_id)?.tree_id();
+        let tree_id = match self.cache.tree_of(commit_id) {
+            Some(tree_id) => tree_id,
+            None => {
+                let tree_id = repo.find_commit(commit_id)?.tree_id();
+                self.cache.remember_tree(commit_id, tree_id);
+                tree_id
+            }
+        };
         let model = self.model_in(repo, tree_id)?;
         Ok(Arc::new(Snapshot {
             branch: branch.to_owned(),
