@@ -131,6 +131,27 @@ pub fn parse_expression(source: &str) -> ExprParseResult {
     }
 }
 
+/// The names (without the colon) of the `:name` parameters a source uses, each once, in order of
+/// first use. Text literals, quoted names and date ranges such as `LAST_N_DAYS:30` hold none. A
+/// source too large to lex has none; its parse says why.
+pub fn parameter_names(source: &str) -> Vec<&str> {
+    if source.len() > MAX_SOURCE_BYTES {
+        return Vec::new();
+    }
+    let (tokens, _) = lexer::lex(source);
+    let mut names: Vec<&str> = Vec::new();
+    for token in tokens
+        .iter()
+        .filter(|token| token.kind == lexer::TokenKind::Param)
+    {
+        let name = source.get(token.span.start + 1..token.span.end);
+        if let Some(name) = name.filter(|name| !names.contains(name)) {
+            names.push(name);
+        }
+    }
+    names
+}
+
 /// Checks the size, lexes, and runs `parse`; lexer problems are all reported, parser
 /// problems stop at the first.
 fn parse_with<T>(

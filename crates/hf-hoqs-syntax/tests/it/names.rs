@@ -1,7 +1,7 @@
-//! Function-name checks, "did you mean" suggestions and select-item result keys.
+//! Function-name checks, "did you mean" suggestions, select-item result keys and parameter names.
 
 use hf_hoqs_syntax::functions::{check_function_names, did_you_mean, lookup, FunctionKind};
-use hf_hoqs_syntax::{parse_expression, parse_query, Code};
+use hf_hoqs_syntax::{parameter_names, parse_expression, parse_query, Code};
 
 #[test]
 fn function_names_are_case_insensitive() {
@@ -95,4 +95,13 @@ fn into_result_gives_an_error_with_the_diagnostics() {
         "unexpected character `$` (and 1 more problem)"
     );
     assert!(parse_expression("a + 1").into_result().is_ok());
+}
+
+#[test]
+fn parameter_names_come_from_the_tokens() {
+    let source = "SELECT name FROM crm.account WHERE name = ':not' AND \"a:b\" = :min \
+                  AND created > LAST_N_DAYS:30 AND x IN :list AND y > :min";
+    assert_eq!(parameter_names(source), ["min", "list"]);
+    assert!(parameter_names("SELECT id FROM crm.account").is_empty());
+    assert!(parameter_names(&"x".repeat(70 * 1024)).is_empty());
 }

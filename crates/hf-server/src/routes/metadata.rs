@@ -1103,41 +1103,13 @@ async fn check_queries(
     }
 }
 
-/// The `:name` parameters of a HOQS text (outside its '…' strings).
 /// Every `:name` parameter of a query bound to null: enough to check its names and types.
 fn null_parameters(text: &str) -> hf_hoqs::RequestParams {
-    query_parameters(text)
+    hf_hoqs_syntax::parameter_names(text)
+        .into_iter()
         .filter_map(|name| {
             let null = serde_json::value::to_raw_value(&serde_json::Value::Null).ok()?;
             Some((name.to_owned(), null))
         })
         .collect()
-}
-
-fn query_parameters(text: &str) -> impl Iterator<Item = &str> {
-    let bytes = text.as_bytes();
-    let mut names = Vec::new();
-    let (mut i, mut in_string) = (0, false);
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\'' => in_string = !in_string,
-            b':' if !in_string => {
-                let start = i + 1;
-                let mut end = start;
-                while end < bytes.len()
-                    && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_')
-                {
-                    end += 1;
-                }
-                if end > start {
-                    names.push(&text[start..end]);
-                }
-                i = end.max(i + 1);
-                continue;
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    names.into_iter()
 }
