@@ -4,7 +4,8 @@
 //! Accepted keys: `ssh-ed25519`, `ecdsa-sha2-nistp256`, and `ssh-rsa` with 2048 to 4096 bits.
 //! Signatures are SSHSIG (PROTOCOL.sshsig) and are checked with ssh-key's `PublicKey::verify`,
 //! which compares the key embedded in the signature with the registered key and checks the
-//! namespace; `SshSig::verify` alone would do neither (SECURITY.md, trap 2).
+//! namespace; `SshSig::verify` alone would do neither, so a signature by any
+//! key over any namespace would pass.
 
 use ssh_key::{Algorithm, EcdsaCurve, HashAlg, PublicKey, SshSig};
 

@@ -1,7 +1,8 @@
 //! Issuing and strictly verifying the service's JWTs (JWS compact form, ES256 only).
 //!
 //! The JWT is parsed and checked here by hand instead of through josekit's `JwtPayloadValidator`,
-//! because that validator accepts tokens without `exp` (see SECURITY.md, trap 1). josekit only
+//! because that validator accepts tokens without `exp` or `aud` (it checks them only
+//! when present) and has no clock leeway. josekit only
 //! does the elliptic-curve arithmetic. The order of checks is deliberate: the header's `alg` is
 //! judged before any key is touched, the signature before any claim is trusted.
 //!

@@ -28,7 +28,8 @@ pub struct ApplyOptions {
 }
 
 impl Default for ApplyOptions {
-    /// 2 s lock timeout and 60 s statement timeout (SECURITY.md, "DDL apply"); no data loss.
+    /// 2 s lock timeout and 60 s statement timeout (short enough that a
+    /// blocked apply gives up before it stalls readers); no data loss.
     fn default() -> Self {
         Self {
             lock_timeout: Duration::from_secs(2),

@@ -1,5 +1,6 @@
-//! The mapping from a metadata model to the [`Schema`] it needs (API.md Part 3 items 2, 14, 24;
-//! the full rules are in `docs/ddl.md`).
+//! The mapping from a metadata model to the [`Schema`] it needs (schema = module,
+//! table = object, column = field, grants to `hf:authenticated`, system-column defaults; the full
+//! rules are in `docs/ddl.md`).
 //!
 //! A schema per module, a table per concrete object with every effective field as a column
 //! (inherited fields are copied into each concrete table), system columns `id`, `created_at`

@@ -2,7 +2,7 @@
 //!
 //! A plan is an ordered list of changes, each one SQL statement with what it does, what it
 //! touches, whether it loses data and what a migration linter would say about it. The types
-//! serialise to the shape `POST /plan` answers with (API.md "system").
+//! serialise to the shape `POST /plan` answers with (see `docs/ddl.md`).
 
 use serde::{Deserialize, Serialize};
 

@@ -12,7 +12,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// The group role of every principal; object tables and module schemas are granted to it
-/// (API.md Part 3 items 14 and 24).
+/// (SELECT, INSERT, UPDATE, DELETE on tables, USAGE on schemas).
 pub const AUTHENTICATED_ROLE: &str = "hf:authenticated";
 
 /// A whole database as far as the planner cares: the managed schemas by name.

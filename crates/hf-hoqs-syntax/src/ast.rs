@@ -489,7 +489,8 @@ pub enum SelectValue {
 }
 
 impl SelectItem {
-    /// The key of this item in each result record (API Part 3 item 13).
+    /// The key of this item in each result record (the path as written, or the alias; an
+    /// unaliased aggregate is its text in lower case without spaces).
     ///
     /// The alias if there is one; for a path, the path as written (`account.name`); for a
     /// subquery, the child object key (the second FROM segment); for any other expression,

@@ -20,7 +20,8 @@ const MAX_NUMERIC_WHOLE_DIGITS: usize = 131_072;
 const MAX_NUMERIC_FRACTION_DIGITS: usize = 16_383;
 
 impl ScalarType {
-    /// The PostgreSQL type of the type's columns and casts (the contract's Part 3 item 2).
+    /// The PostgreSQL type of the type's columns and casts; part of the
+    /// interface, since users grant, write policies and run BI tools on the tables.
     pub fn sql_type(self) -> &'static str {
         match self {
             ScalarType::Text => "text",

@@ -573,7 +573,7 @@ impl From<hf_model::Error> for ApiError {
 }
 
 /// DDL failures: refused destructive changes get one entry each; a failed statement is named.
-/// A statement that waited out `lock_timeout` (another session holds a lock, SECURITY.md F7)
+/// A statement that waited out `lock_timeout` (another session holds a lock)
 /// says so and carries `Retry-After`; it is still `APPLY_FAILED`, as the contract answers every
 /// failed apply.
 fn ddl_error(error: hf_ddl::Error) -> ApiError {

@@ -28,10 +28,10 @@ use tokio_postgres::Row;
 
 use crate::{Error, Pool, Result};
 
-/// How long a read may run (SECURITY.md: 5 s for reads).
+/// How long a read may run (5 s: a request, not a report).
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How long a write may run (SECURITY.md: 15 s for writes).
+/// How long a write may run (15 s: writes check rules and references too).
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The most statements one connection keeps prepared. HOQS lets callers send any number of

@@ -1,7 +1,7 @@
 //! The database schema over HTTP (issue 5): keys that are SQL keywords end to end, lookups between
 //! modules, explicit renames (`renamedFrom`) that keep the data on the live branch and on another
 //! branch, failed applies that leave the database and every branch exactly as before, a held lock
-//! (SECURITY.md F7), and a crash between the ref move and the database commit that a new server
+//! (an apply blocked by another session's lock fails cleanly), and a crash between the ref move and the database commit that a new server
 //! reports in `/status` and `/apply` repairs (F8).
 
 use std::path::{Path, PathBuf};
@@ -479,7 +479,7 @@ async fn failed_applies_leave_database_and_branches_unchanged() {
 
 /// Another session holding `ACCESS SHARE` on a table: a live write that alters it fails within
 /// the lock timeout with a clear error and `Retry-After`, commits nothing, and succeeds once the
-/// lock is gone (SECURITY.md F7).
+/// lock is gone.
 #[tokio::test]
 async fn a_held_lock_fails_a_live_write_within_the_lock_timeout() {
     let server = TestServer::start().await;
