@@ -1,0 +1,1203 @@
+//! Many `hf serve` processes on one PostgreSQL database, as a load balancer would run them: each
+//! instance has its own empty data directory and its own port, and every one must serve the
+//! same metadata branches, keys, principals and records, a write through one being visible
+//! through every other within one second. The faults an operator meets are played for real:
+//! an instance killed with SIGKILL in the middle of live-branch writes, and every database
+//! connection cut under load (the stand-in for a database restart on a shared cluster).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hf_testkit::TestDb;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+/// The password of every test cluster's administrator.
+const PASSWORD: &str = "instances-test-password";
+/// How long a write through one instance may take to be served by another (the contract).
+const PROPAGATION: Duration = Duration::from_secs(1);
+
+/// One `hf serve` process with its own scratch data directory; killed and cleaned up when
+/// dropped.
+struct Instance {
+    child: Child,
+    data_dir: PathBuf,
+    base_url: String,
+}
+
+impl Instance {
+    /// Starts `hf serve` on `database_url` with an empty data directory and a free port, and
+    /// waits until it listens.
+    fn start(database_url: &str, admin_name: &str, demo: bool) -> Self {
+        let data_dir = std::env::temp_dir().join(format!("hf-instances-test-{}", unique()));
+        std::fs::create_dir_all(&data_dir).unwrap();
+        let log_path = data_dir.join("serve.log");
+        let log = std::fs::File::create(&log_path).unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_hf"));
+        command.arg("serve");
+        if demo {
+            command.arg("--demo");
+        }
+        let child = command
+            .env("HF_DATABASE_URL", database_url)
+            .env("HF_DATA_DIR", &data_dir)
+            .env_remove("HF_METADATA_PATH")
+            .env("HF_LISTEN", "127.0.0.1:0")
+            .env("HF_ADMIN_NAME", admin_name)
+            .env("HF_ADMIN_PASSWORD", PASSWORD)
+            .env("HF_WORKERS", "2")
+            .env("HF_POOL_SIZE", "8")
+            .env("HF_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("run hf serve");
+        let mut instance = Self {
+            child,
+            data_dir,
+            base_url: String::new(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+            if let Some(rest) = text.split("listening on http://").nth(1) {
+                let address: String = rest.chars().take_while(|c| !c.is_whitespace()).collect();
+                instance.base_url = format!("http://{address}");
+                return instance;
+            }
+            if let Ok(Some(status)) = instance.child.try_wait() {
+                panic!("hf serve exited ({status}) before listening:\n{text}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "hf serve did not listen:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base_url)
+    }
+
+    /// SIGKILL: no chance to finish anything in flight.
+    fn kill_9(&mut self) {
+        // SAFETY: kill(2) has no memory-safety preconditions.
+        let result = unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) };
+        assert_eq!(result, 0, "kill -9 {}", self.child.id());
+        let _ = self.child.wait();
+    }
+
+    /// The instance's log so far, for failure messages.
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.data_dir.join("serve.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            // SAFETY: kill(2) has no memory-safety preconditions.
+            unsafe {
+                libc::kill(self.child.id() as i32, libc::SIGTERM);
+            }
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline && self.child.try_wait().ok().flatten().is_none() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.data_dir);
+    }
+}
+
+/// Several instances on one fresh database. Dropping it stops them, drops the roles of the
+/// principals (roles are cluster-wide) and then the database.
+struct Fleet {
+    instances: Vec<Instance>,
+    admin_name: String,
+    http: reqwest::Client,
+    db: TestDb,
+}
+
+impl Fleet {
+    /// `count` instances with the demo CRM; the first prepares the database alone, the others
+    /// start together after it.
+    async fn start(count: usize) -> Self {
+        let db = TestDb::new().await;
+        let admin_name = format!("admin_{}", &db.name()[8..20]);
+        let first = {
+            let (url, admin) = (db.url().to_owned(), admin_name.clone());
+            tokio::task::spawn_blocking(move || Instance::start(&url, &admin, true))
+                .await
+                .unwrap()
+        };
+        let mut instances = vec![first];
+        let others: Vec<_> = (1..count)
+            .map(|_| {
+                let (url, admin) = (db.url().to_owned(), admin_name.clone());
+                tokio::task::spawn_blocking(move || Instance::start(&url, &admin, true))
+            })
+            .collect();
+        for other in others {
+            instances.push(other.await.unwrap());
+        }
+        Self {
+            instances,
+            admin_name,
+            http: client(),
+            db,
+        }
+    }
+
+    fn url(&self, instance: usize, path: &str) -> String {
+        self.instances[instance].url(path)
+    }
+
+    /// The administrator's token, from a login through `instance`.
+    async fn admin_token(&self, instance: usize) -> String {
+        let (status, body) = call(
+            &self.http,
+            Method::POST,
+            &self.url(instance, "/auth/login"),
+            None,
+            Some(json!({"username": self.admin_name, "password": PASSWORD})),
+        )
+        .await;
+        assert_eq!(status, 200, "login: {body}");
+        body["token"].as_str().unwrap().to_owned()
+    }
+
+    /// Starts one more instance (empty data directory, no demo) on the same database.
+    async fn start_another(&self) -> Instance {
+        let (url, admin) = (self.db.url().to_owned(), self.admin_name.clone());
+        tokio::task::spawn_blocking(move || Instance::start(&url, &admin, false))
+            .await
+            .unwrap()
+    }
+
+    /// Replaces instance `index` with a fresh process on an empty data directory.
+    async fn restart(&mut self, index: usize) {
+        let replacement = self.start_another().await;
+        self.instances[index] = replacement;
+    }
+
+    /// Every instance's log, for failure messages.
+    fn logs(&self) -> String {
+        self.instances
+            .iter()
+            .enumerate()
+            .map(|(i, instance)| format!("--- instance {i} ---\n{}", instance.log()))
+            .collect()
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.instances.clear();
+        drop_principal_roles(&self.db);
+    }
+}
+
+fn client() -> reqwest::Client {
+    // Idle connections are dropped before the service's keep-alive closes them, so no request
+    // goes out on a connection the service is closing.
+    reqwest::Client::builder()
+        .pool_idle_timeout(Duration::from_secs(2))
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+/// One request; (status, JSON body or `null`). Panics when the instance cannot be reached.
+async fn call(
+    http: &reqwest::Client,
+    method: Method,
+    url: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (u16, Value) {
+    try_call(http, method, url, token, body)
+        .await
+        .unwrap_or_else(|error| panic!("{url}: {error}"))
+}
+
+/// One request; `Err` when no answer came (the instance is down or was killed meanwhile).
+async fn try_call(
+    http: &reqwest::Client,
+    method: Method,
+    url: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> Result<(u16, Value), reqwest::Error> {
+    let mut request = http.request(method, url);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await?;
+    let status = response.status().as_u16();
+    let bytes = response.bytes().await?;
+    Ok((
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    ))
+}
+
+/// The field keys of `crm.account` on `branch` (`None`: the live branch) as one instance serves
+/// them, with the raw answer.
+async fn account_fields(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    branch: Option<&str>,
+) -> (BTreeSet<String>, Value) {
+    let root = branch.map_or("metadata".to_owned(), |b| format!("metadata@{b}"));
+    let (status, body) = call(
+        http,
+        Method::GET,
+        &format!("{base}/{root}/crm/objects/account/fields"),
+        Some(token),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "fields of {root} at {base}: {body}");
+    let keys = body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["fieldKey"].as_str().unwrap().to_owned())
+        .collect();
+    (keys, body)
+}
+
+/// The columns of `crm.account` in the database.
+async fn account_columns(db: &TestDb) -> BTreeSet<String> {
+    let client = db.client().await;
+    client
+        .query(
+            "SELECT column_name::text FROM information_schema.columns
+              WHERE table_schema = 'crm' AND table_name = 'account'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get::<_, String>(0))
+        .collect()
+}
+
+/// Creates a principal through one instance and sets its password through another; returns
+/// (id, token).
+async fn create_principal(
+    fleet: &Fleet,
+    admin: &str,
+    name: &str,
+    create_on: usize,
+    password_on: usize,
+) -> (String, String) {
+    let (status, created) = call(
+        &fleet.http,
+        Method::POST,
+        &fleet.url(create_on, "/iam/principals"),
+        Some(admin),
+        Some(json!({"name": name, "isAdmin": false})),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let (status, set) = call(
+        &fleet.http,
+        Method::POST,
+        &fleet.url(password_on, "/auth/set-password"),
+        None,
+        Some(json!({"setupToken": created["setupToken"], "password": "a-long-password-1"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{set}");
+    (
+        created["id"].as_str().unwrap().to_owned(),
+        set["token"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// A unique suffix for names that outlive one test (directories, roles).
+fn unique() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!(
+        "{}-{nanos}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A small xorshift generator: the fault tests pick random moments, and print the seed so a
+/// failure can be replayed (`HF_TEST_SEED`).
+struct Random(u64);
+
+impl Random {
+    fn new() -> Self {
+        let seed = std::env::var("HF_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64
+                    | 1
+            });
+        eprintln!("HF_TEST_SEED={seed}");
+        Self(seed)
+    }
+
+    fn below(&mut self, bound: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % bound
+    }
+}
+
+/// Drops the role of every principal of a test database, the way deleting a principal does.
+/// Runs on a thread and runtime of its own, because drops happen outside any runtime guarantee.
+fn drop_principal_roles(db: &TestDb) {
+    std::thread::scope(|scope| {
+        let _ = scope
+            .spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .ok()?;
+                runtime.block_on(async {
+                    let client = db.client().await;
+                    let rows = client
+                        .query(
+                            "SELECT name FROM hf.principals \
+                              WHERE EXISTS (SELECT 1 FROM pg_roles WHERE rolname = name)",
+                            &[],
+                        )
+                        .await
+                        .ok()?;
+                    for row in rows {
+                        let role = hf_sql::quote_ident(row.get::<_, &str>(0)).ok()?;
+                        let statement = format!(
+                            "REASSIGN OWNED BY {role} TO CURRENT_USER; DROP OWNED BY {role}; \
+                             DROP ROLE {role};"
+                        );
+                        client.batch_execute(&statement).await.ok()?;
+                    }
+                    Some(())
+                })
+            })
+            .join();
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn records_written_through_one_instance_are_read_through_the_others() {
+    let fleet = Fleet::start(3).await;
+    let token = fleet.admin_token(0).await;
+    let http = &fleet.http;
+    let mut ids = Vec::new();
+    for writer in 0..3 {
+        let (status, created) = call(
+            http,
+            Method::POST,
+            &fleet.url(writer, "/data/crm/account"),
+            Some(&token),
+            Some(json!({"name": format!("written through {writer}")})),
+        )
+        .await;
+        assert_eq!(status, 201, "{created}\n{}", fleet.logs());
+        ids.push(created["id"].as_str().unwrap().to_owned());
+    }
+    for (writer, id) in ids.iter().enumerate() {
+        for reader in 0..3 {
+            let (status, record) = call(
+                http,
+                Method::GET,
+                &fleet.url(reader, &format!("/data/crm/account/{id}")),
+                Some(&token),
+                None,
+            )
+            .await;
+            assert_eq!(status, 200, "{record}");
+            assert_eq!(record["name"], format!("written through {writer}"));
+        }
+    }
+
+    // An update through one is what the others read next; so is a deletion.
+    let (status, updated) = call(
+        http,
+        Method::PATCH,
+        &fleet.url(1, &format!("/data/crm/account/{}", ids[0])),
+        Some(&token),
+        Some(json!({"name": "updated through 1"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{updated}");
+    for reader in [0, 2] {
+        let (_, record) = call(
+            http,
+            Method::GET,
+            &fleet.url(reader, &format!("/data/crm/account/{}", ids[0])),
+            Some(&token),
+            None,
+        )
+        .await;
+        assert_eq!(record["name"], "updated through 1", "{record}");
+    }
+    let (status, _) = call(
+        http,
+        Method::DELETE,
+        &fleet.url(2, &format!("/data/crm/account/{}", ids[1])),
+        Some(&token),
+        None,
+    )
+    .await;
+    assert_eq!(status, 204);
+    for reader in [0, 1] {
+        let (status, _) = call(
+            http,
+            Method::GET,
+            &fleet.url(reader, &format!("/data/crm/account/{}", ids[1])),
+            Some(&token),
+            None,
+        )
+        .await;
+        assert_eq!(status, 404);
+    }
+
+    // Every instance's query sees the same rows.
+    let mut answers = Vec::new();
+    for reader in 0..3 {
+        let (status, answer) = call(
+            http,
+            Method::POST,
+            &fleet.url(reader, "/data/query"),
+            Some(&token),
+            Some(json!({"query": "SELECT id, name FROM crm.account ORDER BY name"})),
+        )
+        .await;
+        assert_eq!(status, 200, "{answer}");
+        answers.push(answer["records"].clone());
+    }
+    assert_eq!(answers[0].as_array().unwrap().len(), 2, "{}", answers[0]);
+    assert_eq!(answers[0], answers[1]);
+    assert_eq!(answers[0], answers[2]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_token_issued_by_one_instance_is_accepted_by_the_others() {
+    let fleet = Fleet::start(3).await;
+    let mut subjects = BTreeSet::new();
+    for issuer in 0..3 {
+        let token = fleet.admin_token(issuer).await;
+        for verifier in 0..3 {
+            let (status, me) = call(
+                &fleet.http,
+                Method::GET,
+                &fleet.url(verifier, "/auth/me"),
+                Some(&token),
+                None,
+            )
+            .await;
+            assert_eq!(status, 200, "issued by {issuer}, shown to {verifier}: {me}");
+            subjects.insert(me["id"].to_string());
+        }
+    }
+    assert_eq!(subjects.len(), 1, "one administrator: {subjects:?}");
+
+    // The signing keys are the database's: every instance publishes the same ones.
+    let mut sets = Vec::new();
+    for instance in 0..3 {
+        let (status, jwks) = call(
+            &fleet.http,
+            Method::GET,
+            &fleet.url(instance, "/.well-known/jwks.json"),
+            None,
+            None,
+        )
+        .await;
+        assert_eq!(status, 200);
+        sets.push(jwks);
+    }
+    assert_eq!(sets[0], sets[1]);
+    assert_eq!(sets[0], sets[2]);
+}
+
+/// How the other instances must react to a deletion or demotion: on their very next request,
+/// or within a bound.
+#[derive(Clone, Copy)]
+enum Promptness {
+    NextRequest,
+    Within(Duration),
+}
+
+/// Sends GET `url` with `token` until the answer is `expected`; with [`Promptness::NextRequest`]
+/// the first answer must be it.
+async fn expect_status(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    expected: u16,
+    promptness: Promptness,
+    what: &str,
+) {
+    let started = Instant::now();
+    loop {
+        let (status, body) = call(http, Method::GET, url, Some(token), None).await;
+        if status == expected {
+            return;
+        }
+        match promptness {
+            Promptness::NextRequest => panic!("{what}: {status} {body}"),
+            Promptness::Within(bound) => assert!(
+                started.elapsed() < bound,
+                "{what} after {:?}: {status} {body}",
+                started.elapsed()
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The contract bound: another instance refuses a deleted principal, and a demoted one's admin
+/// routes, within a second (they learn of it by a database notification).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_principal_deleted_through_one_instance_is_refused_by_the_others_within_a_second() {
+    principal_changes_reach_the_other_instances(Promptness::Within(PROPAGATION)).await;
+}
+
+/// The stricter promise of the authentication design, that a deleted principal's tokens stop
+/// working "at once": the other instances' very next request. The notification arrives a few
+/// milliseconds after the deletion commits, and a request in that window is still accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "another instance accepts a deleted principal for a few ms, until the notification arrives"]
+async fn a_principal_deleted_through_one_instance_is_refused_by_the_others_on_the_next_request() {
+    principal_changes_reach_the_other_instances(Promptness::NextRequest).await;
+}
+
+async fn principal_changes_reach_the_other_instances(promptness: Promptness) {
+    let fleet = Fleet::start(3).await;
+    let admin = fleet.admin_token(0).await;
+    let prefix = format!("u{}", &fleet.db.name()[8..20]);
+    for round in 0..6 {
+        let deleter = round % 3;
+        let name = format!("{prefix}_gone_{round}");
+        let (id, token) = create_principal(&fleet, &admin, &name, deleter, (deleter + 1) % 3).await;
+        // Every instance has looked the principal up (and may remember it).
+        for instance in 0..3 {
+            let (status, me) = call(
+                &fleet.http,
+                Method::GET,
+                &fleet.url(instance, "/auth/me"),
+                Some(&token),
+                None,
+            )
+            .await;
+            assert_eq!(status, 200, "{me}");
+        }
+        let (status, body) = call(
+            &fleet.http,
+            Method::DELETE,
+            &fleet.url(deleter, &format!("/iam/principals/{id}")),
+            Some(&admin),
+            None,
+        )
+        .await;
+        assert_eq!(status, 204, "{body}");
+        for instance in [(deleter + 1) % 3, (deleter + 2) % 3, deleter] {
+            expect_status(
+                &fleet.http,
+                &fleet.url(instance, "/auth/me"),
+                &token,
+                401,
+                promptness,
+                &format!("round {round}: deleted through {deleter}, accepted by {instance}"),
+            )
+            .await;
+        }
+    }
+
+    // A demotion is just as immediate: the stored flag decides, not the token's claim.
+    let name = format!("{prefix}_demoted");
+    let (id, _) = create_principal(&fleet, &admin, &name, 0, 0).await;
+    let (status, body) = call(
+        &fleet.http,
+        Method::PATCH,
+        &fleet.url(0, &format!("/iam/principals/{id}")),
+        Some(&admin),
+        Some(json!({"isAdmin": true})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, login) = call(
+        &fleet.http,
+        Method::POST,
+        &fleet.url(1, "/auth/login"),
+        None,
+        Some(json!({"username": name, "password": "a-long-password-1"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{login}");
+    let promoted = login["token"].as_str().unwrap().to_owned();
+    for instance in 0..3 {
+        let (status, body) = call(
+            &fleet.http,
+            Method::GET,
+            &fleet.url(instance, "/iam/principals"),
+            Some(&promoted),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, body) = call(
+        &fleet.http,
+        Method::PATCH,
+        &fleet.url(2, &format!("/iam/principals/{id}")),
+        Some(&admin),
+        Some(json!({"isAdmin": false})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    for instance in [0, 1] {
+        expect_status(
+            &fleet.http,
+            &fleet.url(instance, "/iam/principals"),
+            &promoted,
+            403,
+            promptness,
+            &format!("demoted through 2, still an administrator on {instance}"),
+        )
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn instances_started_together_on_an_empty_database_all_come_up() {
+    let db = TestDb::new().await;
+    let admin_name = format!("admin_{}", &db.name()[8..20]);
+    let starting: Vec<_> = (0..3)
+        .map(|_| {
+            let (url, admin) = (db.url().to_owned(), admin_name.clone());
+            tokio::task::spawn_blocking(move || Instance::start(&url, &admin, false))
+        })
+        .collect();
+    let mut instances = Vec::new();
+    for instance in starting {
+        instances.push(instance.await.unwrap());
+    }
+    let fleet = Fleet {
+        instances,
+        admin_name,
+        http: client(),
+        db,
+    };
+    for instance in 0..3 {
+        let token = fleet.admin_token(instance).await;
+        let (status, principals) = call(
+            &fleet.http,
+            Method::GET,
+            &fleet.url(instance, "/iam/principals"),
+            Some(&token),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{principals}");
+        let count = principals
+            .as_array()
+            .or_else(|| principals["principals"].as_array())
+            .map(Vec::len);
+        assert_eq!(count, Some(1), "one administrator: {principals}");
+    }
+}
+
+/// Everything one instance writes to metadata, another serves: here one that starts afterwards
+/// with an empty data directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs the metadata store in PostgreSQL"]
+async fn an_instance_with_an_empty_data_dir_serves_what_the_others_wrote() {
+    let fleet = Fleet::start(2).await;
+    let token = fleet.admin_token(0).await;
+    // `rank` on a working branch (made from the live head by its first write), then `score` on
+    // the live branch.
+    for (root, key) in [("metadata@work", "rank"), ("metadata@main", "score")] {
+        let (status, body) = call(
+            &fleet.http,
+            Method::POST,
+            &fleet.url(0, &format!("/{root}/crm/objects/account/fields/{key}")),
+            Some(&token),
+            Some(json!({"fieldKind": "scalar", "label": key, "fieldType": "integer"})),
+        )
+        .await;
+        assert_eq!(status, 201, "{root}: {body}");
+    }
+    let late = fleet.start_another().await;
+    let http = &fleet.http;
+    let (live, _) = account_fields(http, &late.base_url, &token, None).await;
+    assert!(live.contains("score"), "{live:?}");
+    assert!(!live.contains("rank"), "{live:?}");
+    let (work, _) = account_fields(http, &late.base_url, &token, Some("work")).await;
+    assert!(work.contains("rank") && !work.contains("score"), "{work:?}");
+    let mut branches = Vec::new();
+    for base in [fleet.instances[0].base_url.as_str(), &late.base_url] {
+        let (status, body) = call(
+            http,
+            Method::GET,
+            &format!("{base}/branches"),
+            Some(&token),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        branches.push(body);
+    }
+    assert_eq!(branches[0], branches[1]);
+    // Records of the new field are written through the late instance and read through another.
+    let (status, created) = call(
+        http,
+        Method::POST,
+        &late.url("/data/crm/account"),
+        Some(&token),
+        Some(json!({"name": "Late", "score": 7})),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let (_, read) = call(
+        http,
+        Method::GET,
+        &fleet.url(
+            1,
+            &format!("/data/crm/account/{}", created["id"].as_str().unwrap()),
+        ),
+        Some(&token),
+        None,
+    )
+    .await;
+    assert_eq!(read["score"], 7, "{read}");
+}
+
+/// 60 metadata writes at once, spread over three instances, half on a working branch and half
+/// on the live branch: every acknowledged write is kept, and every instance serves the same
+/// metadata within a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs the metadata store in PostgreSQL"]
+async fn concurrent_metadata_writes_through_all_instances_are_kept_and_seen_everywhere() {
+    let fleet = Fleet::start(3).await;
+    let token = fleet.admin_token(0).await;
+    let bases: Vec<String> = fleet.instances.iter().map(|i| i.base_url.clone()).collect();
+    let writes: Vec<_> = (0..60)
+        .map(|n| {
+            let (http, token) = (fleet.http.clone(), token.clone());
+            let base = bases[n % 3].clone();
+            let (root, key) = if n % 2 == 0 {
+                ("metadata@main", format!("l_{n}"))
+            } else {
+                ("metadata@work", format!("w_{n}"))
+            };
+            tokio::spawn(async move {
+                let (status, body) = call(
+                    &http,
+                    Method::POST,
+                    &format!("{base}/{root}/crm/objects/account/fields/{key}"),
+                    Some(&token),
+                    Some(json!({"fieldKind": "scalar", "label": key, "fieldType": "integer"})),
+                )
+                .await;
+                (key, status, body)
+            })
+        })
+        .collect();
+    let mut acknowledged = BTreeSet::new();
+    let mut refused = Vec::new();
+    for write in writes {
+        let (key, status, body) = write.await.unwrap();
+        match status {
+            201 => {
+                acknowledged.insert(key);
+            }
+            _ => refused.push(format!("{key}: {status} {body}")),
+        }
+    }
+    // Each write names a new field, so nothing but an outage may refuse one.
+    assert!(refused.is_empty(), "refused writes: {refused:#?}");
+    let written = Instant::now();
+
+    for (branch, prefix) in [(None, "l_"), (Some("work"), "w_")] {
+        let expected: BTreeSet<String> = acknowledged
+            .iter()
+            .filter(|k| k.starts_with(prefix))
+            .cloned()
+            .collect();
+        let mut answers = Vec::new();
+        for base in &bases {
+            let answer = loop {
+                let (keys, body) = account_fields(&fleet.http, base, &token, branch).await;
+                let ours: BTreeSet<String> = keys
+                    .iter()
+                    .filter(|k| k.starts_with(prefix))
+                    .cloned()
+                    .collect();
+                if ours == expected {
+                    break body;
+                }
+                assert!(
+                    written.elapsed() < PROPAGATION,
+                    "{base} on {branch:?} after {:?}: missing {:?}",
+                    written.elapsed(),
+                    expected.difference(&ours).collect::<Vec<_>>()
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            };
+            answers.push(answer);
+        }
+        assert_eq!(answers[0], answers[1], "{branch:?}");
+        assert_eq!(answers[0], answers[2], "{branch:?}");
+    }
+
+    // The live writes are in the database's schema, and nothing is left to apply.
+    let columns = account_columns(&fleet.db).await;
+    for key in acknowledged.iter().filter(|k| k.starts_with("l_")) {
+        assert!(columns.contains(key), "column {key} of a live write");
+    }
+    for key in acknowledged.iter().filter(|k| k.starts_with("w_")) {
+        assert!(
+            !columns.contains(key),
+            "column {key} of a working-branch write"
+        );
+    }
+    for base in &bases {
+        let (status, plan) = call(
+            &fleet.http,
+            Method::POST,
+            &format!("{base}/plan"),
+            Some(&token),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{plan}");
+        assert_eq!(plan["changes"], json!([]), "{base}: {plan}");
+    }
+
+    // One write at a time: each is served by the next instance within a second of its answer.
+    for n in 0..15 {
+        let (writer, reader) = (n % 3, (n + 1) % 3);
+        let key = format!("p_{n}");
+        let branch = if n % 2 == 0 { "main" } else { "work" };
+        let (status, body) = call(
+            &fleet.http,
+            Method::POST,
+            &format!(
+                "{}/metadata@{branch}/crm/objects/account/fields/{key}",
+                bases[writer]
+            ),
+            Some(&token),
+            Some(json!({"fieldKind": "scalar", "label": key, "fieldType": "integer"})),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+        let answered = Instant::now();
+        loop {
+            let (status, _) = call(
+                &fleet.http,
+                Method::GET,
+                &format!(
+                    "{}/metadata@{branch}/crm/objects/account/fields/{key}",
+                    bases[reader]
+                ),
+                Some(&token),
+                None,
+            )
+            .await;
+            if status == 200 {
+                break;
+            }
+            assert!(
+                answered.elapsed() < PROPAGATION,
+                "{key} on {branch}, written through {writer}, not served by {reader}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// Instances are killed with SIGKILL at random moments while all of them write to the live
+/// branch, and come back with empty data directories. Afterwards the live branch and the
+/// database schema agree, and every acknowledged write is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs the metadata store in PostgreSQL"]
+async fn instances_killed_during_live_writes_lose_no_acknowledged_write() {
+    let mut fleet = Fleet::start(3).await;
+    let token = fleet.admin_token(0).await;
+    let mut random = Random::new();
+    let bases: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(
+        fleet.instances.iter().map(|i| i.base_url.clone()).collect(),
+    ));
+    let stop = Arc::new(AtomicBool::new(false));
+    let acknowledged = Arc::new(Mutex::new(BTreeSet::new()));
+    let unexpected = Arc::new(Mutex::new(Vec::new()));
+    let writers: Vec<_> = (0..6)
+        .map(|writer| {
+            let (http, token, bases) = (fleet.http.clone(), token.clone(), Arc::clone(&bases));
+            let (stop, acknowledged, unexpected) = (
+                Arc::clone(&stop),
+                Arc::clone(&acknowledged),
+                Arc::clone(&unexpected),
+            );
+            tokio::spawn(async move {
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    let key = format!("k_{writer}_{n}");
+                    let base = bases.lock().unwrap()[writer % 3].clone();
+                    let url = format!("{base}/metadata@main/crm/objects/account/fields/{key}");
+                    let body = json!({"fieldKind": "scalar", "label": key, "fieldType": "integer"});
+                    match try_call(&http, Method::POST, &url, Some(&token), Some(body)).await {
+                        Ok((201, _)) => {
+                            acknowledged.lock().unwrap().insert(key);
+                        }
+                        // Another instance's write got the lock first, or the instance is
+                        // shutting down: not acknowledged, so nothing is owed.
+                        Ok((409 | 503, _)) => {}
+                        Ok((status, body)) => {
+                            unexpected
+                                .lock()
+                                .unwrap()
+                                .push(format!("{key}: {status} {body}"));
+                        }
+                        // Killed in flight: not acknowledged either.
+                        Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                    }
+                }
+            })
+        })
+        .collect();
+
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(100 + random.below(700))).await;
+        let victim = random.below(3) as usize;
+        fleet.instances[victim].kill_9();
+        fleet.restart(victim).await;
+        bases.lock().unwrap()[victim] = fleet.instances[victim].base_url.clone();
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let unexpected = unexpected.lock().unwrap().clone();
+    assert!(unexpected.is_empty(), "{unexpected:#?}\n{}", fleet.logs());
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    assert!(
+        acknowledged.len() >= 10,
+        "too few writes got through: {acknowledged:?}"
+    );
+
+    let mut answers = Vec::new();
+    for instance in &fleet.instances {
+        let (keys, body) = account_fields(&fleet.http, &instance.base_url, &token, None).await;
+        let missing: Vec<_> = acknowledged.difference(&keys).collect();
+        assert!(missing.is_empty(), "acknowledged but lost: {missing:?}");
+        answers.push((keys, body));
+        let (status, plan) = call(
+            &fleet.http,
+            Method::POST,
+            &instance.url("/plan"),
+            Some(&token),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200, "{plan}");
+        assert_eq!(
+            plan["changes"],
+            json!([]),
+            "the live branch is ahead: {plan}"
+        );
+    }
+    assert_eq!(answers[0].1, answers[1].1);
+    assert_eq!(answers[0].1, answers[2].1);
+    let written: BTreeSet<String> = answers[0]
+        .0
+        .iter()
+        .filter(|k| k.starts_with("k_"))
+        .cloned()
+        .collect();
+    let columns: BTreeSet<String> = account_columns(&fleet.db)
+        .await
+        .into_iter()
+        .filter(|c| c.starts_with("k_"))
+        .collect();
+    assert_eq!(written, columns, "live metadata and the schema disagree");
+}
+
+/// Every connection of every instance is cut several times while records are written through
+/// all three (what a database restart does to them); each instance recovers on its own, answers
+/// 503 meanwhile rather than anything worse, and loses no acknowledged write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn instances_recover_when_every_database_connection_is_cut_under_load() {
+    let fleet = Fleet::start(3).await;
+    let token = fleet.admin_token(0).await;
+    let bases: Vec<String> = fleet.instances.iter().map(|i| i.base_url.clone()).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let acknowledged = Arc::new(Mutex::new(Vec::new()));
+    let outcomes = Arc::new(Mutex::new(BTreeMap::<String, usize>::new()));
+    let writers: Vec<_> = (0..6)
+        .map(|writer| {
+            let (http, token, base) =
+                (fleet.http.clone(), token.clone(), bases[writer % 3].clone());
+            let (stop, acknowledged, outcomes) = (
+                Arc::clone(&stop),
+                Arc::clone(&acknowledged),
+                Arc::clone(&outcomes),
+            );
+            tokio::spawn(async move {
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    let body = json!({"name": format!("cut {writer} {n}")});
+                    let outcome = match try_call(
+                        &http,
+                        Method::POST,
+                        &format!("{base}/data/crm/account"),
+                        Some(&token),
+                        Some(body),
+                    )
+                    .await
+                    {
+                        Ok((201, created)) => {
+                            acknowledged
+                                .lock()
+                                .unwrap()
+                                .push(created["id"].as_str().unwrap().to_owned());
+                            "201".to_owned()
+                        }
+                        Ok((status, body)) => format!("{status} {}", body["errors"][0]["code"]),
+                        Err(error) => format!("no answer: {error}"),
+                    };
+                    *outcomes.lock().unwrap().entry(outcome).or_default() += 1;
+                }
+            })
+        })
+        .collect();
+
+    let admin = fleet.db.admin_client().await;
+    let mut cut = 0;
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let row = admin
+            .query_one(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                  WHERE datname = $1 AND pid <> pg_backend_pid()",
+                &[&fleet.db.name()],
+            )
+            .await
+            .unwrap();
+        cut += row.get::<_, i64>(0);
+    }
+    assert!(cut > 0, "no connection was cut");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let outcomes = outcomes.lock().unwrap().clone();
+    eprintln!("{cut} connections cut; outcomes: {outcomes:#?}");
+    let unexpected: Vec<_> = outcomes
+        .keys()
+        .filter(|o| *o != "201" && *o != "503 \"DATABASE_UNAVAILABLE\"")
+        .collect();
+    assert!(unexpected.is_empty(), "{outcomes:#?}\n{}", fleet.logs());
+
+    // Each instance serves again without being restarted.
+    for base in &bases {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (status, body) = call(
+                &fleet.http,
+                Method::POST,
+                &format!("{base}/data/crm/account"),
+                Some(&token),
+                Some(json!({"name": "after the cut"})),
+            )
+            .await;
+            if status == 201 {
+                acknowledged
+                    .lock()
+                    .unwrap()
+                    .push(body["id"].as_str().unwrap().to_owned());
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{base} did not recover: {status} {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    let client = fleet.db.client().await;
+    let stored: i64 = client
+        .query_one(
+            "SELECT count(*) FROM crm.account WHERE id::text = ANY($1)",
+            &[&acknowledged],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        stored as usize,
+        acknowledged.len(),
+        "acknowledged records lost"
+    );
+
+    // The principal caches listen again: a deletion through one is refused by the others.
+    let name = format!("u{}_after_cut", &fleet.db.name()[8..20]);
+    let (id, user) = create_principal(&fleet, &token, &name, 0, 1).await;
+    for base in &bases {
+        let (status, _) = call(
+            &fleet.http,
+            Method::GET,
+            &format!("{base}/auth/me"),
+            Some(&user),
+            None,
+        )
+        .await;
+        assert_eq!(status, 200);
+    }
+    let (status, _) = call(
+        &fleet.http,
+        Method::DELETE,
+        &fleet.url(0, &format!("/iam/principals/{id}")),
+        Some(&token),
+        None,
+    )
+    .await;
+    assert_eq!(status, 204);
+    for base in &bases[1..] {
+        expect_status(
+            &fleet.http,
+            &format!("{base}/auth/me"),
+            &user,
+            401,
+            Promptness::Within(PROPAGATION),
+            &format!("{base} accepts a deleted principal"),
+        )
+        .await;
+    }
+}
