@@ -43,10 +43,16 @@ fn ci() -> Result<(), String> {
 
 /// Runs the benchmarks: `bench http` runs the load benchmarks of the service on loopback
 /// (bench/http.sh, wrk), then the data path against pgbench with its profile (bench/data.sh);
-/// anything else is passed to `cargo bench` (criterion benches).
+/// `bench instances` runs several instances on one database (bench/instances.sh); anything else
+/// is passed to `cargo bench` (criterion benches).
 fn bench(names: &[String]) -> Result<(), String> {
-    if names.first().map(String::as_str) == Some("http") {
-        for script in ["bench/http.sh", "bench/data.sh"] {
+    let scripts: &[&str] = match names.first().map(String::as_str) {
+        Some("http") => &["bench/http.sh", "bench/data.sh"],
+        Some("instances") => &["bench/instances.sh"],
+        _ => &[],
+    };
+    if !scripts.is_empty() {
+        for script in scripts {
             let status = Command::new("bash")
                 .arg(workspace_root().join(script))
                 .status()
