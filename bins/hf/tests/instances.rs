@@ -522,6 +522,56 @@ async fn a_token_issued_by_one_instance_is_accepted_by_the_others() {
     }
     assert_eq!(subjects.len(), 1, "one administrator: {subjects:?}");
 
+    // A browser session's one-time code made by one instance is exchanged at another, and the
+    // token in the cookie it sets is accepted by a third.
+    let token = fleet.admin_token(0).await;
+    let (status, session) = call(
+        &fleet.http,
+        Method::POST,
+        &fleet.url(0, "/auth/session"),
+        Some(&token),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{session}");
+    let code = session["code"].as_str().unwrap();
+    let exchanged = fleet
+        .http
+        .get(fleet.url(1, &format!("/auth/session/exchange?code={code}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(exchanged.status(), 200);
+    let cookie = exchanged
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .unwrap()
+        .to_owned();
+    let runtime_token = cookie
+        .strip_prefix("hf_runtime=")
+        .and_then(|rest| rest.split(';').next())
+        .unwrap();
+    let (status, me) = call(
+        &fleet.http,
+        Method::GET,
+        &fleet.url(2, "/auth/me"),
+        Some(runtime_token),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{me}");
+    // The code was used up at instance 1: no instance takes it again.
+    for instance in [0, 2] {
+        let again = fleet
+            .http
+            .get(fleet.url(instance, &format!("/auth/session/exchange?code={code}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(again.status(), 401);
+    }
+
     // The signing keys are the database's: every instance publishes the same ones.
     let mut sets = Vec::new();
     for instance in 0..3 {
