@@ -367,8 +367,53 @@ export async function boot(session, target) {
   if (!hash) return null;
   // Also takes the one-time code out of the address bar and the history.
   if (location.pathname !== FRAME_PATH || location.hash !== hash) history.replaceState(null, "", FRAME_PATH + hash);
+  if (hash === PREVIEW) return previewFrame(target);
   window.addEventListener("hashchange", () => show(target));
   return show(target);
+}
+
+// `#preview`: the frame runs compiled text its parent sends (the console's preview of a screen
+// being edited, `POST /hfx/compile`'s `compiledJs` and `compiledSidecar`) instead of a stored
+// screen. Only a parent of the same origin is listened to; such a page can script the frame
+// anyway, so this gives it nothing new. The text becomes `blob:` modules, which the frame's
+// policy lets the runtime import (its imports carry the page script's nonce); their imports are
+// made absolute first, because nothing resolves against a `blob:` address.
+const PREVIEW = "#preview";
+
+function previewFrame(target) {
+  window.addEventListener("message", (event) => {
+    const sent = event.data && event.data.hfxPreview;
+    if (event.origin === location.origin && event.source === window.parent && sent) previewText(target, sent);
+  });
+  window.parent.postMessage({ hfxPreviewReady: true }, location.origin);
+  return null;
+}
+
+function previewText(target, sent) {
+  const urls = [];
+  const blob = (code) => {
+    const url = URL.createObjectURL(new Blob([code], { type: "text/javascript" }));
+    urls.push(url);
+    return url;
+  };
+  const url = blob(absoluteImports(sent.js, sent.sidecar ? blob(absoluteImports(sent.sidecar)) : null));
+  return present(target, "preview", {}, () => import(url)).finally(() => urls.forEach((u) => URL.revokeObjectURL(u)));
+}
+
+// The import and export-from lines the compiler prints (one a line, the specifier in double
+// quotes): `/…` becomes an address of this origin and `./sidecar` the sidecar's `blob:` address.
+const IMPORT_LINE = /^(\s*(?:import|export)\b[^"]*?\bfrom\s*|\s*import\s*)"([^"]+)";$/;
+
+function absoluteImports(code, sidecar) {
+  return code
+    .split("\n")
+    .map((line) => {
+      const m = IMPORT_LINE.exec(line);
+      if (!m) return line;
+      const spec = m[2] === "./sidecar" && sidecar ? sidecar : m[2].startsWith("/") ? location.origin + m[2] : m[2];
+      return m[1] + JSON.stringify(spec) + ";";
+    })
+    .join("\n");
 }
 
 let shown = null;
@@ -378,15 +423,20 @@ async function show(target) {
   const at = route.indexOf("?");
   const screen = decodeURIComponent(at < 0 ? route : route.slice(0, at));
   const props = Object.fromEntries(new URLSearchParams(at < 0 ? "" : route.slice(at + 1)));
+  return present(target, screen, props, async () => {
+    if (!SCREEN.test(screen)) throw new Error("not a screen name (module/screen)");
+    const [moduleKey, screenKey] = screen.split("/");
+    return import((await request("GET", "/hfx/resolve/" + moduleKey + "/" + screenKey)).moduleUrl);
+  });
+}
+
+/** Replaces what the frame shows with the component of the module `load()` imports. */
+async function present(target, screen, props, load) {
   if (shown) shown.destroy();
   shown = null;
   while (target.firstChild) target.firstChild.remove();
   try {
-    if (!SCREEN.test(screen)) throw new Error("not a screen name (module/screen)");
-    const [moduleKey, screenKey] = screen.split("/");
-    const { moduleUrl } = await request("GET", "/hfx/resolve/" + moduleKey + "/" + screenKey);
-    const mod = await import(moduleUrl);
-    shown = mount(mod.default, target, props);
+    shown = mount((await load()).default, target, props);
     target.setAttribute("data-hfx-state", "mounted");
     target.setAttribute("data-hfx-screen", screen);
     return shown;
@@ -409,7 +459,9 @@ export function navigate(screen, params) {
 
 /** Loads another screen of the same snapshot (`import X from "screen:m/s"`). */
 export async function screen(base, moduleKey, screenKey) {
-  const mod = await import(screenUrl(base, moduleKey, screenKey));
+  // A preview's module (a `blob:` address) has no siblings: the stored screen is resolved.
+  const url = base.startsWith("blob:") ? (await request("GET", "/hfx/resolve/" + moduleKey + "/" + screenKey)).moduleUrl : screenUrl(base, moduleKey, screenKey);
+  const mod = await import(url);
   return mod.default;
 }
 
