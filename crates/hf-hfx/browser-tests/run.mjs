@@ -4,6 +4,7 @@
 // fixture screens, serves them with the runtime and a fake /data API, and runs this script.
 // Exits non-zero when a check fails; prints one line per check.
 import { chromium } from "playwright-core";
+import { launch, check, watch, eventually, poll, text, finish } from "./harness.mjs";
 
 const base = process.argv[2];
 if (!base) {
@@ -11,37 +12,11 @@ if (!base) {
   process.exit(2);
 }
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
-
-let failures = 0;
-let passed = 0;
-
-function check(name, ok, detail = "") {
-  if (ok) {
-    passed++;
-    console.log(`ok   ${name}`);
-  } else {
-    failures++;
-    console.log(`FAIL ${name} ${detail}`);
-  }
-}
+const browser = await launch(chromium);
 
 async function screen(name, body, expectedStatus = [], expectedErrors = []) {
   const page = await browser.newPage();
-  const problems = [];
-  page.on("console", (m) => {
-    // Chromium logs every non-2xx response; a status the scenario provokes on purpose is fine.
-    const expected = expectedStatus.some((s) => m.text().includes(`status of ${s} `)) || expectedErrors.some((e) => m.text().includes(e));
-    if ((m.type() === "error" || m.type() === "warning") && !expected) problems.push(`console ${m.type()}: ${m.text()}`);
-  });
-  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
-  page.on("dialog", (d) => {
-    problems.push(`dialog opened: ${d.message()}`);
-    d.dismiss();
-  });
+  const problems = watch(page, { expectedStatus, expectedErrors });
   try {
     await page.goto(`${base}/page.html?screen=${name}`);
     await page.waitForFunction(() => window.hfxReady === true, null, { timeout: 10000 });
@@ -53,29 +28,22 @@ async function screen(name, body, expectedStatus = [], expectedErrors = []) {
   await page.close();
 }
 
-const text = (page, sel) => page.locator(sel).first().textContent();
-async function eventually(page, sel, want) {
-  try {
-    await page.waitForFunction(([s, w]) => document.querySelector(s)?.textContent === w, [sel, want], { timeout: 5000 });
-    return true;
-  } catch {
-    return false;
-  }
-}
+/** `eventually` for the first element that matches `selector`. */
+const eventuallyIn = (page, selector, want) => eventually(page.locator(selector), want);
 
 await screen("counter", async (page) => {
   const button = page.locator("button").first();
   check("counter: initial text", (await button.textContent()) === "Clicked 0 times", await button.textContent());
   check("counter: reset disabled at 0", await page.locator("button").nth(1).isDisabled());
   await button.click();
-  check("counter: singular after one click", await eventually(page, "button", "Clicked 1 time"));
+  check("counter: singular after one click", await eventuallyIn(page, "button", "Clicked 1 time"));
   await button.click();
   await button.click();
-  check("counter: increments on click", await eventually(page, "button", "Clicked 3 times"));
+  check("counter: increments on click", await eventuallyIn(page, "button", "Clicked 3 times"));
   check("counter: derived text updates", (await text(page, "p")) === "Doubled: 6");
   check("counter: reset enabled", !(await page.locator("button").nth(1).isDisabled()));
   await page.locator("button").nth(1).click();
-  check("counter: inline handler assigns state", await eventually(page, "button", "Clicked 0 times"));
+  check("counter: inline handler assigns state", await eventuallyIn(page, "button", "Clicked 0 times"));
 });
 
 await screen("each_keyed", async (page) => {
@@ -88,7 +56,7 @@ await screen("each_keyed", async (page) => {
   const after = await items();
   check("each: item appended", after[2].includes("Write the browser test"), JSON.stringify(after));
   check("each: bound input cleared by handler", (await page.inputValue("#draft")) === "");
-  check("each: count of open items", await eventually(page, "#left", "2 left"));
+  check("each: count of open items", await eventuallyIn(page, "#left", "2 left"));
   await page.click("#reverse");
   await page.waitForFunction(() => document.querySelector("#list li").textContent.includes("browser test"));
   const moved = await page.evaluate(() => {
@@ -98,34 +66,34 @@ await screen("each_keyed", async (page) => {
   check("each: keyed rows are moved, not recreated", moved.last === "first", JSON.stringify(moved));
   check("each: index updates after move", moved.index === "2", JSON.stringify(moved));
   await page.locator("#list li input[type=checkbox]").nth(0).check();
-  check("each: bind:checked on an item updates the list", await eventually(page, "#left", "1 left"));
+  check("each: bind:checked on an item updates the list", await eventuallyIn(page, "#left", "1 left"));
   check("each: class directive follows item", (await page.locator("#list li.done").count()) === 2);
   for (let i = 0; i < 3; i++) await page.locator("#list li button").first().click();
-  check("each: {:else} when empty", await eventually(page, "#list", "Nothing to do"));
+  check("each: {:else} when empty", await eventuallyIn(page, "#list", "Nothing to do"));
 });
 
 await screen("if_else", async (page) => {
   check("if: first branch", (await text(page, "#state")) === "zero");
   await page.click("#inc");
-  check("if: else-if branch", await eventually(page, "#state", "odd 1"));
+  check("if: else-if branch", await eventuallyIn(page, "#state", "odd 1"));
   await page.click("#inc");
-  check("if: else branch", await eventually(page, "#state", "even 2"));
+  check("if: else branch", await eventuallyIn(page, "#state", "even 2"));
   check("if: block without else hidden", (await page.locator("#big").count()) === 0);
   await page.click("#inc");
-  check("if: block appears", await eventually(page, "#big", "big"));
+  check("if: block appears", await eventuallyIn(page, "#big", "big"));
 });
 
 await screen("bind_value", async (page) => {
   check("bind: initial value", (await page.inputValue("#name")) === "world");
   await page.fill("#name", "HFX");
-  check("bind:value text", await eventually(page, "#greeting", "Hello HFX!"));
+  check("bind:value text", await eventuallyIn(page, "#greeting", "Hello HFX!"));
   await page.check("#agree");
-  check("bind:checked", await eventually(page, "#agreed", "agreed"));
+  check("bind:checked", await eventuallyIn(page, "#agreed", "agreed"));
   check("bind:value select initial", (await page.inputValue("#size")) === "m");
   await page.selectOption("#size", "l");
-  check("bind:value select", await eventually(page, "#summary", "l:6"));
+  check("bind:value select", await eventuallyIn(page, "#summary", "l:6"));
   await page.fill("#amount", "5");
-  check("bind:value number", await eventually(page, "#summary", "l:10"));
+  check("bind:value number", await eventuallyIn(page, "#summary", "l:10"));
 });
 
 await screen("escaping", async (page) => {
@@ -142,7 +110,7 @@ await screen("with_sidecar", async (page) => {
   check("sidecar: function imported", (await text(page, "#greet")) === "Hello, HFX!");
   check("sidecar: enum compiled", (await page.getAttribute("#greet", "class")) === "calm");
   await page.click("#shout");
-  check("sidecar: handler result", await eventually(page, "#shouted", "HELLO, HFX!"));
+  check("sidecar: handler result", await eventuallyIn(page, "#shouted", "HELLO, HFX!"));
 });
 
 await screen("query_list", async (page) => {
@@ -155,7 +123,7 @@ await screen("query_list", async (page) => {
   check("query: re-runs when the filter changes", rerun);
   check("query: filtered record", (await text(page, "#accounts li")).startsWith("Acme"));
   await page.fill("#filter", "zzz");
-  check("query: empty result shows {:else}", await eventually(page, "#accounts li", "No accounts match “zzz”."));
+  check("query: empty result shows {:else}", await eventuallyIn(page, "#accounts li", "No accounts match “zzz”."));
 });
 
 await screen("form_record", async (page) => {
@@ -172,11 +140,11 @@ await screen("form_record", async (page) => {
   check("form: attributes option on the <form>", (await page.getAttribute("form#account-form", "class")).split(" ").includes("grid"));
   await page.fill("input >> nth=0", "bad");
   await page.click("button[type=submit]");
-  check("form: validate refuses before sending", await eventually(page, "input + .hfx-field-error", "Not that name"));
+  check("form: validate refuses before sending", await eventuallyIn(page, "input + .hfx-field-error", "Not that name"));
   check("form: nothing was saved", (await text(page, "#saved")) === "Saved 0 times");
   await page.fill("input >> nth=0", "Initech");
   await page.click("button[type=submit]");
-  check("form: saved event after create", await eventually(page, "#saved", "Saved 1 times"));
+  check("form: saved event after create", await eventuallyIn(page, "#saved", "Saved 1 times"));
   check("form: errors cleared", (await page.locator(".hfx-field-error:visible").count()) === 0);
 }, [422]);
 
@@ -197,8 +165,8 @@ await screen("composition", async (page) => {
   check("snippets: children render inside the component", (await text(page, "#inside")) === "Count is 0");
   check("snippets: a named snippet prop renders", (await text(page, "#footer")) === "total: 0", await text(page, "#footer"));
   await page.click("#inc");
-  check("snippets: children follow the owner's state", await eventually(page, "#inside", "Count is 1"));
-  check("snippets: a snippet rendered in a snippet follows too", await eventually(page, "#footer", "total: 1"));
+  check("snippets: children follow the owner's state", await eventuallyIn(page, "#inside", "Count is 1"));
+  check("snippets: a snippet rendered in a snippet follows too", await eventuallyIn(page, "#footer", "total: 1"));
   const people = () => page.locator(".person").allTextContents();
   check("snippets: a row snippet gets its arguments", JSON.stringify(await people()) === JSON.stringify(["1. Ada", "2. Grace"]), JSON.stringify(await people()));
   await page.evaluate(() => (document.querySelector(".person").__mark = "kept"));
@@ -210,18 +178,18 @@ await screen("composition", async (page) => {
   check("snippets: closing the card removes the children", (await page.locator("#inside").count()) === 0);
   await page.click("#outside");
   await page.locator("h3", { hasText: "Counter" }).click();
-  check("snippets: reopening renders the current state", await eventually(page, "#inside", "Count is 11"));
+  check("snippets: reopening renders the current state", await eventuallyIn(page, "#inside", "Count is 11"));
   check("spread: attributes from an object", (await page.getAttribute("#spread", "data-kind")) === "spread" && (await page.getAttribute("#spread", "title")) === "from a spread");
   const classes = await page.evaluate(() => [...document.querySelector("#spread").classList]);
   check("spread: class directive kept next to it", classes.includes("wide"), JSON.stringify(classes));
   await page.click("#clear");
-  check("snippets: the {:else} snippet", await eventually(page, ".list li", "nobody"));
+  check("snippets: the {:else} snippet", await eventuallyIn(page, ".list li", "nobody"));
   check("$props: a given prop", (await text(page, ".rating .label")) === "Stars");
   check("$props: a renamed key with its value", (await page.locator(".rating .star").count()) === 3);
   check("$props: children", (await text(page, "#rating-child")) === "of 3");
   check("$props: the bound value comes in", (await page.locator(".rating .star.on").count()) === 1);
   await page.locator(".rating .star").nth(1).click();
-  check("$props: $bindable goes back to the parent", await eventually(page, "#stars", "2 stars"));
+  check("$props: $bindable goes back to the parent", await eventuallyIn(page, "#stars", "2 stars"));
   check("$props: and the component shows it", (await page.locator(".rating .star.on").count()) === 2);
 });
 
@@ -243,19 +211,19 @@ await screen("lifecycle", async (page) => {
   check("destroy: a removed {#each} row cleans up", await until("live", "6"), await data("live"));
   check("state: splice on $state array updates", (await page.locator("li").count()) === 2);
   await page.click("#rename");
-  check("state: nested assignment in a $state array", await eventually(page, "li .ticker", "row 10"));
+  check("state: nested assignment in a $state array", await eventuallyIn(page, "li .ticker", "row 10"));
   await page.click("#toggle");
   check("lifecycle: re-created {#if} content mounts again", await until("live", "9"), await data("live"));
   await page.click("#push");
   await page.click("#push");
-  check("state: push updates the page and $derived", await eventually(page, "#items", "2 items, derived 4, many"));
+  check("state: push updates the page and $derived", await eventuallyIn(page, "#items", "2 items, derived 4, many"));
   await page.click("#splice");
-  check("state: splice updates", await eventually(page, "#items", "1 items, derived 2, few"));
+  check("state: splice updates", await eventuallyIn(page, "#items", "1 items, derived 2, few"));
   await page.click("#move");
-  check("state: nested object assignment", await eventually(page, "#city", "Lyon"));
+  check("state: nested object assignment", await eventuallyIn(page, "#city", "Lyon"));
   await page.click(".step");
-  check("bind:prop: the child's change reaches the parent", await eventually(page, "#count", "2"));
-  check("bind:prop: and comes back down", await eventually(page, ".step", "step 2"));
+  check("bind:prop: the child's change reaches the parent", await eventuallyIn(page, "#count", "2"));
+  check("bind:prop: and comes back down", await eventuallyIn(page, ".step", "step 2"));
   await page.click("#wait");
   check("tick: resolves after the DOM update", await until("afterTick", "42"), await data("afterTick"));
   await page.evaluate(() => window.hfxApp.destroy());
@@ -267,15 +235,15 @@ await screen("lifecycle", async (page) => {
 await screen("await_key", async (page) => {
   check("await: pending part", (await text(page, "#await")) === "loading 0");
   await page.click("#resolve");
-  check("await: then part with the value", await eventually(page, "#await", "result 0"));
+  check("await: then part with the value", await eventuallyIn(page, "#await", "result 0"));
   await page.click("#again");
-  check("await: a new promise shows pending again", await eventually(page, "#await", "loading 1"));
+  check("await: a new promise shows pending again", await eventuallyIn(page, "#await", "loading 1"));
   await page.click("#resolve");
-  check("await: then again", await eventually(page, "#await", "result 1"));
+  check("await: then again", await eventuallyIn(page, "#await", "result 1"));
   await page.click("#fail");
   await page.click("#resolve");
-  check("await: catch part with the error", await eventually(page, "#await.error", "no luck 2"));
-  check("await: short form", await eventually(page, "#short", "7"));
+  check("await: catch part with the error", await eventuallyIn(page, "#await.error", "no luck 2"));
+  check("await: short form", await eventuallyIn(page, "#short", "7"));
   await page.evaluate(() => (document.querySelector("#keyed").__mark = 1));
   await page.fill("#keyed", "typed");
   await page.click("#bump");
@@ -325,26 +293,26 @@ await screen("big_list", async (page) => {
 await screen("typed_binds", async (page) => {
   check("select: initial typed value selected", (await page.inputValue("#size")) === "25");
   await page.selectOption("#size", "50");
-  check("select: option values keep their type", await eventually(page, "#size-out", "number:50"));
+  check("select: option values keep their type", await eventuallyIn(page, "#size-out", "number:50"));
   await page.locator(".flavour").nth(2).check();
-  check("bind:group checkbox adds", await eventually(page, "#flavours", "vanilla,mint"));
+  check("bind:group checkbox adds", await eventuallyIn(page, "#flavours", "vanilla,mint"));
   await page.locator(".flavour").nth(0).uncheck();
-  check("bind:group checkbox removes", await eventually(page, "#flavours", "mint"));
+  check("bind:group checkbox removes", await eventuallyIn(page, "#flavours", "mint"));
   check("bind:group radio initial", await page.isChecked("#basic"));
   await page.check("#pro");
-  check("bind:group radio", await eventually(page, "#plan", "pro"));
+  check("bind:group radio", await eventuallyIn(page, "#plan", "pro"));
   await page.selectOption("#multi", ["25", "50"]);
-  check("select multiple: typed array", await eventually(page, "#picked", "[25,50]"));
+  check("select multiple: typed array", await eventuallyIn(page, "#picked", "[25,50]"));
   await page.click("#pick-more");
-  check("select multiple: state to options", await eventually(page, "#picked", "[25,50,10]"));
+  check("select multiple: state to options", await eventuallyIn(page, "#picked", "[25,50,10]"));
   check("select multiple: push selects the option", (await page.evaluate(() => [...document.querySelector("#multi").selectedOptions].length)) === 3);
   await page.fill("#amount", "12.5");
-  check("number input: a number", await eventually(page, "#amount-out", "number:12.5"));
+  check("number input: a number", await eventuallyIn(page, "#amount-out", "number:12.5"));
   await page.fill("#amount", "99999999999999999999.5");
-  check("number input: digits a double would lose stay text", await eventually(page, "#amount-out", "string:99999999999999999999.5"));
+  check("number input: digits a double would lose stay text", await eventuallyIn(page, "#amount-out", "string:99999999999999999999.5"));
   check("number input: the field keeps the digits", (await page.inputValue("#amount")) === "99999999999999999999.5");
   await page.click("#which");
-  check("bind:this", await eventually(page, "#box-tag", "DIV"));
+  check("bind:this", await eventuallyIn(page, "#box-tag", "DIV"));
 });
 
 await screen("form_conflict", async (page) => {
@@ -370,7 +338,7 @@ await screen("form_conflict", async (page) => {
   check("form: saving with the new version succeeds", saved.name === "Acme Merged", JSON.stringify(saved));
   check("form: no error after it", (await page.locator(".hfx-form-errors li").count()) === 0);
   await page.click("#delete");
-  check("form: remove() deletes and dispatches `deleted`", await eventually(page, "#deleted", "1"));
+  check("form: remove() deletes and dispatches `deleted`", await eventuallyIn(page, "#deleted", "1"));
 }, [412]);
 
 await screen("query_options", async (page) => {
@@ -392,6 +360,25 @@ await screen("effect_loop", async (page) => {
   check("effect: a loop is stopped, the page stays responsive", n > 50 && n < 1000, String(n));
 }, [], ["effects keep changing the state they read"]);
 
-await browser.close();
-console.log(`${passed} passed, ${failures} failed`);
-process.exit(failures === 0 ? 0 : 1);
+await screen("instance_api", async (page) => {
+  const input = page.locator(".text-field input");
+  const attr = (name) => input.getAttribute(name);
+  check("rest: props the component does not name reach the input", (await attr("placeholder")) === "Your name" && (await attr("maxlength")) === "5" && (await attr("data-extra")) === "one", JSON.stringify([await attr("placeholder"), await attr("maxlength"), await attr("data-extra")]));
+  check("rest: its own props stay out of the rest", (await attr("label")) === null && (await attr("value")) === null);
+  check("rest: the bound prop still binds", (await input.inputValue()) === "Ada");
+  await page.click("#limit");
+  check("rest: a new value of a rest prop updates the input", await poll(async () => (await attr("maxlength")) === "8"), String(await attr("maxlength")));
+  await page.click("#extra");
+  check("rest: a prop that went away leaves the input", await poll(async () => (await attr("data-extra")) === null && (await attr("data-other")) === "two"), JSON.stringify([await attr("data-extra"), await attr("data-other")]));
+  await page.click("#focus");
+  check("bind:this: calls an exported function of the component", await poll(() => input.evaluate((e) => document.activeElement === e)));
+  await page.click("#kind");
+  check("bind:this: reads an exported constant", await eventuallyIn(page, "#kind-out", "text-field"), await text(page, "#kind-out"));
+  await page.click("#clear");
+  check("bind:this: an exported function assigns the component's state (and the binding)", await eventuallyIn(page, "#name", ""), await text(page, "#name"));
+  await page.click("#hide");
+  await page.click("#kind");
+  check("bind:this: null once the component is destroyed", await eventuallyIn(page, "#kind-out", "none"), await text(page, "#kind-out"));
+});
+
+await finish(browser);

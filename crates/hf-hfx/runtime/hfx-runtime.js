@@ -60,6 +60,25 @@ class Context {
     this.setters[name] = [slot, set, get];
     this.shared[name] = this.props[name];
   }
+  /** `let { a, ...rest } = $props()`: `set` receives the props the pattern does not name. */
+  rest(slot, set, named) {
+    this.others = [slot, set, named, null];
+    this.restUpdate(this.props);
+  }
+  restUpdate(props) {
+    const o = this.others;
+    const next = {};
+    for (const k in props) if (!o[2].includes(k) && !k.startsWith("$$bind:")) next[k] = props[k];
+    const prev = o[3];
+    if (prev && Object.keys(prev).length === Object.keys(next).length && Object.keys(next).every((k) => prev[k] === next[k])) return;
+    o[3] = next;
+    o[1](next);
+    if (prev) this.u(undefined, o[0]);
+  }
+  /** `export function` / `export const`: what a parent's `bind:this` gets. */
+  expose(api) {
+    this.api = api;
+  }
   /** `$state(value)`: plain objects and arrays become deeply reactive (see `deep`). */
   deep(value, slot) {
     return deep(this, value, slot);
@@ -296,7 +315,9 @@ function instantiate(C, props, parent, anchor) {
   ctx.live = true;
   parent.insertBefore(frag, anchor || null);
   return {
-    set(next) {
+    api: ctx.api || {},
+    // `whole`: `next` is every prop (a parent component's), not only those that changed.
+    set(next, whole) {
       for (const name of Object.keys(next || {})) {
         const entry = ctx.setters[name];
         if (entry) {
@@ -306,6 +327,10 @@ function instantiate(C, props, parent, anchor) {
         } else if (name.startsWith("$$bind:")) {
           ctx.props[name] = next[name];
         }
+      }
+      if (ctx.others) {
+        ctx.props = whole ? { ...next } : { ...ctx.props, ...next };
+        ctx.restUpdate(ctx.props);
       }
     },
     destroy() {
@@ -342,8 +367,53 @@ export async function boot(session, target) {
   if (!hash) return null;
   // Also takes the one-time code out of the address bar and the history.
   if (location.pathname !== FRAME_PATH || location.hash !== hash) history.replaceState(null, "", FRAME_PATH + hash);
+  if (hash === PREVIEW) return previewFrame(target);
   window.addEventListener("hashchange", () => show(target));
   return show(target);
+}
+
+// `#preview`: the frame runs compiled text its parent sends (the console's preview of a screen
+// being edited, `POST /hfx/compile`'s `compiledJs` and `compiledSidecar`) instead of a stored
+// screen. Only a parent of the same origin is listened to; such a page can script the frame
+// anyway, so this gives it nothing new. The text becomes `blob:` modules, which the frame's
+// policy lets the runtime import (its imports carry the page script's nonce); their imports are
+// made absolute first, because nothing resolves against a `blob:` address.
+const PREVIEW = "#preview";
+
+function previewFrame(target) {
+  window.addEventListener("message", (event) => {
+    const sent = event.data && event.data.hfxPreview;
+    if (event.origin === location.origin && event.source === window.parent && sent) previewText(target, sent);
+  });
+  window.parent.postMessage({ hfxPreviewReady: true }, location.origin);
+  return null;
+}
+
+function previewText(target, sent) {
+  const urls = [];
+  const blob = (code) => {
+    const url = URL.createObjectURL(new Blob([code], { type: "text/javascript" }));
+    urls.push(url);
+    return url;
+  };
+  const url = blob(absoluteImports(sent.js, sent.sidecar ? blob(absoluteImports(sent.sidecar)) : null));
+  return present(target, "preview", {}, () => import(url)).finally(() => urls.forEach((u) => URL.revokeObjectURL(u)));
+}
+
+// The import and export-from lines the compiler prints (one a line, the specifier in double
+// quotes): `/…` becomes an address of this origin and `./sidecar` the sidecar's `blob:` address.
+const IMPORT_LINE = /^(\s*(?:import|export)\b[^"]*?\bfrom\s*|\s*import\s*)"([^"]+)";$/;
+
+function absoluteImports(code, sidecar) {
+  return code
+    .split("\n")
+    .map((line) => {
+      const m = IMPORT_LINE.exec(line);
+      if (!m) return line;
+      const spec = m[2] === "./sidecar" && sidecar ? sidecar : m[2].startsWith("/") ? location.origin + m[2] : m[2];
+      return m[1] + JSON.stringify(spec) + ";";
+    })
+    .join("\n");
 }
 
 let shown = null;
@@ -353,15 +423,20 @@ async function show(target) {
   const at = route.indexOf("?");
   const screen = decodeURIComponent(at < 0 ? route : route.slice(0, at));
   const props = Object.fromEntries(new URLSearchParams(at < 0 ? "" : route.slice(at + 1)));
+  return present(target, screen, props, async () => {
+    if (!SCREEN.test(screen)) throw new Error("not a screen name (module/screen)");
+    const [moduleKey, screenKey] = screen.split("/");
+    return import((await request("GET", "/hfx/resolve/" + moduleKey + "/" + screenKey)).moduleUrl);
+  });
+}
+
+/** Replaces what the frame shows with the component of the module `load()` imports. */
+async function present(target, screen, props, load) {
   if (shown) shown.destroy();
   shown = null;
   while (target.firstChild) target.firstChild.remove();
   try {
-    if (!SCREEN.test(screen)) throw new Error("not a screen name (module/screen)");
-    const [moduleKey, screenKey] = screen.split("/");
-    const { moduleUrl } = await request("GET", "/hfx/resolve/" + moduleKey + "/" + screenKey);
-    const mod = await import(moduleUrl);
-    shown = mount(mod.default, target, props);
+    shown = mount((await load()).default, target, props);
     target.setAttribute("data-hfx-state", "mounted");
     target.setAttribute("data-hfx-screen", screen);
     return shown;
@@ -384,7 +459,9 @@ export function navigate(screen, params) {
 
 /** Loads another screen of the same snapshot (`import X from "screen:m/s"`). */
 export async function screen(base, moduleKey, screenKey) {
-  const mod = await import(screenUrl(base, moduleKey, screenKey));
+  // A preview's module (a `blob:` address) has no siblings: the stored screen is resolved.
+  const url = base.startsWith("blob:") ? (await request("GET", "/hfx/resolve/" + moduleKey + "/" + screenKey)).moduleUrl : screenUrl(base, moduleKey, screenKey);
+  const mod = await import(url);
   return mod.default;
 }
 
@@ -397,16 +474,26 @@ export function screenUrl(base, moduleKey, screenKey) {
   return new URL(commit + moduleKey + "-" + screenKey + ".js", url).href;
 }
 
-/** `<Child a={x} />`: mounts a child component and passes it new props when they change. */
-export function child(b, parent, C, props, deps) {
+/**
+ * `<Child a={x} />`: mounts a child component and passes it new props when they change;
+ * `bindThis` (`bind:this`) gets the instance's API, and null once it is destroyed.
+ */
+export function child(b, parent, C, props, deps, bindThis) {
   const end = text(parent, "");
   let inst = null;
   b.u(deps, () => {
     const p = props();
-    if (inst) inst.set(p);
-    else inst = instantiate(C, p, end.parentNode, end);
+    if (inst) inst.set(p, true);
+    else {
+      inst = instantiate(C, p, end.parentNode, end);
+      if (bindThis) bindThis(inst.api);
+    }
   });
-  b.cleanups.push(() => inst && inst.destroy());
+  b.cleanups.push(() => {
+    if (!inst) return;
+    inst.destroy();
+    if (bindThis) bindThis(null);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -958,50 +1045,83 @@ export async function runQuery(hoqs, params, signal) {
 /**
  * `{#query "HOQS", params, options as q}`: runs the query now and whenever its text or parameter
  * values change, and exposes `q.loading`, `q.error`, `q.errors`, `q.records`, `q.total` (with the
- * `count` option) and `q.refresh()` to the block's markup.
+ * `count` option) and `q.refresh()` to the block's markup. With `paged: true` it reads the query a
+ * page at a time through the API's keyset cursor (`cursor`/`nextCursor`): `q.hasMore`,
+ * `q.loadMore()` (append the next page), `q.next()`, `q.previous()` (show another page instead),
+ * `q.page` and `q.hasPrevious`.
  */
 export function query(ctx, b, parent, slot, get, deps, body) {
   let controller = null;
   let seq = 0;
   let last = null; // the text, parameters and options of the last run, as JSON
   let timer = null;
+  let shown = null; // [hoqs, params, options] of the records on show
+  let cursors = [null]; // paged: the cursor each page on show was read with, first page first
+  let after = null; // paged: the cursor of the page after the last one read
   const q = {
     loading: false,
     error: null,
     errors: [],
     records: [],
     total: null,
+    page: 1,
+    hasMore: false,
+    hasPrevious: false,
     refresh() {
       return run(true);
+    },
+    loadMore() {
+      return after ? exec(shown, after, "more") : Promise.resolve();
+    },
+    next() {
+      return after ? exec(shown, after, "next") : Promise.resolve();
+    },
+    previous() {
+      return cursors.length > 1 ? exec(shown, cursors[cursors.length - 2], "previous") : Promise.resolve();
     },
   };
   // Runs when the query's text, parameter values or options changed (or on `refresh()`); with
   // `debounce: ms`, a change waits until nothing changed for that long.
   function run(force) {
     const [hoqs, params, options] = get();
-    const opts = options || {};
-    const key = JSON.stringify([hoqs, params, opts]);
+    const what = [hoqs, params, options || {}];
+    const key = JSON.stringify(what);
     if (!force && key === last) return;
     const first = last === null;
     last = key;
     clearTimeout(timer);
-    if (force || first || !(opts.debounce > 0)) return exec(hoqs, params, opts);
-    timer = setTimeout(() => exec(hoqs, params, opts), opts.debounce);
+    if (force || first || !(what[2].debounce > 0)) return exec(what, null, "first");
+    timer = setTimeout(() => exec(what, null, "first"), what[2].debounce);
   }
-  async function exec(hoqs, params, opts) {
+  // `how`: "first" (the query anew), "more" (append the page at `cursor`), "next" or "previous"
+  // (show the page at `cursor` instead).
+  async function exec(what, cursor, how) {
+    const [hoqs, params, opts] = what;
     if (controller) controller.abort();
     const mine = ++seq;
     controller = new AbortController();
     q.loading = true;
     ctx.u(undefined, slot);
     try {
-      const [records, counted] = await Promise.all([
-        runQuery(hoqs, params, controller.signal),
-        opts.count ? runQuery(opts.count, params, controller.signal) : null,
+      const sent = { query: hoqs, params: params || {} };
+      if (opts.paged) sent.cursor = cursor;
+      const [data, counted] = await Promise.all([
+        request("POST", "/data/query", sent, controller.signal),
+        opts.count && how === "first" ? runQuery(opts.count, params, controller.signal) : null,
       ]);
       if (mine !== seq) return;
-      q.records = records;
-      q.total = counted && counted[0] ? Object.values(counted[0])[0] : null;
+      const records = (data && data.records) || [];
+      shown = what;
+      after = (opts.paged && data && data.nextCursor) || null;
+      if (how === "first") {
+        cursors = [null];
+        q.total = counted && counted[0] ? Object.values(counted[0])[0] : null;
+      } else if (how === "previous") cursors.pop();
+      else cursors.push(cursor);
+      q.records = how === "more" ? [...q.records, ...records] : records;
+      q.page = cursors.length;
+      q.hasMore = after !== null;
+      q.hasPrevious = how !== "more" && cursors.length > 1;
       q.errors = [];
       q.error = null;
     } catch (e) {

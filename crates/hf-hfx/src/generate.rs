@@ -705,6 +705,35 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         (code, assign, deps)
     }
 
+    /// The expression a `bind:<name>` directive binds to, when it is one a binding can assign
+    /// (a variable or a property); otherwise the problem is reported and the answer is `None`.
+    /// The piece-by-piece compiler reports an unassignable target itself, located inside it.
+    fn bound_target(&mut self, attr: &Attr, name: &str) -> Option<Span> {
+        let AttrValue::Expr(span) = &attr.value else {
+            self.sink.error(
+                Code::InvalidDirective,
+                attr.start,
+                format!("`bind:{name}` needs a variable: `bind:{name}={{name}}`"),
+            );
+            return None;
+        };
+        let assignable = match self.fast.as_deref() {
+            Some(unit) => unit.is_assignable(*span),
+            None => js::is_assignable(self.alloc, self.sink, *span),
+        };
+        if !assignable {
+            if self.fast.is_some() {
+                self.sink.error(
+                    Code::InvalidDirective,
+                    span.start,
+                    "a binding needs a variable or a property (`name`, `obj.field`)",
+                );
+            }
+            return None;
+        }
+        Some(*span)
+    }
+
     fn binding(&mut self, el: &Element, attr: &Attr, kind: &str, v: &str) {
         let fits = match kind {
             "value" => matches!(el.name.as_str(), "input" | "textarea" | "select"),
@@ -720,29 +749,10 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             );
             return;
         }
-        let AttrValue::Expr(span) = &attr.value else {
-            self.sink.error(
-                Code::InvalidDirective,
-                attr.start,
-                format!("`bind:{kind}` needs a variable: `bind:{kind}={{name}}`"),
-            );
+        let Some(span) = self.bound_target(attr, kind) else {
             return;
         };
-        let assignable = match self.fast.as_deref() {
-            Some(unit) => unit.is_assignable(*span),
-            None => js::is_assignable(self.alloc, self.sink, *span),
-        };
-        if !assignable {
-            if self.fast.is_some() {
-                self.sink.error(
-                    Code::InvalidDirective,
-                    span.start,
-                    "a binding needs a variable or a property (`name`, `obj.field`)",
-                );
-            }
-            return;
-        }
-        let (code, assign, deps) = self.bind_assignment(*span);
+        let (code, assign, deps) = self.bind_assignment(span);
         if kind == "this" {
             let _ = writeln!(self.out, "(($$v) => {{ {assign}; }})({v});");
         } else {
@@ -788,11 +798,20 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             self.children_snippet(&var, &el.children);
             props.push(format!("\"children\": {var}"));
         }
+        let mut this = String::new();
         for attr in &el.attrs {
             if attr.name == markup::SPREAD {
                 let (code, d) = self.attr_code(attr);
                 deps.extend(d);
                 props.push(format!("...{code}"));
+                continue;
+            }
+            if attr.name == "bind:this" {
+                // The component's instance (its exports), and null once it is destroyed.
+                if let Some(span) = self.bound_target(attr, "this") {
+                    let (_, assign, _) = self.bind_assignment(span);
+                    this = format!(", ($$v) => {{ {assign}; }}");
+                }
                 continue;
             }
             if let Some(prop) = attr.name.strip_prefix("bind:") {
@@ -817,7 +836,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         }
         let _ = writeln!(
             self.out,
-            "$$rt.child($$b, {parent}, {}, () => ({{ {} }}), {});",
+            "$$rt.child($$b, {parent}, {}, () => ({{ {} }}), {}{this});",
             el.name,
             props.join(", "),
             slots(&deps)
@@ -1058,15 +1077,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         props: &mut Vec<String>,
         deps: &mut BTreeSet<usize>,
     ) {
-        let AttrValue::Expr(span) = &attr.value else {
-            self.sink.error(
-                Code::InvalidDirective,
-                attr.start,
-                format!("`bind:{prop}` needs a variable: `bind:{prop}={{name}}`"),
-            );
-            return;
-        };
-        if !markup::is_identifier(prop) || prop == "this" {
+        if !markup::is_identifier(prop) {
             self.sink.error(
                 Code::InvalidDirective,
                 attr.start,
@@ -1074,21 +1085,10 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             );
             return;
         }
-        let assignable = match self.fast.as_deref() {
-            Some(unit) => unit.is_assignable(*span),
-            None => js::is_assignable(self.alloc, self.sink, *span),
-        };
-        if !assignable {
-            if self.fast.is_some() {
-                self.sink.error(
-                    Code::InvalidDirective,
-                    span.start,
-                    "a binding needs a variable or a property (`name`, `obj.field`)",
-                );
-            }
+        let Some(span) = self.bound_target(attr, prop) else {
             return;
-        }
-        let (code, assign, d) = self.bind_assignment(*span);
+        };
+        let (code, assign, d) = self.bind_assignment(span);
         deps.extend(d);
         props.push(format!("{}: {code}", js_string(prop)));
         props.push(format!(

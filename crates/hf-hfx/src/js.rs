@@ -115,6 +115,11 @@ pub(crate) struct ScriptInfo {
     /// Props declared Svelte's way, `let { key: local = default } = $props();`:
     /// `(key, local, slot, end of the declaring statement)`.
     pub(crate) destructured: Vec<(String, String, usize, usize)>,
+    /// `...rest` in that pattern: `(local, slot)`; it holds every prop the pattern does not name.
+    pub(crate) rest: Option<(String, usize)>,
+    /// `export function name` and `export const name`: the component instance's API, which a
+    /// parent's `bind:this` receives.
+    pub(crate) exports: Vec<String>,
     /// Top-level functions and the state slots they read, directly or through other top-level
     /// functions, so that `{total()}` updates when what `total` reads changes.
     pub(crate) functions: HashMap<String, BTreeSet<usize>>,
@@ -345,6 +350,35 @@ pub(crate) fn analyze_program(
                         }
                     }
                 }
+                Declaration::VariableDeclaration(var)
+                    if var.kind == VariableDeclarationKind::Const =>
+                {
+                    info.edits.push(Edit::replace(
+                        base + export.span.start as usize,
+                        base + var.span.start as usize,
+                        "",
+                    ));
+                    for d in &var.declarations {
+                        match d.id.get_binding_identifier() {
+                            Some(id) => info.exports.push(id.name.as_str().to_string()),
+                            None => sink.error(
+                                Code::InvalidExport,
+                                base + d.span.start as usize,
+                                "an export is a plain name: `export const name = value;`",
+                            ),
+                        }
+                    }
+                }
+                Declaration::FunctionDeclaration(function) if function.id.is_some() => {
+                    info.edits.push(Edit::replace(
+                        base + export.span.start as usize,
+                        base + function.span.start as usize,
+                        "",
+                    ));
+                    if let Some(id) = &function.id {
+                        info.exports.push(id.name.as_str().to_string());
+                    }
+                }
                 Declaration::TSTypeAliasDeclaration(_) | Declaration::TSInterfaceDeclaration(_) => {
                     let decl_start = base + export.declaration.span().start as usize;
                     info.edits.push(Edit::replace(
@@ -356,7 +390,7 @@ pub(crate) fn analyze_program(
                 _ => sink.error(
                     Code::InvalidExport,
                     base + export.span.start as usize,
-                    "a screen script exports only props (`export let name = default;`)",
+                    "a screen script exports props (`export let name = default;`) and its instance's functions and constants (`export function name() {}`, `export const name = value;`)",
                 ),
             },
             Statement::ExportAllDeclaration(_)
@@ -367,7 +401,7 @@ pub(crate) fn analyze_program(
             | Statement::TSNamespaceExportDeclaration(_) => sink.error(
                 Code::InvalidExport,
                 base + stmt.span().start as usize,
-                "a screen script exports only props (`export let name = default;`)",
+                "a screen script exports props (`export let name = default;`) and its instance's functions and constants (`export function name() {}`, `export const name = value;`)",
             ),
             _ => {}
         }
@@ -557,6 +591,9 @@ pub(crate) fn analyze_program(
     for prop in &mut info.destructured {
         prop.2 = info.state.iter().position(|s| *s == prop.1).unwrap_or(0);
     }
+    if let Some(rest) = &mut info.rest {
+        rest.1 = info.state.iter().position(|s| *s == rest.0).unwrap_or(0);
+    }
     // A derived value's expression and an effect's function read state like a function does.
     for (i, rune) in info.runes.iter().enumerate() {
         if let (RuneKind::Derived | RuneKind::DerivedBy | RuneKind::Effect, Some(arg)) =
@@ -689,13 +726,25 @@ fn props_pattern(
         );
         return;
     };
-    if !call.arguments.is_empty() || pattern.rest.is_some() {
+    if !call.arguments.is_empty() {
         sink.error(
             Code::SvelteSyntax,
             base + d.span.start as usize,
-            "`$props()` takes no argument, and `...rest` of the props is not supported",
+            "`$props()` takes no argument",
         );
         return;
+    }
+    if let Some(rest) = &pattern.rest {
+        match &rest.argument {
+            BindingPattern::BindingIdentifier(id) => {
+                info.rest = Some((id.name.as_str().to_string(), 0));
+            }
+            _ => sink.error(
+                Code::SvelteSyntax,
+                base + rest.span.start as usize,
+                "the rest of the props is one name: `let { title, ...rest } = $props();`",
+            ),
+        }
     }
     for property in &pattern.properties {
         let key = match &property.key {
@@ -1142,7 +1191,15 @@ pub(crate) fn finish_module(
 }
 
 /// Compiles the TypeScript sidecar to JavaScript; problems go to `sink` (the sidecar's own).
-pub(crate) fn compile_sidecar(alloc: &Allocator, sink: &mut Sink<'_>) -> Option<String> {
+/// Compiles a sidecar: its bare imports become `<vendor_base><specifier>` when the host knows
+/// where the screen's module serves its vendored files (like the screen's own imports), and are
+/// added to `vendored` with their offsets so the host can check that the files exist.
+pub(crate) fn compile_sidecar(
+    alloc: &Allocator,
+    sink: &mut Sink<'_>,
+    vendor_base: Option<&str>,
+    vendored: &mut Vec<crate::VendorImport>,
+) -> Option<String> {
     let text = sink.source;
     let whole = Span {
         start: 0,
@@ -1164,14 +1221,30 @@ pub(crate) fn compile_sidecar(alloc: &Allocator, sink: &mut Sink<'_>) -> Option<
             Statement::ExportFromDeclaration(d) => &d.source,
             _ => continue,
         };
-        if let Err(why) = imports::classify_sidecar(source.value.as_str()) {
-            sink.error(Code::InvalidImport, source.span.start as usize, why);
+        let spec = source.value.as_str();
+        match imports::classify_sidecar(spec) {
+            Err(why) => sink.error(Code::InvalidImport, source.span.start as usize, why),
+            Ok(Specifier::Vendor(_)) if imports::is_vendored_module(spec) => {
+                vendored.push(crate::VendorImport {
+                    specifier: spec.to_owned(),
+                    file: crate::SourceFile::Sidecar,
+                    offset: source.span.start as usize,
+                });
+            }
+            Ok(_) => {}
         }
     }
     if sink.has_errors() {
+        vendored.clear();
         return None;
     }
-    match strip_and_print(alloc, parsed.program, "sidecar.ts", Urls::default()) {
+    // The sidecar's own `./sidecar` (if it wrote one) is not the screen's: only vendored
+    // specifiers are rewritten.
+    let urls = Urls {
+        sidecar: None,
+        vendor_base,
+    };
+    match strip_and_print(alloc, parsed.program, "sidecar.ts", urls) {
         Ok(code) => Some(code),
         Err(errors) => {
             report(sink, &errors, 0, whole);

@@ -91,18 +91,39 @@ pub struct CompileOutput {
     /// The other screens the screen imports (`screen:<module>/<screen>`), so that a host can
     /// check that they exist when the screen is written.
     pub screen_imports: Vec<ScreenImport>,
-    /// The vendored modules the screen's script imports (bare specifiers other than `hfx`), so
-    /// that a host can check that the files exist when the screen is written.
+    /// The vendored modules the screen's script and its sidecar import (bare specifiers other
+    /// than `hfx`), so that a host can check that the files exist when the screen is written.
     pub vendor_imports: Vec<VendorImport>,
 }
 
-/// One `import … from "<path>"` of a vendored module in a screen.
+/// One `import … from "<path>"` (or `export … from`) of a vendored module in a screen's script or
+/// in its sidecar.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VendorImport {
     /// The specifier as written (`chart.js`).
     pub specifier: String,
-    /// Byte offset of the specifier (its opening quote) in the screen source.
+    /// The input the import is written in: the screen or its sidecar.
+    pub file: SourceFile,
+    /// Byte offset of the specifier (its opening quote) in that input.
     pub offset: usize,
+}
+
+impl VendorImport {
+    /// A diagnostic located at the specifier, in the screen source or the sidecar (whichever
+    /// holds the import), for a host that refuses the import.
+    pub fn diagnostic(
+        &self,
+        code: DiagnosticCode,
+        message: impl Into<String>,
+        screen: &str,
+        sidecar: Option<&str>,
+    ) -> Diagnostic {
+        let text = match self.file {
+            SourceFile::Screen => screen,
+            SourceFile::Sidecar => sidecar.unwrap_or_default(),
+        };
+        Diagnostic::at(code, message, self.file, text, self.offset)
+    }
 }
 
 /// One `import X from "screen:<module>/<screen>"` of a screen.
@@ -201,9 +222,15 @@ fn compile_in(
     let content_hash = content_hash(source);
     let mut diagnostics = Vec::new();
 
+    let mut sidecar_imports = Vec::new();
     let sidecar_js = sidecar.and_then(|text| {
         let mut sink = Sink::new(text, SourceFile::Sidecar);
-        let js = js::compile_sidecar(alloc, &mut sink);
+        let js = js::compile_sidecar(
+            alloc,
+            &mut sink,
+            options.vendor_base.as_deref(),
+            &mut sidecar_imports,
+        );
         diagnostics.append(&mut sink.list);
         js
     });
@@ -213,7 +240,8 @@ fn compile_in(
     diagnostics.append(&mut sink.list);
 
     if diagnostics.is_empty() {
-        let (screen_imports, vendor_imports) = script_imports(alloc, source);
+        let (screen_imports, mut vendor_imports) = script_imports(alloc, source);
+        vendor_imports.append(&mut sidecar_imports);
         CompileOutput {
             js,
             sidecar_js,
@@ -241,7 +269,7 @@ fn compile_in(
 pub fn compile_sidecar(sidecar: &str) -> Result<String, Vec<Diagnostic>> {
     with_allocator(|alloc| {
         let mut sink = Sink::new(sidecar, SourceFile::Sidecar);
-        match js::compile_sidecar(alloc, &mut sink) {
+        match js::compile_sidecar(alloc, &mut sink, None, &mut Vec::new()) {
             Some(js) if sink.list.is_empty() => Ok(js),
             _ => Err(sink.list),
         }
@@ -330,6 +358,7 @@ fn script_imports(alloc: &Allocator, source: &str) -> (Vec<ScreenImport>, Vec<Ve
             Ok(imports::Specifier::Vendor(_)) if imports::is_vendored_module(spec) => vendored
                 .push(VendorImport {
                     specifier: spec.to_owned(),
+                    file: SourceFile::Screen,
                     offset,
                 }),
             _ => {}
@@ -436,6 +465,7 @@ fn compile_markup(
         module.push_str(&js::apply_edits(source, span, &edits));
         module.push('\n');
     }
+    module.push_str(&instance_and_rest(&script));
     module.push_str("return ($$b, $$t) => {\n");
     module.push_str(&render);
     module.push_str("};\n}, ");
@@ -505,6 +535,7 @@ fn compile_in_one_pass(
             generate::quote(key)
         ));
     }
+    module.push_str(&instance_and_rest(&script));
     module.push_str("\treturn ($$b, $$t) => {\n");
     module.push_str(&render);
     module.push_str("\t};\n}, ");
@@ -513,6 +544,40 @@ fn compile_in_one_pass(
     module.push_str(&generate::quote(css));
     module.push_str(");\n");
     Some(module)
+}
+
+/// What follows the script: the instance's API ([`instance_api`]), and for
+/// `let { a, ...rest } = $props();` the call that keeps `rest` holding every prop the pattern does
+/// not name (the caller's new props included), without the compiler's own entries.
+fn instance_and_rest(script: &js::ScriptInfo) -> String {
+    let mut out = instance_api(script);
+    let Some((local, slot)) = &script.rest else {
+        return out;
+    };
+    let named: Vec<String> = script
+        .destructured
+        .iter()
+        .map(|(key, ..)| generate::quote(key))
+        .collect();
+    out.push_str(&format!(
+        "\t$$.rest({slot}, ($$v) => {{ {local} = $$v; }}, [{}]);\n",
+        named.join(", ")
+    ));
+    out
+}
+
+/// `export function f` and `export const c`: the instance a parent's `bind:this` gets, reading
+/// the current values.
+fn instance_api(script: &js::ScriptInfo) -> String {
+    if script.exports.is_empty() {
+        return String::new();
+    }
+    let getters: Vec<String> = script
+        .exports
+        .iter()
+        .map(|name| format!("get {name}() {{ return {name}; }}"))
+        .collect();
+    format!("\t$$.expose({{ {} }});\n", getters.join(", "))
 }
 
 /// The files served at `/hfx/vendor/{path}`; anything else is `None` (the server answers 404).

@@ -684,7 +684,8 @@ fn unparenthesize<'a>(expr: Expression<'a>) -> Expression<'a> {
 }
 
 /// `export let name = value;` becomes `let name = $$.prop("name", value);`: the caller's value
-/// wins over the default. `None` when an export other than a `let` remains after the strip.
+/// wins over the default; `export function` and `export const` lose their `export`. `None` when
+/// another export remains after the strip.
 fn unwrap_props<'a>(program: &mut Program<'a>, ast: &AstBuilder<'a>) -> Option<()> {
     for stmt in program.body.iter_mut() {
         if matches!(
@@ -702,8 +703,21 @@ fn unwrap_props<'a>(program: &mut Program<'a>, ast: &AstBuilder<'a>) -> Option<(
         let Statement::ExportDeclaration(export) = stmt.take_in(ast) else {
             return None;
         };
-        let Declaration::VariableDeclaration(mut var) = export.unbox().declaration else {
-            return None;
+        // `export function` and `export const` are the instance's API (see `ScriptInfo::exports`):
+        // plain declarations here.
+        let mut var = match export.unbox().declaration {
+            Declaration::FunctionDeclaration(function) => {
+                *stmt = Statement::FunctionDeclaration(function);
+                continue;
+            }
+            Declaration::VariableDeclaration(var)
+                if var.kind == oxc::ast::ast::VariableDeclarationKind::Const =>
+            {
+                *stmt = Statement::VariableDeclaration(var);
+                continue;
+            }
+            Declaration::VariableDeclaration(var) => var,
+            _ => return None,
         };
         for declarator in var.declarations.iter_mut() {
             let name = declarator.id.get_binding_identifier()?.name.as_str();

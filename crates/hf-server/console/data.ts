@@ -77,12 +77,22 @@ export interface Page {
   descending: boolean;
   filterField: string;
   filterText: string;
-  offset: number;
-  /** The total the previous load counted (0 when unknown). */
-  knownTotal: number;
+  /** Read from the end: the order reversed (and each page turned round for showing). */
+  backward: boolean;
+  /** The query API's keyset cursor of the page (`null`: the first page in that direction). */
+  cursor: string | null;
 }
 
-/** One page of records and the number of records the filter matches, in two HOQS queries. */
+/**
+ * One page of records, the cursor of the page after it (`null` on the last one) and the number of
+ * records the filter matches, in two HOQS queries.
+ *
+ * Pages are read with the query API's keyset cursor, not `OFFSET`: a page starts after the last
+ * row of the one before it, so records others insert or delete meanwhile never make a row show
+ * twice or not at all, and a page deep into 100,000 rows costs what the first does (PostgreSQL
+ * does not walk past the rows before it). The last pages are read from the end, in the reverse
+ * order, and turned round.
+ */
 export async function loadPage(m: string, o: string, page: Page) {
   const keys = page.fields.map((f) => f.fieldKey);
   let where = "";
@@ -94,25 +104,18 @@ export async function loadPage(m: string, o: string, page: Page) {
     params.filter = c.value;
   }
   const from = " FROM " + m + "." + o + where;
-  // A page in the second half is read from the end, in the reverse order, and turned round:
-  // PostgreSQL skips OFFSET rows one by one, so the last page of 100,000 rows would otherwise
-  // walk past 99,975 of them. `known` is the total of the previous load (records may have come or
-  // gone since; offset paging is approximate then anyway).
-  const known = page.knownTotal;
-  const fromEnd = known > 0 && page.offset > known / 2;
-  const size = fromEnd ? Math.max(0, Math.min(PAGE_SIZE, known - page.offset)) : PAGE_SIZE;
-  const skip = fromEnd ? Math.max(0, known - page.offset - size) : page.offset;
-  const descending = fromEnd ? !page.descending : page.descending;
-  const tieBreak = fromEnd ? ", id DESC" : ", id ASC";
+  const descending = page.backward ? !page.descending : page.descending;
+  const tieBreak = descending ? ", id DESC" : ", id ASC";
   const order = " ORDER BY " + page.sort + (descending ? " DESC" : " ASC") + (page.sort === "id" ? "" : tieBreak);
-  const query = "SELECT " + ["id", ...keys, ...Object.values(page.names), "updatedAt"].join(", ") + from + order + " LIMIT " + size + " OFFSET " + skip;
+  const query = "SELECT " + ["id", ...keys, ...Object.values(page.names), "updatedAt"].join(", ") + from + order + " LIMIT " + PAGE_SIZE;
   const [rows, count] = await Promise.all([
-    api("POST", "/data/query", { query, params }),
+    api("POST", "/data/query", { query, params, cursor: page.cursor }),
     api("POST", "/data/query", { query: "SELECT COUNT(id) AS total" + from, params }),
   ]);
-  if (!rows.ok) return { records: [], total: 0, errors: rows.errors, query };
-  const records = fromEnd ? rows.data.records.slice().reverse() : rows.data.records;
-  return { records, total: count.ok ? count.data.records[0].total : records.length, errors: [], query };
+  if (!rows.ok) return { records: [], next: null, total: 0, errors: rows.errors, query };
+  const records = page.backward ? rows.data.records.slice().reverse() : rows.data.records;
+  const next: string | null = rows.data.nextCursor || null;
+  return { records, next, total: count.ok ? count.data.records[0].total : records.length, errors: [], query };
 }
 
 /** For each lookup field, the path that names its target record (`account.name`), when the target has such a field. */

@@ -124,6 +124,16 @@ export function messages(errors: ApiError[]): string[] {
   return errors.filter((e) => e.scope !== "field").map((e) => e.message);
 }
 
+/** The errors not about one field, each with its code: `The branch moved on (BRANCH_DIVERGED)`. */
+export function described(errors: ApiError[]): string[] {
+  return errors.filter((e) => e.scope !== "field").map((e) => (e.code ? e.message + " (" + e.code + ")" : e.message));
+}
+
+/** What an apply did, from its `apply` counts: `3 statements: 1 table created, 2 columns added`. */
+export function appliedCounts(a: { ddlExecuted: number; tablesCreated: number; columnsAdded: number }): string {
+  return plural(a.ddlExecuted, "statement") + ": " + plural(a.tablesCreated, "table") + " created, " + plural(a.columnsAdded, "column") + " added";
+}
+
 /** Field key → message, for errors about one field. */
 export function fieldErrors(errors: ApiError[]): Record<string, string> {
   const out: Record<string, string> = {};

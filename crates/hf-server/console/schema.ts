@@ -1,6 +1,6 @@
 // The Schema area: branches, modules, objects and fields of any branch, writes to a branch, the
 // plan of a branch against the live database and its apply, and the schema diagram.
-export { formatValue, plural, messages, fieldErrors, underline } from "./lib.js";
+export { formatValue, plural, messages, described, appliedCounts, fieldErrors, underline } from "./lib.js";
 import { api } from "./lib.js";
 import type { Reply } from "./lib.js";
 

@@ -1,6 +1,7 @@
 // The Screens area: every screen of the live branch, its HFX source compiled as you type
-// (`POST /hfx/compile`, errors at their location), saving it, and a preview in the rendering
-// frame (`POST /auth/session`, then `/auth/session/exchange?…&screen=…` in an iframe).
+// (`POST /hfx/compile`, errors at their location), saving it, and a preview of the text being
+// edited in the rendering frame (`POST /auth/session`, then `/auth/session/exchange?…#preview`
+// in an iframe, which runs the compiled text the console sends it).
 export { messages, fieldErrors, underline, plural } from "./lib.js";
 import { api } from "./lib.js";
 import type { Reply } from "./lib.js";
@@ -29,11 +30,36 @@ export async function deleteScreen(m: string, s: string): Promise<Reply> {
   return api("DELETE", "/metadata@main/" + encodeURIComponent(m) + "/screens/" + encodeURIComponent(s));
 }
 
-/** The URL of the rendering frame showing a screen, with a fresh one-time session code. */
+/**
+ * The URL of the rendering frame in preview mode (`#preview`: it runs the compiled text it is
+ * sent, see `sendPreview`), with a fresh one-time session code, so the preview calls the API as
+ * the console's principal.
+ */
 export async function previewUrl(m: string, s: string): Promise<{ url: string; error: string }> {
   const reply = await api("POST", "/auth/session");
   if (!reply.ok) return { url: "", error: reply.errors.map((e) => e.message).join(" ") };
-  return { url: "/auth/session/exchange?code=" + encodeURIComponent(reply.data.code) + "&screen=" + encodeURIComponent(m + "/" + s), error: "" };
+  return { url: "/auth/session/exchange?code=" + encodeURIComponent(reply.data.code) + "&screen=" + encodeURIComponent(m + "/" + s) + "#preview", error: "" };
+}
+
+/** What the preview frame runs: the last text that compiled. */
+export interface Compiled {
+  js: string;
+  sidecar: string | null;
+}
+
+/** Hands the compiled text to the preview frame (a window of this origin). */
+export function sendPreview(frame: HTMLIFrameElement | null, compiled: Compiled | null): void {
+  if (frame && frame.contentWindow && compiled) frame.contentWindow.postMessage({ hfxPreview: compiled }, location.origin);
+}
+
+/** Calls `ready` each time the preview frame `frame()` says it is ready for text; returns the way to stop. */
+export function onPreviewReady(frame: () => HTMLIFrameElement | null, ready: () => void): () => void {
+  const listen = (event: MessageEvent) => {
+    const f = frame();
+    if (event.origin === location.origin && f && event.source === f.contentWindow && event.data && event.data.hfxPreviewReady) ready();
+  };
+  window.addEventListener("message", listen);
+  return () => window.removeEventListener("message", listen);
 }
 
 export const STARTER = `<script lang="ts">

@@ -7,6 +7,7 @@
 // demo CRM and some records. Prints one line per check, a screenshot of every view into
 // HF_SCREENSHOTS, the first load's size, and exits non-zero when a check fails.
 import { chromium } from "playwright-core";
+import { launch, check, watch, eventually, eventuallyValue, eventuallyCount, poll, runScenarios } from "../../hf-hfx/browser-tests/harness.mjs";
 import { gzipSync } from "node:zlib";
 import { mkdirSync } from "node:fs";
 import { generateKeyPairSync } from "node:crypto";
@@ -21,23 +22,7 @@ if (!base || !admin.name || !admin.password) {
 }
 if (shots) mkdirSync(shots, { recursive: true });
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
-
-let failures = 0;
-let passed = 0;
-
-function check(name, ok, detail = "") {
-  if (ok) {
-    passed++;
-    console.log(`ok   ${name}`);
-  } else {
-    failures++;
-    console.log(`FAIL ${name} ${detail}`);
-  }
-}
+const browser = await launch(chromium);
 
 /**
  * Writes a screenshot of the view, and checks that every form control on it has a label (a
@@ -61,16 +46,7 @@ async function shot(page, name) {
 async function consolePage(name, body, { expectedStatus = [], viewport = { width: 1280, height: 800 } } = {}) {
   const context = await browser.newContext({ viewport });
   const page = await context.newPage();
-  const problems = [];
-  page.on("console", (m) => {
-    const expected = expectedStatus.some((s) => m.text().includes(`status of ${s} `));
-    if ((m.type() === "error" || m.type() === "warning") && !expected) problems.push(`console ${m.type()}: ${m.text()}`);
-  });
-  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
-  page.on("dialog", (d) => {
-    problems.push(`dialog opened: ${d.message()}`);
-    d.dismiss();
-  });
+  const problems = watch(page, { expectedStatus });
   try {
     await body(page);
   } catch (e) {
@@ -89,18 +65,6 @@ async function login(page, who) {
   await page.getByRole("button", { name: "Log out" }).waitFor({ timeout: 10000 });
 }
 
-/** Waits until `locator` has the text `want` (a string, or a pattern) (10 s at most: the test machine may be busy). */
-async function eventually(locator, want, timeout = 10000) {
-  const deadline = Date.now() + timeout;
-  let found = null;
-  while (Date.now() < deadline) {
-    found = await locator.first().textContent({ timeout: 1000 }).catch(() => null);
-    if (found !== null && (want instanceof RegExp ? want.test(found) : found === want)) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return false;
-}
-
 /** A token for `who`, for setting things up behind the console's back. */
 async function tokenOf(who) {
   const res = await fetch(`${base}/auth/login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ username: who.name, password: who.password }) });
@@ -117,16 +81,6 @@ async function call(who, method, path, body) {
   return { status: res.status, body: res.status === 204 ? null : await res.json() };
 }
 
-/** Waits until the input `locator` holds `want` (10 s at most). */
-async function eventuallyValue(locator, want) {
-  const deadline = Date.now() + 10000;
-  while (Date.now() < deadline) {
-    if ((await locator.inputValue().catch(() => null)) === want) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return false;
-}
-
 /** An OpenSSH ed25519 public key line for a fresh key. */
 function sshKey(comment) {
   const { publicKey } = generateKeyPairSync("ed25519");
@@ -135,25 +89,8 @@ function sshKey(comment) {
   return `ssh-ed25519 ${Buffer.concat([part(Buffer.from("ssh-ed25519")), part(raw)]).toString("base64")} ${comment}`;
 }
 
-/** Waits until `locator` matches `want` elements (10 s at most). */
-async function eventuallyCount(locator, want) {
-  const deadline = Date.now() + 10000;
-  while (Date.now() < deadline) {
-    if ((await locator.count()) === want) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return false;
-}
-
-/** Waits until the element with id `id` has the focus (10 s at most). */
-async function eventuallyFocused(page, id) {
-  const deadline = Date.now() + 10000;
-  while (Date.now() < deadline) {
-    if ((await page.evaluate(() => document.activeElement && document.activeElement.id)) === id) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return false;
-}
+/** Waits until the element with id `id` has the focus. */
+const eventuallyFocused = (page, id) => poll(async () => (await page.evaluate(() => document.activeElement && document.activeElement.id)) === id);
 
 const headers = (page, selector) => page.locator(`${selector} thead th`).allTextContents();
 
@@ -302,8 +239,22 @@ const scenarios = {
         check("data: says how many", await eventually(page.locator("p.meta[role=status]"), /^Records 1–25 of 33 records/), await page.locator("p.meta[role=status]").textContent());
         check("data: decimals are formatted", (await table.locator("tbody tr").first().locator("td").nth(5).textContent()) === "0");
         await shot(page, "data");
+        // Another client inserts a record that sorts first while page 1 is on show: the next page
+        // (read after page 1's last row, with the query API's cursor) repeats nothing and loses nothing.
+        const cells = () => table.locator("tbody tr td button.link").allTextContents();
+        const firstPage = await cells();
+        const inserted = await call(admin, "POST", "/data/crm/account", { name: "Aardvark" });
         await page.getByRole("button", { name: "Next" }).click();
-        check("data: the next page comes from the server", await eventually(page.locator("p.meta[role=status]"), /^Records 26–33 of 33/));
+        check("data: the next page comes from the server", await eventually(page.locator("p.meta[role=status]"), /^Records 26–33 of 34/), await page.locator("p.meta[role=status]").textContent());
+        const secondPage = await cells();
+        const both = [...firstPage, ...secondPage];
+        check("data: an insert before the page shifts no row into it twice", secondPage[0] === "Zeta 22" && new Set(both).size === 33 && both.length === 33, JSON.stringify(both));
+        await page.getByRole("button", { name: "Previous" }).click();
+        check("data: previous reads the first page again", await eventually(table.locator("tbody tr td button.link").first(), "Aardvark"), JSON.stringify(await cells()));
+        await call(admin, "DELETE", `/data/crm/account/${inserted.body.id}`);
+        await page.getByRole("button", { name: "Last" }).click();
+        check("data: the last page is read from the end", await eventually(page.locator("p.meta[role=status]"), /^Records 9–33 of 33/), await page.locator("p.meta[role=status]").textContent());
+        check("data: and keeps the order", (await cells())[24] === "Zeta 29", JSON.stringify(await cells()));
         await page.locator("th button.sort").filter({ hasText: /^name$/ }).click();
         check("data: sorting by the same column again turns it around", await eventually(table.locator("tbody tr td button").first(), "Zeta 29"), await table.locator("tbody tr td").nth(1).textContent());
         await page.getByLabel("Filter").selectOption("name");
@@ -450,16 +401,27 @@ const scenarios = {
         check("schema: the plan lists its statements", await eventually(page.locator(".plan .changes li .code").first(), "crm.invoice"), await page.locator(".plan").textContent());
         check("schema: with their SQL", (await page.locator(".plan pre.sql").first().textContent()).startsWith('CREATE TABLE "crm"."invoice"'));
         await shot(page, "schema-plan");
+        // The apply is held back a little, so that its pending state can be seen.
+        const slowly = async (route) => {
+          await new Promise((r) => setTimeout(r, 700));
+          await route.continue();
+        };
+        await page.route("**/apply", slowly);
         await page.getByRole("button", { name: "Apply feature1" }).click();
-        check("schema: applies", await eventually(page.locator(".plan p.notice"), /^Applied feature1: /), await page.locator(".plan").textContent());
+        check("schema: shows the apply under way", await eventually(page.locator(".plan p.pending"), /Applying feature1 to the database: \d+ statements in one transaction…$/), await page.locator(".plan").textContent());
+        check("schema: applies, and says what it ran", await eventually(page.locator(".plan p.notice"), /^Applied feature1: \d+ statements: 1 table created, \d+ columns added\. It is now the live schema\.$/), await page.locator(".plan").textContent());
+        await page.unroute("**/apply", slowly);
 
         // The live branch: a change that loses data asks first.
         await page.locator("#branch-select").selectOption("main");
         await eventually(page.locator("p.meta"), /This is the live branch/);
         await page.locator(".side").getByRole("link", { name: "Invoice" }).click();
         await eventually(page.locator(".object-title"), /^Invoice/);
+        await page.route("**/metadata@main/crm/objects/invoice/fields/note*", slowly);
         await addField("note", "Note", "scalar", async () => {});
-        check("schema: a live change is applied at once", await eventually(page.locator("p.notice"), /^Field note created\. Applied to the database/), await page.locator("main").textContent());
+        check("schema: a live write shows that it runs", await eventually(page.locator("p.pending"), /Writing the change and applying it to the database…$/), await page.locator("main").textContent());
+        check("schema: a live change is applied at once, with what it ran", await eventually(page.locator("p.notice"), /^Field note created\. Applied to the database: \d+ statements?: 0 tables created, 1 column added\.$/), await page.locator("main").textContent());
+        await page.unroute("**/metadata@main/crm/objects/invoice/fields/note*", slowly);
         await page.getByRole("button", { name: "Delete field note" }).click();
         check("schema: a destructive change asks first", await eventually(page.locator(".confirm h2"), "This change deletes data"));
         await shot(page, "schema-destructive");
@@ -513,6 +475,12 @@ const scenarios = {
         await page.getByRole("button", { name: "Create module" }).click();
         check("schema: creates a module", await eventually(page.locator("p.notice"), /^Module sales created\. Applied/), await page.locator("main").textContent());
         check("schema: lists it, empty", await eventually(page.locator(".side h2", { hasText: "Sales" }), /^Sales/) && (await page.locator(".side li.empty").count()) === 1);
+        // A refusal is shown with its code.
+        await page.getByRole("button", { name: "New module" }).click();
+        await page.getByLabel("Key").fill("sales");
+        await page.getByLabel("Label").fill("Sales again");
+        await page.getByRole("button", { name: "Create module" }).click();
+        check("schema: a refusal names its code", await eventually(page.locator("p.error[role=alert]"), /\(ALREADY_EXISTS\)$/), await page.locator("main").textContent());
       },
       { expectedStatus: [400, 404, 409, 422] },
     );
@@ -538,11 +506,22 @@ const scenarios = {
         check("screens: a compile error shows as you type, at its place", await eventually(page.locator(".diagnostics .where"), /^line 2, column/), await page.locator("main").textContent());
         check("screens: underlined", (await page.locator(".diagnostics mark.at").count()) >= 1);
         await shot(page, "screens-error");
+        // The preview runs the text being edited, sidecar included, before anything is saved.
+        await page.locator("details.sidecar summary").click();
+        await page.getByLabel("Sidecar (imported as ./sidecar)").fill("export const twice = (x: number): number => x * 2;\n");
+        await source.fill('<script>import { twice } from "./sidecar"; let n = 2;</script>\n<button on:click={() => n++}>Twice {twice(n)}</button>\n');
+        check("screens: the preview runs the unsaved text with its sidecar", await eventually(frame.locator("button"), "Twice 4", 10000), await frame.locator("#hf-root").textContent().catch(() => ""));
+        await frame.locator("button").click();
+        check("screens: and it is live", await eventually(frame.locator("button"), "Twice 6"));
+        await page.getByLabel("Sidecar (imported as ./sidecar)").fill("");
         await source.fill("<script>let count = 10;</script>\n<button on:click={() => count += 1}>Pressed {count}</button>\n");
         check("screens: the fixed source compiles", await eventually(page.locator("#compile-status"), "Compiles."));
+        check("screens: the preview follows the text before it is saved", await eventually(frame.locator("button"), "Pressed 10", 10000), await frame.locator("#hf-root").textContent().catch(() => ""));
+        const stored = await call(admin, "GET", "/metadata/crm/screens/counter");
+        check("screens: nothing was saved yet", stored.body.hfxSource.includes("count += 1}>{count}"), JSON.stringify(stored.body));
         await page.getByRole("button", { name: "Save" }).click();
         check("screens: saves", await eventually(page.locator("p.notice"), "Saved to the live branch."));
-        check("screens: the preview shows the saved screen", await eventually(page.frameLocator("iframe").locator("button"), "Pressed 10", 10000));
+        check("screens: the preview still shows the text", await eventually(frame.locator("button"), "Pressed 10", 10000));
         await shot(page, "screens");
         await page.getByLabel("Key").fill("hello");
         await page.getByRole("button", { name: "Create screen" }).click();
@@ -737,13 +716,4 @@ const scenarios = {
   },
 };
 
-for (const name of wanted.length ? wanted : Object.keys(scenarios)) {
-  if (!scenarios[name]) {
-    check(`unknown scenario ${name}`, false);
-    continue;
-  }
-  await scenarios[name]();
-}
-await browser.close();
-console.log(`${passed} passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+await runScenarios(browser, scenarios, wanted);

@@ -8,6 +8,7 @@
 // server with the demo CRM and writes the screens these scenarios open. Prints one line per check
 // and exits non-zero when one fails.
 import { chromium } from "playwright-core";
+import { launch, check, watch, eventually, text, until, runScenarios } from "../../hf-hfx/browser-tests/harness.mjs";
 
 const [base, ...wanted] = process.argv.slice(2);
 const token = process.env.HF_TOKEN;
@@ -16,23 +17,7 @@ if (!base || !token) {
   process.exit(2);
 }
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
-
-let failures = 0;
-let passed = 0;
-
-function check(name, ok, detail = "") {
-  if (ok) {
-    passed++;
-    console.log(`ok   ${name}`);
-  } else {
-    failures++;
-    console.log(`FAIL ${name} ${detail}`);
-  }
-}
+const browser = await launch(chromium);
 
 /** A one-time code from POST /auth/session, as a host application would get it. */
 async function sessionCode() {
@@ -44,17 +29,7 @@ async function sessionCode() {
 /** Opens the rendering frame on `screen`, waits until it has mounted (or failed), runs `body`. */
 async function frame(name, screen, body, { expectFailure = false, expectedStatus = [] } = {}) {
   const page = await browser.newPage();
-  const problems = [];
-  page.on("console", (m) => {
-    // Chromium logs every non-2xx response; a status the scenario provokes on purpose is fine.
-    const expected = expectedStatus.some((s) => m.text().includes(`status of ${s} `));
-    if ((m.type() === "error" || m.type() === "warning") && !expected) problems.push(`console ${m.type()}: ${m.text()}`);
-  });
-  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
-  page.on("dialog", (d) => {
-    problems.push(`dialog opened: ${d.message()}`);
-    d.dismiss();
-  });
+  const problems = watch(page, { expectedStatus });
   try {
     const response = await page.goto(`${base}/auth/session/exchange?code=${await sessionCode()}&screen=${screen}`);
     check(`${name}: the frame answers 200`, response.status() === 200, String(response.status()));
@@ -70,32 +45,8 @@ async function frame(name, screen, body, { expectFailure = false, expectedStatus
   await page.close();
 }
 
-/**
- * Waits until the first element matching `selector` has the text `want` (5 s at most). Polls
- * through locators: `page.waitForFunction` evaluates strings in the page, which the frame's
- * Content-Security-Policy (rightly) forbids.
- */
-async function eventually(page, selector, want) {
-  const deadline = Date.now() + 10000;
-  while (Date.now() < deadline) {
-    const found = await page.locator(selector).first().textContent({ timeout: 1000 }).catch(() => null);
-    if (found === want) return true;
-    await page.waitForTimeout(50);
-  }
-  return false;
-}
-
-const text = (page, selector) => page.locator(selector).first().textContent();
-
-/** Polls `predicate` in the page (through `evaluate`, which the frame's CSP allows) for 10 s. */
-async function until(page, predicate, arg) {
-  const deadline = Date.now() + 10000;
-  while (Date.now() < deadline) {
-    if (await page.evaluate(predicate, arg).catch(() => false)) return true;
-    await page.waitForTimeout(50);
-  }
-  return false;
-}
+/** `eventually` for the first element that matches `selector`. */
+const eventuallyIn = (page, selector, want) => eventually(page.locator(selector), want);
 
 /** The hf API as the test's principal (from node, not the page). */
 async function api(method, path, body) {
@@ -108,11 +59,61 @@ async function api(method, path, body) {
 }
 
 const scenarios = {
+  async paging() {
+    // `{#query … { paged: true }}` over 45 seeded accounts "Paged 000"…"Paged 044", ten a page,
+    // while another client inserts accounts before and after the position read so far.
+    await frame("paging", "crm/crm_account_pages", async (page) => {
+      const names = (selector) => page.locator(`${selector} li`).allTextContents();
+      check("paging: the first page", await eventuallyIn(page, "#grown-state", "10 shown, more to load"), await text(page, "#grown-state"));
+      // Inserted while the list is read: one sorts before what was read (it must not shift the
+      // pages still to come), one after (it shows once, on its page).
+      await api("POST", "/data/crm/account", { name: "Paged 000a" });
+      await api("POST", "/data/crm/account", { name: "Paged 030a" });
+      for (let shown = 20; shown <= 46; shown = Math.min(shown + 10, 46)) {
+        await page.click("#load-more");
+        const want = shown === 46 ? "46 shown, all loaded" : `${shown} shown, more to load`;
+        if (!(await eventuallyIn(page, "#grown-state", want))) {
+          check(`paging: load more reaches ${shown}`, false, await text(page, "#grown-state"));
+          break;
+        }
+        if (shown === 46) break;
+      }
+      const grown = await names("#grown");
+      const seeded = Array.from({ length: 45 }, (_, i) => `Paged ${String(i).padStart(3, "0")}`);
+      check("paging: load more lost no row", seeded.every((n) => grown.includes(n)), JSON.stringify(grown));
+      check("paging: load more repeated no row", new Set(grown).size === grown.length, JSON.stringify(grown));
+      check("paging: a row inserted after the position shows once", grown.filter((n) => n === "Paged 030a").length === 1);
+      check("paging: a row inserted before the position does not shift the pages", !grown.includes("Paged 000a"));
+      check("paging: load more is done", await page.locator("#load-more").isDisabled());
+
+      // One page at a time: forwards to the end, then back.
+      check("paging: page 1", await eventuallyIn(page, "#page-state", "page 1"), await text(page, "#page-state"));
+      check("paging: no previous page on the first", await page.locator("#previous").isDisabled());
+      const first = await names("#page");
+      const seen = [...first];
+      await api("POST", "/data/crm/account", { name: "Paged 000b" });
+      for (let n = 2; n <= 5; n++) {
+        await page.click("#next");
+        const want = n === 5 ? "page 5 (last)" : `page ${n}`;
+        check(`paging: next shows page ${n}`, await eventuallyIn(page, "#page-state", want), await text(page, "#page-state"));
+        const rows = await names("#page");
+        if (n === 2) check("paging: page 2 starts after page 1", rows[0] > first[first.length - 1], JSON.stringify(rows));
+        seen.push(...rows);
+      }
+      check("paging: next is done on the last page", await page.locator("#next").isDisabled());
+      check("paging: pages lost no row", seeded.every((n) => seen.includes(n)), JSON.stringify(seen));
+      check("paging: pages repeated no row", new Set(seen).size === seen.length, JSON.stringify(seen));
+      await page.click("#previous");
+      check("paging: previous goes back a page", await eventuallyIn(page, "#page-state", "page 4"), await text(page, "#page-state"));
+      check("paging: and shows it again", JSON.stringify(await names("#page")) === JSON.stringify(seen.slice(30, 40)), JSON.stringify(await names("#page")));
+    });
+  },
+
   async vendor() {
     // uPlot (pinned in package.json), uploaded as crm/vendor/uplot.esm.js and imported by the
     // screen `vendor_chart` as "uplot.esm.js": it draws a line chart into a canvas.
     await frame("vendor", "crm/vendor_chart", async (page) => {
-      check("vendor: the library drew its chart", await eventually(page, "#drawn", "drawn"), await text(page, "#drawn"));
+      check("vendor: the library drew its chart", await eventuallyIn(page, "#drawn", "drawn"), await text(page, "#drawn"));
       const painted = await page.locator("#chart canvas").evaluate((canvas) => {
         const pixels = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data;
         let count = 0;
@@ -128,19 +129,19 @@ const scenarios = {
   async crm() {
     await frame("crm accounts", "crm/crm_accounts", async (page) => {
       const names = () => page.locator("td.name").allTextContents();
-      check("accounts: the count", await eventually(page, "#count", "3 accounts"));
+      check("accounts: the count", await eventuallyIn(page, "#count", "3 accounts"));
       check("accounts: first page, by name", JSON.stringify(await names()) === '["Acme","Globex"]', JSON.stringify(await names()));
       await page.click("#next");
-      check("accounts: next page", await eventually(page, "td.name", "Initech"));
-      check("accounts: page of pages", await eventually(page, "#page", "page 2 of 2"));
+      check("accounts: next page", await eventuallyIn(page, "td.name", "Initech"));
+      check("accounts: page of pages", await eventuallyIn(page, "#page", "page 2 of 2"));
       await page.locator("th", { hasText: "Name" }).click();
-      check("accounts: sorted descending from page 1", await eventually(page, "td.name", "Initech"));
+      check("accounts: sorted descending from page 1", await eventuallyIn(page, "td.name", "Initech"));
       check("accounts: the sorted column is marked", (await page.locator("th.sorted").textContent()).includes("▼"));
       await page.fill("#filter", "glo");
-      check("accounts: filtered count", await eventually(page, "#count", "1 accounts"));
+      check("accounts: filtered count", await eventuallyIn(page, "#count", "1 accounts"));
       check("accounts: filtered rows", JSON.stringify(await names()) === '["Globex"]', JSON.stringify(await names()));
       await page.locator("td.name", { hasText: "Globex" }).click();
-      check("accounts: a row opens another screen", await eventually(page, "#biggest li", "Globex expansion (Globex): 12,000"));
+      check("accounts: a row opens another screen", await eventuallyIn(page, "#biggest li", "Globex expansion (Globex): 12,000"));
     });
     await frame("crm dashboard", "crm/crm_dashboard", async (page) => {
       await until(page, () => document.querySelectorAll(".stat").length === 3);
@@ -159,7 +160,7 @@ const scenarios = {
       check("edit: cancel restores the values", (await page.inputValue("#name")) === "Globex expansion");
       await page.fill("#probability", "150");
       await page.click("#save");
-      check("edit: a rule failure shows next to its input", await eventually(page, "#probability + .hfx-field-error", "The probability is a percentage between 0 and 100."));
+      check("edit: a rule failure shows next to its input", await eventuallyIn(page, "#probability + .hfx-field-error", "The probability is a percentage between 0 and 100."));
       await page.fill("#probability", "60");
       await page.fill("#amount", "12345678901234567890.25");
       await page.fill("#account-filter", "init");
@@ -167,7 +168,7 @@ const scenarios = {
       check("edit: the account picker filters", (await page.locator("#account option").allTextContents()).join() === "Initech");
       await page.selectOption("#account", { label: "Initech" });
       await page.click("#save");
-      check("edit: saved", await eventually(page, "#saved", "Globex expansion"));
+      check("edit: saved", await eventuallyIn(page, "#saved", "Globex expansion"));
       const stored = await api("GET", `/data/crm/opportunity/${id}`);
       check("edit: the decimal keeps its digits", stored.text.includes("12345678901234567890.25"), stored.text);
       const initech = JSON.parse((await api("POST", "/data/query", { query: "SELECT id FROM crm.account WHERE name = 'Initech'" })).text).records[0].id;
@@ -185,13 +186,13 @@ const scenarios = {
     await frame("navigate", "crm/nav_list", async (page) => {
       check("navigate: the frame leaves the exchange address (and its code)", page.url().endsWith("/hfx/modules/frame#crm/nav_list"), page.url());
       await page.click("#open");
-      check("navigate: another screen of the branch opens", await eventually(page, "#record", "record 42 (from the address)"));
+      check("navigate: another screen of the branch opens", await eventuallyIn(page, "#record", "record 42 (from the address)"));
       check("navigate: its props come from the address", page.url().endsWith("/hfx/modules/frame#crm/nav_detail?id=42"), page.url());
       const reload = await page.reload();
       check("navigate: a reload is answered while the cookie is valid", reload.status() === 200, String(reload.status()));
-      check("navigate: and shows the same screen", await eventually(page, "#record", "record 42 (from the address)"));
+      check("navigate: and shows the same screen", await eventuallyIn(page, "#record", "record 42 (from the address)"));
       await page.goBack();
-      check("navigate: Back returns to the first screen", await eventually(page, "#open", "Open record 42"));
+      check("navigate: Back returns to the first screen", await eventuallyIn(page, "#open", "Open record 42"));
       const bare = await fetch(`${base}/hfx/modules/frame`);
       check("navigate: the frame address needs the cookie", bare.status === 401, String(bare.status));
     });
@@ -204,7 +205,7 @@ const scenarios = {
       await button.click();
       await button.click();
       await button.click();
-      check("counter: increments on click", await eventually(page, "button", "3"));
+      check("counter: increments on click", await eventuallyIn(page, "button", "3"));
       // The cookie the exchange set is HttpOnly: the page's scripts cannot read it.
       check("counter: the session cookie is HttpOnly", !(await page.evaluate(() => document.cookie)).includes("hf_runtime"));
     });
@@ -217,7 +218,7 @@ const scenarios = {
       check("escaping: attribute values stay values", (await page.getAttribute("#attr", "title")) === payload);
       check("escaping: bound input shows the text", (await page.inputValue("#input")) === payload);
       await page.click("#more");
-      check("escaping: updated text stays text", await eventually(page, "#text", payload + "<b>bold</b>"));
+      check("escaping: updated text stays text", await eventuallyIn(page, "#text", payload + "<b>bold</b>"));
       check("escaping: no element was created", (await page.locator("#hf-root img, #hf-root b").count()) === 0);
       await page.waitForTimeout(200);
       check("escaping: no handler ran", (await page.evaluate(() => window.__pwned)) === undefined);
@@ -235,8 +236,8 @@ const scenarios = {
       check("styled: style attribute applies under the frame's CSP", style.endsWith(" 7px"), style);
       check("styled: the sidecar is imported", (await text(page, "#doubled")) === "4", await text(page, "#doubled"));
       await page.click("#inc");
-      check("styled: sidecar function re-renders on change", await eventually(page, "#doubled", "6"));
-      check("styled: imported screen component renders its props", await eventually(page, ".badge", "n=3"));
+      check("styled: sidecar function re-renders on change", await eventuallyIn(page, "#doubled", "6"));
+      check("styled: imported screen component renders its props", await eventuallyIn(page, ".badge", "n=3"));
       const weight = await page.locator(".badge").evaluate((e) => getComputedStyle(e).fontWeight);
       check("styled: the component's own style applies", weight === "700", weight);
     });
@@ -255,16 +256,16 @@ const scenarios = {
 
   async query() {
     await frame("query", "crm/account_search", async (page) => {
-      check("query: lists every account", await eventually(page, "#count", "3"), await text(page, "#count"));
+      check("query: lists every account", await eventuallyIn(page, "#count", "3"), await text(page, "#count"));
       const names = await page.locator("li").allTextContents();
       check("query: ordered by name", names.join(",") === "Acme,Globex,Initech", names.join(","));
       await page.fill("#filter", "o");
-      check("query: re-runs when the filter changes", await eventually(page, "#count", "1"), await text(page, "#count"));
+      check("query: re-runs when the filter changes", await eventuallyIn(page, "#count", "1"), await text(page, "#count"));
       check("query: shows the matching record", (await page.locator("li").allTextContents()).join(",") === "Globex");
       await page.fill("#filter", "zzz");
-      check("query: an empty result shows the else branch", await eventually(page, "#empty", "No accounts"));
+      check("query: an empty result shows the else branch", await eventuallyIn(page, "#empty", "No accounts"));
       await page.fill("#filter", "");
-      check("query: back to every account", await eventually(page, "#count", "3"));
+      check("query: back to every account", await eventuallyIn(page, "#count", "3"));
     });
   },
 
@@ -285,19 +286,10 @@ const scenarios = {
       check("form: no error next to the email input", (await page.locator('.hfx-field-error[data-field="email"]').isHidden()));
       await page.fill("#name", "Umbrella");
       await page.click("button[type=submit]");
-      check("form: a valid record is created", await eventually(page, "#saved", "Umbrella"), await text(page, "#saved"));
+      check("form: a valid record is created", await eventuallyIn(page, "#saved", "Umbrella"), await text(page, "#saved"));
       check("form: the error is gone", await nameError.isHidden());
     }, { expectedStatus: [422] });
   },
 };
 
-for (const name of wanted.length ? wanted : Object.keys(scenarios)) {
-  if (!scenarios[name]) {
-    check(`scenario ${name} exists`, false);
-    continue;
-  }
-  await scenarios[name]();
-}
-await browser.close();
-console.log(`${passed} passed, ${failures} failed`);
-process.exit(failures === 0 ? 0 : 1);
+await runScenarios(browser, scenarios, wanted);

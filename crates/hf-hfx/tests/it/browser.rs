@@ -38,6 +38,8 @@ const SCREENS: &[&str] = &[
     "form_conflict",
     "query_options",
     "effect_loop",
+    "text_field",
+    "instance_api",
 ];
 const COMMIT: &str = "0000000000000000000000000000000000000000";
 const TOKEN: &str = "test-token";

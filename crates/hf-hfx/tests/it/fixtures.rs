@@ -247,3 +247,54 @@ fn vendor_base_option_addresses_vendored_imports() {
         "{plain}"
     );
 }
+
+/// A sidecar's bare imports follow the screen's rule: with `vendor_base` they address the
+/// module's vendored files and are reported (located in the sidecar) for the host to check;
+/// relative imports stay as written; without it the fixed rule applies.
+#[test]
+fn sidecar_vendored_imports_are_addressed_and_reported() {
+    let source = "<script>import { total } from './sidecar';</script><p>{total([1, 2])}</p>";
+    let sidecar = "import { sum } from 'stats.js';\nimport { fmt } from './fmt.js';\nexport { mean } from 'lib/mean.mjs';\nexport const total = (xs: number[]) => fmt(sum(xs));\n";
+    let options = hf_hfx::CompileOptions {
+        vendor_base: Some("/hfx/vendor/abc/crm/".into()),
+        ..Default::default()
+    };
+    let out = hf_hfx::compile_with(source, Some(sidecar), &options);
+    assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics);
+    let js = out.sidecar_js.unwrap();
+    assert!(js.contains("from \"/hfx/vendor/abc/crm/stats.js\""), "{js}");
+    assert!(
+        js.contains("from \"/hfx/vendor/abc/crm/lib/mean.mjs\""),
+        "{js}"
+    );
+    assert!(js.contains("from \"./fmt.js\""), "{js}");
+    let at = |needle: &str| sidecar.find(needle).unwrap();
+    let found: Vec<(&str, hf_hfx::SourceFile, usize)> = out
+        .vendor_imports
+        .iter()
+        .map(|i| (i.specifier.as_str(), i.file, i.offset))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("stats.js", hf_hfx::SourceFile::Sidecar, at("'stats.js'")),
+            (
+                "lib/mean.mjs",
+                hf_hfx::SourceFile::Sidecar,
+                at("'lib/mean.mjs'")
+            ),
+        ]
+    );
+    let located = out.vendor_imports[0].diagnostic(
+        hf_hfx::DiagnosticCode::InvalidImport,
+        "missing",
+        source,
+        Some(sidecar),
+    );
+    assert_eq!(
+        (located.file, located.line, located.column),
+        (hf_hfx::SourceFile::Sidecar, 1, 21)
+    );
+    let plain = hf_hfx::compile(source, Some(sidecar)).sidecar_js.unwrap();
+    assert!(plain.contains("from \"/hfx/vendor/stats.js\""), "{plain}");
+}

@@ -831,7 +831,7 @@ pub async fn create_screen(
     key(KeyKind::Module, &module_key)?;
     key(KeyKind::Screen, &screen_key)?;
     let output = check_compiles(&body.0).await?;
-    check_queries(&state, &root, &module_key, &output, &body.0.hfx_source).await?;
+    check_queries(&state, &root, &module_key, &output, &body.0).await?;
     let screen = body.0.into_screen(&screen_key);
     write(
         &state,
@@ -863,7 +863,7 @@ pub async fn replace_screen(
     key(KeyKind::Module, &module_key)?;
     key(KeyKind::Screen, &screen_key)?;
     let output = check_compiles(&body.0).await?;
-    check_queries(&state, &root, &module_key, &output, &body.0.hfx_source).await?;
+    check_queries(&state, &root, &module_key, &output, &body.0).await?;
     let screen = body.0.into_screen(&screen_key);
     write(
         &state,
@@ -1025,8 +1025,9 @@ async fn check_queries(
     root: &str,
     module_key: &str,
     output: &hf_hfx::CompileOutput,
-    source: &str,
+    screen: &ScreenBody,
 ) -> Result<(), ApiError> {
+    let source = screen.hfx_source.as_str();
     if output.queries.is_empty()
         && output.screen_imports.is_empty()
         && output.vendor_imports.is_empty()
@@ -1046,14 +1047,13 @@ async fn check_queries(
                 .is_some()
         };
         if !exists {
-            problems.push(hf_hfx::Diagnostic::at(
+            problems.push(import.diagnostic(
                 hf_hfx::DiagnosticCode::InvalidImport,
                 format!(
                     "`{path}` is not a vendored file of module `{module_key}`; upload it with PUT /metadata@<branch>/{module_key}/vendor/{path}"
                 ),
-                hf_hfx::SourceFile::Screen,
                 source,
-                import.offset,
+                screen.sidecar.as_deref(),
             ));
         }
     }

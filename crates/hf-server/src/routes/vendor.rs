@@ -174,14 +174,17 @@ pub async fn delete_vendor(
     }))
 }
 
-/// The first screen of `module` whose script imports the vendored `path`. A screen is compiled
-/// only when its source mentions the path at all. (A screen written at the same moment may slip
+/// The first screen of `module` whose script or sidecar imports the vendored `path`. A screen is
+/// compiled only when its source or sidecar mentions the path at all. (A screen written at the same moment may slip
 /// past this check; it then fails at its next write, as an import of a missing file.)
 fn importing_screen(module: &hf_model::Module, path: &str) -> Option<String> {
     module
         .screens
         .iter()
-        .filter(|(_, screen)| screen.hfx_source.contains(path))
+        .filter(|(_, screen)| {
+            screen.hfx_source.contains(path)
+                || screen.sidecar.as_deref().is_some_and(|s| s.contains(path))
+        })
         .find(|(_, screen)| {
             hf_hfx::compile(&screen.hfx_source, screen.sidecar.as_deref())
                 .vendor_imports

@@ -724,3 +724,94 @@ async fn screens_run_in_chromium_through_the_real_server() {
     assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
     server.stop().await;
 }
+
+/// `{#query}` with `paged: true` reads a seeded table page by page through the keyset cursor, in
+/// Chromium through the real server, while rows are inserted: none is lost or repeated.
+#[tokio::test]
+async fn query_pages_run_in_chromium_through_the_real_server() {
+    let server = TestServer::start_demo().await;
+    let admin = server.admin_token().await;
+    let path = format!(
+        "{}/../../fixtures/hfx/ok/crm_account_pages.hfx",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let source = std::fs::read_to_string(path).unwrap();
+    put_screen(&server, &admin, "crm_account_pages", &source, None).await;
+    for i in 0..45 {
+        let body = json!({"name": format!("Paged {i:03}")});
+        let response = post_as(&server, &admin, "/data/crm/account", body).await;
+        assert_eq!(response.status(), 201);
+    }
+    let Some(stdout) = tokio::task::spawn_blocking({
+        let base = server.base_url.clone();
+        move || run_browser(&base, &admin, &["paging"])
+    })
+    .await
+    .unwrap() else {
+        return;
+    };
+    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+    server.stop().await;
+}
+
+/// A sidecar's bare imports are the module's vendored files, like the screen's own: a missing one
+/// refuses the write at the import (in the sidecar), the stored sidecar loads the file from its
+/// tree's address, and the file cannot be deleted while the sidecar imports it.
+#[tokio::test]
+async fn sidecar_imports_resolve_to_the_modules_vendored_files() {
+    let server = TestServer::start_demo().await;
+    let admin = server.admin_token().await;
+    let source = "<script>import { shout } from './sidecar';</script><p id=\"out\">{shout()}</p>\n";
+    let sidecar = "// uses a vendored helper\nimport { answer } from \"lib/answer.js\";\nexport const shout = () => `answer: ${answer}`;\n";
+    let body = json!({"label": "side", "hfxSource": source, "sidecar": sidecar});
+    let response = post_as(
+        &server,
+        &admin,
+        "/metadata@main/crm/screens/side",
+        body.clone(),
+    )
+    .await;
+    let envelope = assert_envelope(response, 422, "HFX_COMPILE_ERROR").await;
+    let entry = &envelope["errors"][0];
+    assert_eq!(
+        entry["location"],
+        json!({"line": 2, "column": 24, "frame": "import { answer } from \"lib/answer.js\";"}),
+        "{envelope}"
+    );
+    assert!(
+        entry["message"].as_str().unwrap().contains("lib/answer.js"),
+        "{envelope}"
+    );
+
+    let response = server
+        .http
+        .put(server.url("/metadata@main/crm/vendor/lib/answer.js"))
+        .bearer_auth(&admin)
+        .header("content-type", "text/javascript")
+        .body("export const answer = 42;\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+    let response = post_as(&server, &admin, "/metadata@main/crm/screens/side", body).await;
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+
+    let url = module_url(&server, &admin, "side").await;
+    let response = get_as(&server, Some(&admin), &url.replace(".js", ".sidecar.js")).await;
+    assert_eq!(response.status(), 200);
+    let js = response.text().await.unwrap();
+    let tree = live_tree(&server);
+    assert!(
+        js.contains(&format!("from \"/hfx/vendor/{tree}/crm/lib/answer.js\"")),
+        "{js}"
+    );
+    let response = server
+        .http
+        .delete(server.url("/metadata@main/crm/vendor/lib/answer.js"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_envelope(response, 409, "IN_USE").await;
+    server.stop().await;
+}
