@@ -45,6 +45,8 @@ fn big_model() -> Model {
                         required: f % 5 == 0,
                         unique: f == 3,
                         indexed: f == 4,
+                        values: Vec::new(),
+                        default_value: None,
                     }
                 };
                 object.fields.insert(

@@ -56,6 +56,17 @@ const MARKER_COLUMNS: &str = " (kind text NOT NULL, schema_name text NOT NULL, \
 table_name text NOT NULL, item_name text NOT NULL, \
 PRIMARY KEY (kind, schema_name, table_name, item_name))";
 
+/// Runs a `SELECT EXISTS (...)` of the plan and gives its answer.
+async fn ask(transaction: &Transaction<'_>, target: &str, query: &str) -> Result<bool, Error> {
+    let failed = |source| Error::Statement {
+        target: target.to_owned(),
+        sql: query.to_owned(),
+        source,
+    };
+    let row = transaction.query_one(query, &[]).await.map_err(failed)?;
+    row.try_get(0).map_err(failed)
+}
+
 /// Runs `plan` in `transaction`; the caller commits (after recording what it applied) or
 /// rolls back on `Err`.
 ///
@@ -76,10 +87,16 @@ pub async fn apply(
         return Err(Error::InvalidPlan { errors });
     }
     if !options.allow_destructive {
-        let targets: Vec<String> = plan
-            .destructive_changes()
-            .map(|c| c.target.clone())
-            .collect();
+        let mut targets = Vec::new();
+        for change in plan.destructive_changes() {
+            let loses_data = match &change.loses_data_if {
+                None => true,
+                Some(query) => ask(transaction, &change.target, query).await?,
+            };
+            if loses_data {
+                targets.push(change.target.clone());
+            }
+        }
         if !targets.is_empty() {
             return Err(Error::Destructive { targets });
         }
@@ -98,20 +115,7 @@ pub async fn apply(
     let mut stats = ApplyStats::default();
     for change in &plan.changes {
         if let Some(precheck) = &change.precheck {
-            let row = transaction
-                .query_one(&precheck.sql, &[])
-                .await
-                .map_err(|source| Error::Statement {
-                    target: change.target.clone(),
-                    sql: precheck.sql.clone(),
-                    source,
-                })?;
-            let fails: bool = row.try_get(0).map_err(|source| Error::Statement {
-                target: change.target.clone(),
-                sql: precheck.sql.clone(),
-                source,
-            })?;
-            if fails {
+            if ask(transaction, &change.target, &precheck.sql).await? {
                 return Err(Error::Precheck {
                     target: change.target.clone(),
                     sql: change.sql.clone(),

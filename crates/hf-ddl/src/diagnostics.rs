@@ -52,6 +52,8 @@ pub enum DiagnosticCode {
     LookupWithoutForeignKey,
     /// A generated constraint or index name that would have collided and was hashed.
     NameHashed,
+    /// A desired picklist CHECK lists no keys, or a key outside the picklist key grammar.
+    InvalidCheck,
 }
 
 /// One finding about the inputs of a plan.
@@ -87,6 +89,7 @@ impl DiagnosticCode {
             DiagnosticCode::UnsupportedDefault => "UNSUPPORTED_DEFAULT",
             DiagnosticCode::InvalidComment => "INVALID_COMMENT",
             DiagnosticCode::DuplicateName => "DUPLICATE_NAME",
+            DiagnosticCode::InvalidCheck => "INVALID_CHECK",
             DiagnosticCode::UnknownColumn => "UNKNOWN_COLUMN",
             DiagnosticCode::UnknownTable => "UNKNOWN_TABLE",
             DiagnosticCode::Unmanaged => "UNMANAGED",
@@ -165,6 +168,14 @@ impl Lint {
 }
 
 // Lint texts, shared by every step that raises them.
+pub(crate) const REMOVE_VALUES: &str =
+    "empties the values of removed picklist choices in the rows that hold them";
+pub(crate) const REMOVE_VALUES_SCAN: &str = "reads every row to find the removed choices";
+pub(crate) const FIRST_OF_ARRAY: &str = "keeps only the first key of each multi-select value";
+pub(crate) const CHECK_SCAN: &str = "reads every row to validate the constraint";
+pub(crate) const CHECK_FAILS: &str =
+    "fails if a row holds a value that is not a choice; apply checks first";
+pub(crate) const PRECHECK_VALUES: &str = "rows hold values that are not among the choices";
 pub(crate) const DROP_COLUMN: &str = "drops the column and its data";
 pub(crate) const DROP_TABLE: &str = "drops the table and all its rows";
 pub(crate) const DROP_SCHEMA: &str = "drops the schema";

@@ -15,7 +15,7 @@ use crate::markers::ManagedSet;
 use crate::plan::{Action, Change, Plan, Precheck, Renames, Summary};
 use crate::schema::{
     Column, ColumnDefault, FkAction, ForeignKey, Index, Namespace, PrimaryKey, Privilege, Schema,
-    SqlType, Table, UniqueConstraint,
+    SqlType, Table, UniqueConstraint, ValueCheck,
 };
 use crate::sqltext::Ddl;
 use crate::validate::{validate, Side};
@@ -69,6 +69,7 @@ enum Step {
     CreateTable,
     AddColumn,
     AlterColumn,
+    RemoveValues,
     AddConstraint,
     CreateIndex,
     AddForeignKey,
@@ -92,6 +93,7 @@ struct Draft {
     destructive: bool,
     lints: Vec<Lint>,
     precheck: Option<(Ddl, &'static str)>,
+    loses_data_if: Option<Ddl>,
 }
 
 fn draft(action: Action, target: String, sql: Ddl) -> Draft {
@@ -102,6 +104,7 @@ fn draft(action: Action, target: String, sql: Ddl) -> Draft {
         destructive: false,
         lints: Vec::new(),
         precheck: None,
+        loses_data_if: None,
     }
 }
 
@@ -121,22 +124,33 @@ impl Draft {
         self.precheck = Some((sql, failure));
         self
     }
+
+    /// Destructive only when `query` (`SELECT EXISTS ...`) finds rows it would change.
+    fn destructive_if(mut self, why: &str, query: Ddl) -> Self {
+        self = self.destructive(why);
+        self.loses_data_if = Some(query);
+        self
+    }
 }
 
 impl Planner {
     fn push(&mut self, step: Step, draft: Draft) {
         let sql = draft.sql.finish();
         let precheck = draft.precheck.map(|(sql, failure)| (sql.finish(), failure));
-        match (sql, precheck) {
-            (Ok(sql), None) => self.steps.entry(step).or_default().push(Change {
-                action: draft.action,
-                target: draft.target,
-                sql,
-                destructive: draft.destructive,
-                lints: draft.lints,
-                precheck: None,
-            }),
-            (Ok(sql), Some((Ok(check), failure))) => {
+        let loses_data_if = draft.loses_data_if.map(Ddl::finish).transpose();
+        match (sql, precheck, loses_data_if) {
+            (Ok(sql), None, Ok(loses_data_if)) => {
+                self.steps.entry(step).or_default().push(Change {
+                    action: draft.action,
+                    target: draft.target,
+                    sql,
+                    destructive: draft.destructive,
+                    lints: draft.lints,
+                    precheck: None,
+                    loses_data_if,
+                })
+            }
+            (Ok(sql), Some((Ok(check), failure)), Ok(loses_data_if)) => {
                 self.steps.entry(step).or_default().push(Change {
                     action: draft.action,
                     target: draft.target,
@@ -147,9 +161,10 @@ impl Planner {
                         sql: check,
                         failure: failure.to_owned(),
                     }),
+                    loses_data_if,
                 })
             }
-            (Err(error), _) | (_, Some((Err(error), _))) => {
+            (Err(error), _, _) | (_, Some((Err(error), _)), _) | (_, _, Err(error)) => {
                 // Validation checks every name first, so this only guards against a name that
                 // slipped past it; the plan then carries an error and apply refuses it.
                 self.diagnostics.push(Diagnostic::new(
@@ -532,6 +547,9 @@ impl Planner {
         for fk in &table.foreign_keys {
             self.add_foreign_key(s, t, fk, false);
         }
+        for check in &table.checks {
+            self.add_check(s, t, check, false);
+        }
         if table.comment.is_some() {
             self.comment_table(s, t, table.comment.as_deref());
         }
@@ -624,6 +642,22 @@ impl Planner {
         if column.data_type != wanted.data_type {
             let mut sql = alter().kw(" TYPE ").kw(wanted.data_type.as_str());
             let mut change = match type_change(&column.data_type, &wanted.data_type) {
+                TypeChange::IntoArray => {
+                    sql = sql
+                        .kw(" USING CASE WHEN ")
+                        .ident(c)
+                        .kw(" IS NULL THEN NULL ELSE ARRAY[")
+                        .ident(c)
+                        .kw("] END");
+                    draft(Action::AlterColumnType, target.clone(), Ddl::default())
+                        .lint(LintCode::TableRewrite, text::TYPE_REWRITE)
+                }
+                TypeChange::FirstOfArray => {
+                    sql = sql.kw(" USING ").ident(c).kw("[1]");
+                    draft(Action::AlterColumnType, target.clone(), Ddl::default())
+                        .destructive(text::FIRST_OF_ARRAY)
+                        .lint(LintCode::TableRewrite, text::TYPE_REWRITE)
+                }
                 TypeChange::Safe { rewrite } => {
                     let change = draft(Action::AlterColumnType, target.clone(), Ddl::default());
                     if rewrite {
@@ -765,6 +799,110 @@ impl Planner {
         for new in &fks.created {
             self.add_foreign_key(s, t, new, true);
         }
+
+        let checks = match_items(&table.checks, &wanted.checks);
+        self.report(s, t, &checks);
+        for old in &checks.dropped {
+            let sql = alter().kw(" DROP CONSTRAINT ").ident(&old.name);
+            self.push(
+                Step::DropConstraint,
+                draft(Action::DropCheck, target(&old.name), sql),
+            );
+        }
+        for (old, new) in &checks.renamed {
+            self.rename_constraint(s, t, &old.name, &new.name);
+        }
+        for new in &checks.created {
+            let column_kept = table
+                .column(&new.column)
+                .zip(wanted.column(&new.column))
+                .is_some_and(|(have, want)| have.data_type == want.data_type);
+            let before = checks
+                .dropped
+                .iter()
+                .find(|old| old.column == new.column && old.multi == new.multi);
+            if let (true, Some(old)) = (column_kept, before) {
+                self.remove_values(s, t, old, new);
+            }
+            self.add_check(s, t, new, true);
+        }
+    }
+
+    /// Empties the values of the choices `old` has and `new` lacks: NULL for a picklist, the
+    /// key taken out of the array for a multi-select one. Destructive only when rows hold them.
+    fn remove_values(&mut self, s: &str, t: &str, old: &ValueCheck, new: &ValueCheck) {
+        let removed: Vec<String> = old
+            .values
+            .iter()
+            .filter(|key| !new.values.contains(key))
+            .cloned()
+            .collect();
+        if removed.is_empty() {
+            return;
+        }
+        let c = &new.column;
+        let holds = |sql: Ddl| {
+            let sql = sql.ident(c);
+            if new.multi {
+                key_array(sql.kw(" && "), &removed)
+            } else {
+                key_array(sql.kw(" = ANY ("), &removed).kw(")")
+            }
+        };
+        let mut sql = Ddl::new("UPDATE ")
+            .qualified(s, t)
+            .kw(" SET ")
+            .ident(c)
+            .kw(" = ");
+        if new.multi {
+            sql = nested_array_remove(sql, c, &removed);
+        } else {
+            sql = sql.kw("NULL");
+        }
+        sql = holds(sql.kw(" WHERE "));
+        let check = holds(
+            Ddl::new("SELECT EXISTS (SELECT 1 FROM ")
+                .qualified(s, t)
+                .kw(" WHERE "),
+        )
+        .kw(")");
+        let change = draft(Action::RemoveValues, format!("{s}.{t}.{c}"), sql)
+            .destructive_if(text::REMOVE_VALUES, check)
+            .lint(LintCode::FullTableScan, text::REMOVE_VALUES_SCAN);
+        self.push(Step::RemoveValues, change);
+    }
+
+    fn add_check(&mut self, s: &str, t: &str, check: &ValueCheck, existing_table: bool) {
+        let condition = |sql: Ddl| {
+            let sql = sql.ident(&check.column);
+            if check.multi {
+                key_array(sql.kw(" <@ "), &check.values)
+            } else {
+                key_array(sql.kw(" = ANY ("), &check.values).kw(")")
+            }
+        };
+        let sql = condition(
+            Ddl::new("ALTER TABLE ")
+                .qualified(s, t)
+                .kw(" ADD CONSTRAINT ")
+                .ident(&check.name)
+                .kw(" CHECK ("),
+        )
+        .kw(")");
+        let mut change = draft(Action::AddCheck, format!("{s}.{t}.{}", check.name), sql);
+        if existing_table {
+            let query = condition(
+                Ddl::new("SELECT EXISTS (SELECT 1 FROM ")
+                    .qualified(s, t)
+                    .kw(" WHERE NOT ("),
+            )
+            .kw("))");
+            change = change
+                .lint(LintCode::FullTableScan, text::CHECK_SCAN)
+                .lint(LintCode::MayFail, text::CHECK_FAILS)
+                .precheck(query, text::PRECHECK_VALUES);
+        }
+        self.push(Step::AddConstraint, change);
     }
 
     /// Diagnostics for the items a match left alone or took over.
@@ -922,6 +1060,28 @@ fn column_definition(sql: Ddl, column: &Column) -> Ddl {
     sql
 }
 
+/// `ARRAY['a', 'b']::text[]`: picklist keys as literals (DDL takes no parameters; the keys are
+/// `[a-z0-9_]` by the model's grammar, and quoted all the same).
+fn key_array(mut sql: Ddl, keys: &[String]) -> Ddl {
+    sql = sql.kw("ARRAY[");
+    for (i, key) in keys.iter().enumerate() {
+        sql = sql.kw(if i > 0 { ", " } else { "" }).literal(Some(key));
+    }
+    sql.kw("]::text[]")
+}
+
+/// `array_remove(array_remove("c", 'a'), 'b')`: the array without the removed keys.
+fn nested_array_remove(mut sql: Ddl, c: &str, removed: &[String]) -> Ddl {
+    for _ in removed {
+        sql = sql.kw("array_remove(");
+    }
+    sql = sql.ident(c);
+    for key in removed {
+        sql = sql.kw(", ").literal(Some(key)).kw(")");
+    }
+    sql
+}
+
 /// `SELECT EXISTS (SELECT 1 FROM "s"."t")`: whether the table has rows.
 fn exists_row(s: &str, t: &str) -> Ddl {
     Ddl::new("SELECT EXISTS (SELECT 1 FROM ")
@@ -937,6 +1097,11 @@ enum TypeChange {
     /// Some values change or fail to convert; `via_text` when PostgreSQL has no direct cast, so
     /// the conversion goes through the text form.
     Lossy { via_text: bool },
+    /// `text` to `text[]` (a picklist becomes multi-select): each value becomes a one-key array.
+    IntoArray,
+    /// `text[]` to `text` (a multi-select picklist becomes single): each array keeps its first
+    /// key, so the others are lost.
+    FirstOfArray,
 }
 
 fn type_change(from: &SqlType, to: &SqlType) -> TypeChange {
@@ -953,6 +1118,8 @@ fn type_change(from: &SqlType, to: &SqlType) -> TypeChange {
         | (Bigint, Numeric)
         | (Real, DoublePrecision)
         | (Date, Timestamp) => TypeChange::Safe { rewrite: true },
+        (Text, TextArray) => TypeChange::IntoArray,
+        (TextArray, Text) => TypeChange::FirstOfArray,
         (Other(name), Text) if name.starts_with("character varying") => {
             TypeChange::Safe { rewrite: false }
         }
@@ -1009,6 +1176,19 @@ impl Keyed for Index {
             && self.unique == other.unique
             && self.definition.is_none()
             && other.definition.is_none()
+    }
+}
+
+impl Keyed for ValueCheck {
+    const WHAT: &'static str = "check constraint";
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn managed(&self) -> bool {
+        self.managed
+    }
+    fn same_definition(&self, other: &Self) -> bool {
+        self.column == other.column && self.values == other.values && self.multi == other.multi
     }
 }
 
@@ -1124,5 +1304,8 @@ fn rename_column_in_table(table: &mut Table, from: &str, to: &str) {
     }
     for fk in &mut table.foreign_keys {
         rename_in(&mut fk.columns, from, to);
+    }
+    for check in table.checks.iter_mut().filter(|c| c.column == from) {
+        check.column = to.to_owned();
     }
 }

@@ -17,7 +17,7 @@ use crate::error::Error;
 use crate::markers::{mark_managed, Marker, MarkerKind, MARKER_SCHEMA, MARKER_TABLE};
 use crate::schema::{
     Column, ColumnDefault, FkAction, ForeignKey, Index, Namespace, PrimaryKey, Privilege, Schema,
-    SqlType, Table, TableRef, UniqueConstraint, AUTHENTICATED_ROLE,
+    SqlType, Table, TableRef, UniqueConstraint, ValueCheck, AUTHENTICATED_ROLE,
 };
 
 const NAMESPACES: &str = "
@@ -68,6 +68,19 @@ LEFT JOIN pg_class fc ON fc.oid = con.confrelid
 LEFT JOIN pg_namespace fn ON fn.oid = fc.relnamespace
 WHERE con.contype IN ('p', 'u', 'f') AND c.relkind IN ('r', 'p') AND NOT c.relispartition
   AND n.nspname = ANY($1)
+ORDER BY 1, 2, 3";
+
+/// Single-column CHECK constraints, with PostgreSQL's own text of each; only those of the
+/// picklist shape become [`ValueCheck`]s (see [`value_check`]).
+const CHECKS: &str = "
+SELECT n.nspname::text, c.relname::text, con.conname::text, att.attname::text,
+       pg_get_constraintdef(con.oid)
+FROM pg_constraint con
+JOIN pg_class c ON c.oid = con.conrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_attribute att ON att.attrelid = con.conrelid AND att.attnum = con.conkey[1]
+WHERE con.contype = 'c' AND cardinality(con.conkey) = 1 AND c.relkind IN ('r', 'p')
+  AND NOT c.relispartition AND n.nspname = ANY($1)
 ORDER BY 1, 2, 3";
 
 const INDEXES: &str = "
@@ -208,6 +221,24 @@ pub async fn introspect<C: GenericClient>(
             }
         }
     }
+    for row in query(client, "checks", CHECKS, &[&names]).await? {
+        let s: String = get(&row, 0, "checks")?;
+        let t: String = get(&row, 1, "checks")?;
+        let column: String = get(&row, 3, "checks")?;
+        let definition: String = get(&row, 4, "checks")?;
+        let Some((values, multi)) = value_check(&column, &definition) else {
+            continue;
+        };
+        if let Some(table) = table_mut(&mut schema, &s, &t) {
+            table.checks.push(ValueCheck {
+                name: get(&row, 2, "checks")?,
+                column,
+                values,
+                multi,
+                managed: false,
+            });
+        }
+    }
     for row in query(client, "indexes", INDEXES, &[&names]).await? {
         let s: String = get(&row, 0, "indexes")?;
         let t: String = get(&row, 1, "indexes")?;
@@ -324,6 +355,31 @@ impl AttNames {
             })
             .collect()
     }
+}
+
+/// The keys and the array flag of a CHECK constraint the planner wrote, read back from
+/// `pg_get_constraintdef`: `CHECK ((c = ANY (ARRAY['a'::text, 'b'::text])))` or
+/// `CHECK ((c <@ ARRAY['a'::text, 'b'::text]))`. Any other CHECK is made by hand and is `None`:
+/// the planner neither describes nor touches it.
+fn value_check(column: &str, definition: &str) -> Option<(Vec<String>, bool)> {
+    let quoted = hf_sql::quote_ident(column).ok()?;
+    // PostgreSQL prints a column name without quotes when it needs none.
+    let names = [quoted.clone(), column.to_owned()];
+    let (list, multi) = names.iter().find_map(|name| {
+        if let Some(rest) = definition.strip_prefix(&format!("CHECK (({name} = ANY (ARRAY[")) {
+            return Some((rest.strip_suffix("])))")?, false));
+        }
+        let rest = definition.strip_prefix(&format!("CHECK (({name} <@ ARRAY["))?;
+        Some((rest.strip_suffix("]))")?, true))
+    })?;
+    let values = list
+        .split(", ")
+        .map(|item| {
+            let key = item.strip_prefix('\'')?.strip_suffix("'::text")?;
+            hf_model::is_picklist_key(key).then(|| key.to_owned())
+        })
+        .collect::<Option<Vec<String>>>()?;
+    Some((values, multi))
 }
 
 fn table_mut<'a>(schema: &'a mut Schema, s: &str, t: &str) -> Option<&'a mut Table> {

@@ -15,7 +15,7 @@ use crate::diagnostics::{Diagnostic, DiagnosticCode, Severity};
 use crate::names;
 use crate::schema::{
     Column, ColumnDefault, ForeignKey, Index, Namespace, PrimaryKey, Privilege, Schema, SqlType,
-    Table, TableRef, UniqueConstraint, AUTHENTICATED_ROLE,
+    Table, TableRef, UniqueConstraint, ValueCheck, AUTHENTICATED_ROLE,
 };
 
 /// The schema a model needs: what [`crate::plan`] takes as `desired`.
@@ -104,7 +104,20 @@ fn object_table(
                 required,
                 unique,
                 indexed,
-            } => (column_type(*field_type), *required, *unique, *indexed),
+                values,
+                ..
+            } => {
+                if field_type.is_picklist() {
+                    table.checks.push(ValueCheck {
+                        name: names::check_name(t, key),
+                        column: key.to_owned(),
+                        values: values.iter().map(|value| value.key.clone()).collect(),
+                        multi: *field_type == ScalarType::Multipicklist,
+                        managed: true,
+                    });
+                }
+                (column_type(*field_type), *required, *unique, *indexed)
+            }
             FieldKind::Lookup {
                 target,
                 required,

@@ -121,6 +121,9 @@ pub fn markers_of(schema: &Schema) -> Vec<Marker> {
             for fk in &table.foreign_keys {
                 markers.push(mark(MarkerKind::Constraint, s, t, &fk.name));
             }
+            for check in &table.checks {
+                markers.push(mark(MarkerKind::Constraint, s, t, &check.name));
+            }
             for index in &table.indexes {
                 markers.push(mark(MarkerKind::Index, s, t, &index.name));
             }
@@ -152,6 +155,9 @@ pub fn mark_managed(schema: &mut Schema, markers: &[Marker]) {
             }
             for fk in &mut table.foreign_keys {
                 fk.managed = has(MarkerKind::Constraint, s, t, &fk.name);
+            }
+            for check in &mut table.checks {
+                check.managed = has(MarkerKind::Constraint, s, t, &check.name);
             }
             for index in &mut table.indexes {
                 index.managed = has(MarkerKind::Index, s, t, &index.name);

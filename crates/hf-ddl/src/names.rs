@@ -22,6 +22,11 @@ pub fn foreign_key_name(table: &str, columns: &[&str]) -> String {
     fit(&parts(table, columns), "fkey")
 }
 
+/// The CHECK constraint name of a picklist column.
+pub fn check_name(table: &str, column: &str) -> String {
+    fit(&[table, column], "check")
+}
+
 /// The plain index name for these columns.
 pub fn index_name(table: &str, columns: &[&str]) -> String {
     fit(&parts(table, columns), "idx")

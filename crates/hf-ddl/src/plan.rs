@@ -62,6 +62,11 @@ impl Plan {
                 script.push_str(&lint.message);
                 script.push('\n');
             }
+            if let Some(query) = &change.loses_data_if {
+                script.push_str("--   loses data only if: ");
+                script.push_str(query);
+                script.push('\n');
+            }
             if let Some(precheck) = &change.precheck {
                 script.push_str("--   pre-check: ");
                 script.push_str(&precheck.sql);
@@ -103,6 +108,11 @@ pub struct Change {
     /// A query apply runs right before the statement, in the same transaction, so that a step
     /// bound to fail on existing rows is reported clearly instead of by a PostgreSQL error.
     pub precheck: Option<Precheck>,
+    /// For a destructive change that loses data only when rows hold certain values (a picklist
+    /// choice removed): `SELECT EXISTS (...)`, `true` when some do. Apply refuses such a change
+    /// without `allowDestructive` only when this query answers `true`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loses_data_if: Option<String>,
 }
 
 /// A query that predicts the failure of a step.
@@ -166,6 +176,13 @@ pub enum Action {
     CreateIndex,
     /// `ALTER TABLE … ADD CONSTRAINT … FOREIGN KEY`.
     AddForeignKey,
+    /// `ALTER TABLE … DROP CONSTRAINT` of a CHECK on a picklist column.
+    DropCheck,
+    /// `UPDATE` that empties the values of removed picklist choices (destructive when rows
+    /// hold them).
+    RemoveValues,
+    /// `ALTER TABLE … ADD CONSTRAINT … CHECK` restricting a picklist column to its keys.
+    AddCheck,
     /// `COMMENT ON …` (labels).
     Comment,
     /// `GRANT …` to `hf:authenticated`.
@@ -200,6 +217,9 @@ impl Action {
             Action::AddUnique => "add_unique",
             Action::CreateIndex => "create_index",
             Action::AddForeignKey => "add_foreign_key",
+            Action::DropCheck => "drop_check",
+            Action::RemoveValues => "remove_values",
+            Action::AddCheck => "add_check",
             Action::Comment => "comment",
             Action::Grant => "grant",
         }

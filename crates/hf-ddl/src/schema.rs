@@ -79,6 +79,9 @@ pub struct Table {
     /// Foreign keys (lookup fields).
     #[serde(default)]
     pub foreign_keys: Vec<ForeignKey>,
+    /// CHECK constraints that restrict a column to a list of keys (picklist fields).
+    #[serde(default)]
+    pub checks: Vec<ValueCheck>,
     /// Table privileges by role.
     #[serde(default)]
     pub grants: BTreeMap<String, BTreeSet<Privilege>>,
@@ -94,6 +97,7 @@ impl Default for Table {
             uniques: Vec::new(),
             indexes: Vec::new(),
             foreign_keys: Vec::new(),
+            checks: Vec::new(),
             grants: BTreeMap::new(),
         }
     }
@@ -191,6 +195,26 @@ pub struct ForeignKey {
     /// What happens to referencing rows when the referenced row is deleted.
     #[serde(default)]
     pub on_delete: FkAction,
+    /// Whether hf created (or adopted) it.
+    #[serde(default = "yes")]
+    pub managed: bool,
+}
+
+/// A CHECK constraint that restricts one column to a list of keys: `c = ANY (ARRAY[…])` for a
+/// `text` column (a picklist), `c <@ ARRAY[…]` for a `text[]` column (a multi-select
+/// picklist). NULL passes both, as in every CHECK.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ValueCheck {
+    /// The constraint name, unique per table.
+    pub name: String,
+    /// The restricted column.
+    pub column: String,
+    /// The allowed keys, in the order the field declares them.
+    pub values: Vec<String>,
+    /// Whether the column is an array whose every element must be a key.
+    #[serde(default)]
+    pub multi: bool,
     /// Whether hf created (or adopted) it.
     #[serde(default = "yes")]
     pub managed: bool,
@@ -312,6 +336,8 @@ pub enum SqlType {
     Json,
     /// `jsonb` (hf `json`).
     Jsonb,
+    /// `text[]` (hf `multipicklist`).
+    TextArray,
     /// Any other type, as `format_type` spells it (e.g. `character varying(20)`).
     Other(String),
 }
@@ -334,6 +360,7 @@ impl SqlType {
             "uuid" => SqlType::Uuid,
             "json" => SqlType::Json,
             "jsonb" => SqlType::Jsonb,
+            "text[]" | "_text" => SqlType::TextArray,
             _ => SqlType::Other(name.to_owned()),
         }
     }
@@ -355,6 +382,7 @@ impl SqlType {
             SqlType::Uuid => "uuid",
             SqlType::Json => "json",
             SqlType::Jsonb => "jsonb",
+            SqlType::TextArray => "text[]",
             SqlType::Other(name) => name,
         }
     }

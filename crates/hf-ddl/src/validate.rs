@@ -106,6 +106,11 @@ impl Validator {
             .chain(table.uniques.iter().map(|u| (&u.name, &u.columns)))
             .chain(table.indexes.iter().map(|i| (&i.name, &i.columns)))
             .chain(table.foreign_keys.iter().map(|f| (&f.name, &f.columns)));
+        for check in &table.checks {
+            let item_target = format!("{target}.{}", check.name);
+            self.ident(&item_target, &check.name);
+            self.ident(&item_target, &check.column);
+        }
         for (name, columns) in names {
             let item_target = format!("{target}.{name}");
             self.ident(&item_target, name);
@@ -165,6 +170,23 @@ impl Validator {
             .chain(table.foreign_keys.iter().map(|f| (&f.name, &f.columns)));
         for (name, columns) in keyed {
             self.columns_exist(&format!("{target}.{name}"), table, columns);
+        }
+        for check in &table.checks {
+            let check_target = format!("{target}.{}", check.name);
+            self.columns_exist(&check_target, table, std::slice::from_ref(&check.column));
+            let bad_key = check
+                .values
+                .iter()
+                .find(|key| !hf_model::is_picklist_key(key));
+            if check.values.is_empty() || bad_key.is_some() {
+                self.error(
+                    DiagnosticCode::InvalidCheck,
+                    &check_target,
+                    "a check lists one or more keys of 1 to 63 lower-case letters, digits or \
+                     underscores"
+                        .to_owned(),
+                );
+            }
         }
         let mut fk_names = BTreeSet::new();
         for fk in &table.foreign_keys {

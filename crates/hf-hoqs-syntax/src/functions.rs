@@ -72,6 +72,9 @@ pub const FUNCTIONS: &[Function] = &[
     scalar("LPAD"),
     scalar("RPAD"),
     scalar("FIND"),
+    // Picklists.
+    scalar("TOLABEL"),
+    scalar("ISPICKVAL"),
     // Conversions.
     scalar("TEXT"),
     scalar("VALUE"),

@@ -482,6 +482,44 @@ pub(crate) fn includes_needs_multipicklist(what: &str, ty: Type, span: Span) -> 
     )
 }
 
+pub(crate) fn includes_item(what: &str, ty: Type, span: Span) -> Diagnostic {
+    type_error(
+        format!(
+            "each item of {what} is a text of keys joined by `;`, like `'hot;q4'`, not {}",
+            a(ty)
+        ),
+        span,
+    )
+}
+
+pub(crate) fn unknown_choice(key: &str, field: &str, keys: &[&str], span: Span) -> Diagnostic {
+    let shown: String = key.chars().take(80).collect();
+    let candidate = hf_hoqs_syntax::functions::did_you_mean(key, keys);
+    type_error(
+        format!(
+            "`{shown}` is not a choice of `{field}` ({}){}",
+            keys.join(", "),
+            suggestion(candidate)
+        ),
+        span,
+    )
+}
+
+pub(crate) fn needs_picklist(function: &str, multi_too: bool, span: Span) -> Diagnostic {
+    let (which, example) = if multi_too {
+        (
+            "a picklist or multi-select picklist field",
+            "TOLABEL(stage)",
+        )
+    } else {
+        ("a picklist field", "ISPICKVAL(stage, 'won')")
+    };
+    type_error(
+        format!("{function} takes {which} of the record, like `{example}`"),
+        span,
+    )
+}
+
 pub(crate) fn escape_length(span: Span) -> Diagnostic {
     type_error(
         "the ESCAPE of a LIKE is exactly one character, like `ESCAPE '!'`".to_owned(),

@@ -136,19 +136,117 @@ impl Compiler<'_> {
             } => self.case(level, row, branches, otherwise.as_deref(), cx, hint),
             ExprKind::User(field) => self.user(field, cx),
             ExprKind::Includes {
-                operand, negated, ..
-            } => {
-                let frag = self.expr(level, row, operand, cx, None)?;
-                let what = if *negated { "EXCLUDES" } else { "INCLUDES" };
-                self.report(diag::includes_needs_multipicklist(
-                    what,
-                    frag.ty,
-                    operand.span,
-                ));
-                None
-            }
+                operand,
+                items,
+                negated,
+            } => self.includes(level, row, operand, items, *negated, cx),
             ExprKind::Call { name, args } => self.call(level, row, expr, name, args, cx, hint),
         }
+    }
+
+    /// `tags INCLUDES ('a', 'b;c')`: the multi-select value holds `a`, or both `b` and `c`.
+    /// `EXCLUDES` is its negation, and holds for an empty or NULL value. Items are texts (or
+    /// parameters) of keys joined by `;`; literal keys must be choices of the field.
+    fn includes(
+        &mut self,
+        level: &mut Level,
+        row: &Row,
+        operand: &Expr,
+        items: &[Expr],
+        negated: bool,
+        cx: Cx,
+    ) -> Option<Frag> {
+        let what = if negated { "EXCLUDES" } else { "INCLUDES" };
+        let value = self.expr(level, row, operand, cx, None)?;
+        if value.ty != Type::Multipicklist {
+            self.report(diag::includes_needs_multipicklist(
+                what,
+                value.ty,
+                operand.span,
+            ));
+            return None;
+        }
+        let choices = self.path_choices(row, operand);
+        let mut tests = Vec::with_capacity(items.len());
+        let mut failed = false;
+        for item in items {
+            if let (ExprKind::Literal(Literal::String(text)), Some((field, choices))) =
+                (&item.kind, &choices)
+            {
+                failed |= !self.known_keys(text.split(';'), field, choices, item.span);
+            }
+            match self.expr(level, row, item, cx, Some(Type::Multipicklist)) {
+                Some(frag) if frag.ty.fits(Type::Multipicklist) => {
+                    let keys = coerce(frag, Type::Multipicklist);
+                    tests.push(format!("({} @> {keys})", value.sql));
+                }
+                Some(frag) => {
+                    self.report(diag::includes_item(what, frag.ty, item.span));
+                    failed = true;
+                }
+                None => failed = true,
+            }
+        }
+        if failed || tests.is_empty() {
+            return None;
+        }
+        let any = format!("({})", tests.join(" OR "));
+        let sql = if negated {
+            format!("(NOT COALESCE({any}, FALSE))")
+        } else {
+            any
+        };
+        Some(Frag::new(sql, Type::Boolean))
+    }
+
+    /// Reports each key that is not a choice of the picklist `field`; true when all are.
+    pub(crate) fn known_keys<'k>(
+        &mut self,
+        keys: impl Iterator<Item = &'k str>,
+        field: &str,
+        choices: &[hf_model::PicklistValue],
+        span: Span,
+    ) -> bool {
+        let names: Vec<&str> = choices.iter().map(|choice| choice.key.as_str()).collect();
+        let mut known = true;
+        for key in keys {
+            if !names.contains(&key) {
+                self.report(diag::unknown_choice(key, field, &names, span));
+                known = false;
+            }
+        }
+        known
+    }
+
+    /// The field key and choices of the picklist field `expr` names (a path, through lookups
+    /// too); `None` for anything else.
+    pub(crate) fn path_choices(
+        &self,
+        row: &Row,
+        expr: &Expr,
+    ) -> Option<(String, Vec<hf_model::PicklistValue>)> {
+        let field = self.path_field(row, expr)?;
+        field
+            .value_type()
+            .is_picklist()
+            .then(|| (field.key.clone(), field.picklist_values().to_vec()))
+    }
+
+    /// The field a path names, following lookups; `None` for anything else. Reads the model
+    /// only: compiling the path reports any problem with it.
+    pub(crate) fn path_field(&self, row: &Row, expr: &Expr) -> Option<&hf_model::Field> {
+        let ExprKind::Path(path) = &expr.kind else {
+            return None;
+        };
+        let (last, lookups) = path.segments.split_last()?;
+        let mut object = row.object.clone();
+        for segment in lookups {
+            match &crate::compile::find_field(self.model, &object, &segment.name)?.kind {
+                hf_model::FieldKind::Lookup { target, .. } => object = target.clone(),
+                _ => return None,
+            }
+        }
+        crate::compile::find_field(self.model, &object, &last.name)
     }
 
     /// The `ESCAPE` character of a LIKE: text; a literal must be exactly one character.
@@ -361,7 +459,13 @@ impl Compiler<'_> {
             }
             Literal::String(text) => {
                 let ty = match hint {
-                    Some(ty @ (Type::Uuid | Type::Date | Type::Datetime | Type::Json)) => ty,
+                    Some(
+                        ty @ (Type::Uuid
+                        | Type::Date
+                        | Type::Datetime
+                        | Type::Json
+                        | Type::Multipicklist),
+                    ) => ty,
                     _ => Type::Text,
                 };
                 match ty.scalar().map(|scalar| scalar.parse_text(text)) {
@@ -575,9 +679,19 @@ impl Compiler<'_> {
             return None;
         };
         let ordering = !matches!(op, BinaryOp::Eq | BinaryOp::NotEq);
-        if ordering && ty == Type::Json {
+        if ordering && matches!(ty, Type::Json | Type::Multipicklist) {
             self.report(diag::unordered(symbol, ty, span));
             return None;
+        }
+        if ty == Type::Multipicklist {
+            // Multi-select values are sets: equal when each holds the other's keys.
+            let (l, r) = (coerce(l, ty), coerce(r, ty));
+            let same = format!("({l} @> {r} AND {l} <@ {r})");
+            let sql = match op {
+                BinaryOp::NotEq => format!("(NOT {same})"),
+                _ => same,
+            };
+            return Some(Frag::new(sql, Type::Boolean));
         }
         let sql_op = match op {
             BinaryOp::NotEq => "<>",

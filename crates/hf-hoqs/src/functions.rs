@@ -761,6 +761,48 @@ impl Compiler<'_> {
                     ty => Frag::new(format!("({cut})::{}", ty.sql_type()), ty),
                 })
             }
+            "TOLABEL" => {
+                if !self.arity(name, items, (1, 1), "one argument (a picklist field)", span) {
+                    return Some(None);
+                }
+                let Some((_, choices)) = self.path_choices(row, &items[0]) else {
+                    self.report(diag::needs_picklist(name, true, items[0].span));
+                    return Some(None);
+                };
+                let value = self.expr(level, row, &items[0], cx, None)?;
+                Some(self.labels_of(value, &choices))
+            }
+            "ISPICKVAL" => {
+                if !self.arity(name, items, (2, 2), "2 arguments (picklist, key)", span) {
+                    return Some(None);
+                }
+                let single = self
+                    .path_field(row, &items[0])
+                    .filter(|field| field.value_type() == hf_model::ScalarType::Picklist)
+                    .map(|field| (field.key.clone(), field.picklist_values().to_vec()));
+                let Some((field, choices)) = single else {
+                    self.report(diag::needs_picklist(name, false, items[0].span));
+                    return Some(None);
+                };
+                if let ExprKind::Literal(Literal::String(key)) = &items[1].kind {
+                    if !self.known_keys(
+                        std::iter::once(key.as_str()),
+                        &field,
+                        &choices,
+                        items[1].span,
+                    ) {
+                        return Some(None);
+                    }
+                }
+                let Some(a) = self.args(level, row, name, items, &[Text, Text], cx) else {
+                    return Some(None);
+                };
+                // False, not NULL, for an empty picklist.
+                Some(Frag::new(
+                    format!("COALESCE({} = {}, FALSE)", a[0].sql, a[1].sql),
+                    Type::Boolean,
+                ))
+            }
             "ISBLANK" => {
                 if !self.arity(name, items, (1, 1), "one argument", span) {
                     return Some(None);
@@ -893,6 +935,40 @@ impl Compiler<'_> {
 
     /// The quoted column and type of the stored field an `ISCHANGED` or `PRIORVALUE`
     /// argument names: a bare key of a stored (scalar or lookup) field of the row's object.
+    /// `TOLABEL`: each key replaced by its label, looked up in two bound arrays (keys and
+    /// labels, in the order of the choices); a key that is no longer a choice shows as itself.
+    fn labels_of(&mut self, value: Frag, choices: &[hf_model::PicklistValue]) -> Frag {
+        let array = |texts: Vec<&str>| {
+            let json = serde_json::json!(texts).to_string();
+            hf_model::ScalarType::Multipicklist
+                .parse_json(&json)
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| "{}".to_owned())
+        };
+        let keys = array(choices.iter().map(|choice| choice.key.as_str()).collect());
+        let labels = array(choices.iter().map(|choice| choice.label.as_str()).collect());
+        let keys = self.literal(Type::Multipicklist, keys);
+        let labels = self.literal(Type::Multipicklist, labels);
+        let label =
+            |key: &str| format!("COALESCE(({labels})[array_position({keys}, {key})], {key})");
+        match value.ty {
+            Type::Multipicklist => {
+                let each = label("\"hf_choice\".\"key\"");
+                Frag::new(
+                    format!(
+                        "(CASE WHEN {v} IS NULL THEN NULL ELSE ARRAY(SELECT {each} FROM \
+                         unnest({v}) WITH ORDINALITY AS \"hf_choice\"(\"key\", \"ord\") \
+                         ORDER BY \"hf_choice\".\"ord\") END)",
+                        v = value.sql
+                    ),
+                    Type::Multipicklist,
+                )
+            }
+            _ => Frag::new(label(&value.sql), Type::Text),
+        }
+    }
+
     fn stored_field(&mut self, row: &Row, arg: &Expr) -> Option<Option<(String, Type)>> {
         let ExprKind::Path(path) = &arg.kind else {
             self.report(diag::prior_needs_field(arg.span));

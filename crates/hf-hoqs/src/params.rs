@@ -89,6 +89,12 @@ pub(crate) fn natural_type(value: &RawValue) -> Type {
 /// was expected. JSON `null` is SQL NULL for every type; a parameter of type `null` (nothing
 /// says which type, and the value is `null`) must be `null`.
 pub(crate) fn param_text(value: &RawValue, ty: Type) -> Result<Option<String>, String> {
+    let raw = value.get().trim();
+    if ty == Type::Multipicklist && raw.starts_with('"') {
+        // As in a literal, a text joins keys with `;`: `{"tags": "hot;q4"}`.
+        let text = ScalarType::Text.parse_json(raw)?.unwrap_or_default();
+        return ScalarType::Multipicklist.parse_text(&text).map(Some);
+    }
     match ty.scalar() {
         Some(scalar) => scalar.parse_json(value.get()),
         None => ScalarType::Text.parse_json(value.get()),

@@ -2,7 +2,9 @@
 //! are written in SQL and in the JSON of result records.
 //!
 //! The types are the metadata's scalar types plus `null`, the type of the `NULL` literal, which
-//! fits wherever any type is expected. Keeping the combination rules (which types compare, which
+//! fits wherever any type is expected. A picklist's value is its key, plain `text` (so `=`,
+//! `IN`, `LIKE` and the text functions apply); a multi-select picklist's value is a
+//! `multipicklist`, a `text[]` that only `INCLUDES`/`EXCLUDES`, `=`/`!=` and `IS NULL` take. Keeping the combination rules (which types compare, which
 //! widen to which) in this one file is what makes a formula mean the same thing in a query, a
 //! rule and a rollup filter.
 
@@ -34,6 +36,8 @@ pub enum Type {
     Uuid,
     /// `jsonb`.
     Json,
+    /// The keys of a multi-select picklist, `text[]` (a JSON array in results).
+    Multipicklist,
 }
 
 impl Type {
@@ -49,6 +53,8 @@ impl Type {
             ScalarType::Datetime => Type::Datetime,
             ScalarType::Uuid => Type::Uuid,
             ScalarType::Json => Type::Json,
+            ScalarType::Picklist => Type::Text,
+            ScalarType::Multipicklist => Type::Multipicklist,
         }
     }
 
@@ -65,6 +71,7 @@ impl Type {
             Type::Datetime => "datetime",
             Type::Uuid => "uuid",
             Type::Json => "json",
+            Type::Multipicklist => "multipicklist",
         }
     }
 
@@ -81,6 +88,7 @@ impl Type {
             Type::Datetime => ScalarType::Datetime,
             Type::Uuid => ScalarType::Uuid,
             Type::Json => ScalarType::Json,
+            Type::Multipicklist => ScalarType::Multipicklist,
         })
     }
 

@@ -35,6 +35,8 @@ fn generate() -> Model {
                 required: j % 3 == 0,
                 unique: false,
                 indexed: j % 5 == 0,
+                values: Vec::new(),
+                default_value: None,
             };
             let key = format!("f{j:02}");
             object
@@ -137,6 +139,8 @@ fn main() {
             required: false,
             unique: false,
             indexed: false,
+            values: Vec::new(),
+            default_value: None,
         };
         let field = Field::new(format!("added_{i}"), "Added", kind);
         let started = Instant::now();

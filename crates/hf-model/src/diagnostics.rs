@@ -81,6 +81,9 @@ pub enum Code {
     InvalidHfxVersion,
     /// `renamedFrom` is not a valid key of the item's kind, or is the item's own key.
     InvalidRenameHint,
+    /// A picklist's `values` or `defaultValue` is wrong: no choices, a key that breaks the key
+    /// grammar or repeats, choices on a type that has none, a default that is not a choice.
+    InvalidPicklist,
 }
 
 impl Code {
@@ -107,6 +110,7 @@ impl Code {
         Code::InvalidExpression,
         Code::InvalidHfxVersion,
         Code::InvalidRenameHint,
+        Code::InvalidPicklist,
     ];
 
     /// The code in SCREAMING_SNAKE_CASE, stable across versions.
@@ -133,6 +137,7 @@ impl Code {
             Code::InvalidExpression => "INVALID_EXPRESSION",
             Code::InvalidHfxVersion => "INVALID_HFX_VERSION",
             Code::InvalidRenameHint => "INVALID_RENAME_HINT",
+            Code::InvalidPicklist => "INVALID_PICKLIST",
         }
     }
 
@@ -346,4 +351,12 @@ pub(crate) fn invalid_rename_hint(target: Target, hint: &str, why: &str) -> Diag
         Some("renamedFrom"),
         message,
     )
+}
+
+pub(crate) fn invalid_picklist(
+    target: Target,
+    property: &'static str,
+    message: String,
+) -> Diagnostic {
+    diagnostic(Code::InvalidPicklist, target, Some(property), message)
 }

@@ -155,6 +155,8 @@ mod tests {
             required: false,
             unique: false,
             indexed: false,
+            values: Vec::new(),
+            default_value: None,
         };
         object
             .fields

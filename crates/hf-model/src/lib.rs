@@ -37,9 +37,9 @@ pub use expr::check_expression;
 pub use inherit::{EffectiveField, EffectiveRule, Reference, ReferenceKind};
 pub use key::{FieldPath, KeyKind, KeyProblem, QualifiedName};
 pub use model::{
-    ExtensionKind, Field, FieldKind, Identity, Model, Module, Object, RollupFunction, Rule,
-    ScalarType, Screen,
+    ExtensionKind, Field, FieldKind, Identity, Model, Module, Object, PicklistValue,
+    RollupFunction, Rule, ScalarType, Screen,
 };
 pub use target::{Action, Change, Target};
 pub use validate::{new_problems, validate};
-pub use value::MAX_JSON_DEPTH;
+pub use value::{is_picklist_key, MAX_JSON_DEPTH};

@@ -199,6 +199,21 @@ impl Field {
         }
     }
 
+    /// The choices of a picklist field; empty for every other field.
+    pub fn picklist_values(&self) -> &[PicklistValue] {
+        match &self.kind {
+            FieldKind::Scalar { values, .. } => values,
+            _ => &[],
+        }
+    }
+
+    /// Checks the raw JSON text of a value for this field and converts it to the text bound for
+    /// it: the value grammar of the field's type ([`ScalarType::parse_json_in`]) with its
+    /// picklist choices.
+    pub fn parse_json(&self, raw: &str) -> Result<Option<String>, String> {
+        self.value_type().parse_json_in(raw, self.picklist_values())
+    }
+
     /// Whether the field is a column of the object's table (formulas and rollups are computed).
     pub fn is_stored(&self) -> bool {
         matches!(
@@ -221,6 +236,11 @@ pub enum FieldKind {
         unique: bool,
         /// An index on the column.
         indexed: bool,
+        /// The choices of a `picklist` or `multipicklist` field, in the order people see them;
+        /// empty for every other type.
+        values: Vec<PicklistValue>,
+        /// The key a new record gets when its body leaves a picklist field out.
+        default_value: Option<String>,
     },
     /// A value computed from other fields of the same record.
     Formula {
@@ -265,7 +285,26 @@ impl FieldKind {
     }
 }
 
-/// The scalar value types; Part 3 of the contract maps each to a PostgreSQL type.
+/// One choice of a picklist: the key stored and compared, the label shown.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PicklistValue {
+    /// What is stored (`^[a-z0-9_]{1,63}$`); unique within the field.
+    pub key: String,
+    /// What people see, and what `TOLABEL` gives.
+    pub label: String,
+}
+
+impl PicklistValue {
+    /// A choice from its key and label.
+    pub fn new(key: impl Into<String>, label: impl Into<String>) -> Self {
+        PicklistValue {
+            key: key.into(),
+            label: label.into(),
+        }
+    }
+}
+
+/// The scalar value types; the contract maps each to a PostgreSQL type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ScalarType {
     /// `text`.
@@ -286,11 +325,16 @@ pub enum ScalarType {
     Uuid,
     /// `jsonb`.
     Json,
+    /// One key of a fixed list of choices, stored as `text` that a CHECK constraint restricts
+    /// to the keys.
+    Picklist,
+    /// Distinct keys of a fixed list of choices (a JSON array), stored as `text[]`.
+    Multipicklist,
 }
 
 impl ScalarType {
     /// Every scalar type, in the order of the contract.
-    pub const ALL: [ScalarType; 9] = [
+    pub const ALL: [ScalarType; 11] = [
         ScalarType::Text,
         ScalarType::Integer,
         ScalarType::Decimal,
@@ -300,6 +344,8 @@ impl ScalarType {
         ScalarType::Datetime,
         ScalarType::Uuid,
         ScalarType::Json,
+        ScalarType::Picklist,
+        ScalarType::Multipicklist,
     ];
 
     /// The spelling in files and in the API (`fieldType`).
@@ -314,7 +360,14 @@ impl ScalarType {
             ScalarType::Datetime => "datetime",
             ScalarType::Uuid => "uuid",
             ScalarType::Json => "json",
+            ScalarType::Picklist => "picklist",
+            ScalarType::Multipicklist => "multipicklist",
         }
+    }
+
+    /// Whether values are keys of a list of choices the field declares.
+    pub fn is_picklist(self) -> bool {
+        matches!(self, ScalarType::Picklist | ScalarType::Multipicklist)
     }
 
     /// Whether `sum` and `avg` apply.
@@ -330,7 +383,7 @@ impl ScalarType {
         self.is_numeric()
             || matches!(
                 self,
-                ScalarType::Text | ScalarType::Date | ScalarType::Datetime
+                ScalarType::Text | ScalarType::Date | ScalarType::Datetime | ScalarType::Picklist
             )
     }
 }
@@ -351,7 +404,8 @@ impl FromStr for ScalarType {
             .ok_or_else(|| Error::UnknownValue {
                 property: "fieldType",
                 value: text.to_owned(),
-                expected: "text, integer, decimal, float, boolean, date, datetime, uuid, json",
+                expected: "text, integer, decimal, float, boolean, date, datetime, uuid, json, \
+                           picklist, multipicklist",
             })
     }
 }

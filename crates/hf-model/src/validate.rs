@@ -9,8 +9,12 @@ use std::collections::BTreeSet;
 use crate::diagnostics::{self as diag, Diagnostic, MAX_IDENTITY_LEN, MAX_LABEL_CHARS};
 use crate::expr::check_expression;
 use crate::key::{key_problem, KeyKind, QualifiedName};
-use crate::model::{Field, FieldKind, Identity, Model, Module, Object, RollupFunction, Screen};
+use crate::model::{
+    Field, FieldKind, Identity, Model, Module, Object, PicklistValue, RollupFunction, ScalarType,
+    Screen,
+};
 use crate::target::Target;
+use crate::value::is_picklist_key;
 
 /// Every problem of the model, sorted by target, then code.
 pub fn validate(model: &Model) -> Vec<Diagnostic> {
@@ -255,9 +259,18 @@ fn check_field_kind(
     out: &mut Vec<Diagnostic>,
 ) {
     match &field.kind {
-        FieldKind::Scalar { .. } => {}
-        FieldKind::Formula { formula, .. } => {
+        FieldKind::Scalar {
+            field_type,
+            values,
+            default_value,
+            ..
+        } => check_picklist(*field_type, values, default_value.as_deref(), target, out),
+        FieldKind::Formula {
+            formula,
+            field_type,
+        } => {
             check_expression_at(model, name, target, "formula", formula, out);
+            no_picklist_type(*field_type, target, out);
         }
         FieldKind::Lookup { target: lookup, .. } => match model.object(lookup) {
             None => out.push(diag::missing_lookup_target(target.clone(), lookup)),
@@ -320,6 +333,75 @@ fn check_field_kind(
                 },
             }
             check_rollup_field(model, source, *function, aggregated.as_deref(), target, out);
+        }
+    }
+    if let FieldKind::Rollup { field_type, .. } = &field.kind {
+        no_picklist_type(*field_type, target, out);
+    }
+}
+
+/// Formula and rollup fields declare no choices, so they cannot yield picklist values.
+fn no_picklist_type(field_type: ScalarType, target: &Target, out: &mut Vec<Diagnostic>) {
+    if field_type.is_picklist() {
+        let message = format!(
+            "fieldType {field_type} needs a list of choices, which only scalar fields declare"
+        );
+        out.push(diag::invalid_picklist(target.clone(), "fieldType", message));
+    }
+}
+
+/// A picklist declares at least one choice; keys follow the picklist key grammar and are
+/// unique; labels follow the label rules; the default is one of the keys. Other types declare
+/// neither choices nor a default.
+fn check_picklist(
+    field_type: ScalarType,
+    values: &[PicklistValue],
+    default_value: Option<&str>,
+    target: &Target,
+    out: &mut Vec<Diagnostic>,
+) {
+    if !field_type.is_picklist() {
+        if !values.is_empty() {
+            let message = format!("values: a {field_type} field has no list of choices");
+            out.push(diag::invalid_picklist(target.clone(), "values", message));
+        }
+        if default_value.is_some() {
+            let message = format!("defaultValue: only picklist fields have one, not {field_type}");
+            out.push(diag::invalid_picklist(
+                target.clone(),
+                "defaultValue",
+                message,
+            ));
+        }
+        return;
+    }
+    if values.is_empty() {
+        let message = format!("values: a {field_type} field needs at least one choice");
+        out.push(diag::invalid_picklist(target.clone(), "values", message));
+    }
+    for (at, value) in values.iter().enumerate() {
+        let shown: String = value.key.chars().take(80).collect();
+        if !is_picklist_key(&value.key) {
+            let message = format!(
+                "values[{at}]: key `{shown}` must be 1 to 63 lower-case letters, digits or \
+                 underscores"
+            );
+            out.push(diag::invalid_picklist(target.clone(), "values", message));
+        } else if values[..at].iter().any(|other| other.key == value.key) {
+            let message = format!("values[{at}]: key `{shown}` is already a choice");
+            out.push(diag::invalid_picklist(target.clone(), "values", message));
+        }
+        check_label(target, "values", &value.label, out);
+    }
+    if let Some(default) = default_value {
+        if !values.iter().any(|value| value.key == default) {
+            let shown: String = default.chars().take(80).collect();
+            let message = format!("defaultValue `{shown}` is not one of the keys in values");
+            out.push(diag::invalid_picklist(
+                target.clone(),
+                "defaultValue",
+                message,
+            ));
         }
     }
 }

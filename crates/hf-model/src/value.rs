@@ -9,7 +9,7 @@
 //! sent as `12.50`, and a number no double-precision parser could read exactly is refused instead
 //! of silently rounded.
 
-use crate::ScalarType;
+use crate::{PicklistValue, ScalarType};
 
 /// How deeply arrays and objects may nest inside a `json` value.
 pub const MAX_JSON_DEPTH: usize = 64;
@@ -33,6 +33,8 @@ impl ScalarType {
             ScalarType::Datetime => "timestamptz",
             ScalarType::Uuid => "uuid",
             ScalarType::Json => "jsonb",
+            ScalarType::Picklist => "text",
+            ScalarType::Multipicklist => "text[]",
         }
     }
 
@@ -55,8 +57,37 @@ impl ScalarType {
             ScalarType::Datetime => string(text, "a datetime").and_then(|s| datetime(&s)),
             ScalarType::Uuid => string(text, "a uuid").and_then(|s| uuid(&s)),
             ScalarType::Json => json(text),
+            ScalarType::Picklist => string(text, "a picklist key").and_then(|s| no_nul(s, "a key")),
+            ScalarType::Multipicklist => keys(text).map(|keys| array_literal(&keys)),
         };
         converted.map(Some)
+    }
+
+    /// [`Self::parse_json`] for a field whose picklist choices are `values` (ignored for the
+    /// other types): a `picklist` value must be one of their keys; a `multipicklist` value is
+    /// an array of distinct keys, bound in the order the choices are declared, so that equal
+    /// sets are equal arrays.
+    pub fn parse_json_in(
+        self,
+        raw: &str,
+        values: &[PicklistValue],
+    ) -> Result<Option<String>, String> {
+        match self {
+            ScalarType::Picklist => {
+                let Some(key) = self.parse_json(raw)? else {
+                    return Ok(None);
+                };
+                choice(&key, values).map(|_| Some(key))
+            }
+            ScalarType::Multipicklist => {
+                if raw.trim() == "null" {
+                    return Ok(None);
+                }
+                let given = keys(raw.trim())?;
+                sorted_keys(&given, values).map(|keys| Some(array_literal(&keys)))
+            }
+            _ => self.parse_json(raw),
+        }
     }
 
     /// Converts text that stands for a value of this type (a HOQS text literal compared with a
@@ -76,6 +107,15 @@ impl ScalarType {
             ScalarType::Datetime => datetime(text),
             ScalarType::Uuid => uuid(text),
             ScalarType::Json => json(text),
+            ScalarType::Picklist => no_nul(text.to_owned(), "a key"),
+            // `'a;b'` stands for the keys `a` and `b`, as in `INCLUDES ('a;b')`.
+            ScalarType::Multipicklist => {
+                let keys: Vec<String> = text.split(';').map(str::to_owned).collect();
+                if keys.iter().any(|key| key.contains('\0')) {
+                    return Err("a key cannot contain the NUL character (\\u0000)".to_owned());
+                }
+                Ok(array_literal(&keys))
+            }
             ScalarType::Integer | ScalarType::Float | ScalarType::Boolean => self
                 .parse_json(text)?
                 .ok_or_else(|| "expected a value, got null".to_owned()),
@@ -96,6 +136,78 @@ impl ScalarType {
             Some(_) => Some(ScalarType::Decimal),
         }
     }
+}
+
+/// Whether a text is a valid picklist key: 1 to 63 lower-case ASCII letters, digits and
+/// underscores. Keys are stored in rows and written into CHECK constraints, so they are kept to
+/// characters that need no quoting anywhere.
+pub fn is_picklist_key(key: &str) -> bool {
+    (1..=63).contains(&key.len())
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// The choice whose key is `key`, or what was expected instead.
+fn choice<'v>(key: &str, values: &'v [PicklistValue]) -> Result<&'v PicklistValue, String> {
+    values.iter().find(|value| value.key == key).ok_or_else(|| {
+        let keys: Vec<&str> = values.iter().map(|value| value.key.as_str()).collect();
+        format!(
+            "\"{}\" is not one of the choices ({})",
+            abbreviate(key),
+            abbreviate(&keys.join(", "))
+        )
+    })
+}
+
+/// The given keys, each one a choice and none repeated, in the order of the choices.
+fn sorted_keys(given: &[String], values: &[PicklistValue]) -> Result<Vec<String>, String> {
+    for (at, key) in given.iter().enumerate() {
+        choice(key, values)?;
+        if given[..at].contains(key) {
+            return Err(format!("\"{}\" is given twice", abbreviate(key)));
+        }
+    }
+    Ok(values
+        .iter()
+        .filter(|value| given.contains(&value.key))
+        .map(|value| value.key.clone())
+        .collect())
+}
+
+/// The strings of a JSON array of strings (a multi-select picklist value).
+fn keys(text: &str) -> Result<Vec<String>, String> {
+    if !text.starts_with('[') {
+        return Err(format!(
+            "expected an array of picklist keys, got {}",
+            kind_of(text)
+        ));
+    }
+    if depth(text) > 1 {
+        return Err("expected an array of picklist keys (strings)".to_owned());
+    }
+    let items: Vec<serde_json::Value> = serde_json::from_str(text)
+        .map_err(|error| format!("the array is not valid JSON text: {error}"))?;
+    items
+        .into_iter()
+        .map(|item| match item {
+            serde_json::Value::String(key) => no_nul(key, "a key"),
+            other => Err(format!(
+                "expected an array of picklist keys (strings), got an item {}",
+                kind_of(&other.to_string())
+            )),
+        })
+        .collect()
+}
+
+/// PostgreSQL's text form of a `text[]` holding `items`: each element double-quoted, with `"`
+/// and `\` escaped, so any text reads back as written.
+fn array_literal(items: &[String]) -> String {
+    let quoted: Vec<String> = items
+        .iter()
+        .map(|item| format!("\"{}\"", item.replace('\\', "\\\\").replace('"', "\\\"")))
+        .collect();
+    format!("{{{}}}", quoted.join(","))
 }
 
 /// The text of a JSON string, or what was expected instead.
@@ -608,8 +720,69 @@ mod tests {
                 "date",
                 "timestamptz",
                 "uuid",
-                "jsonb"
+                "jsonb",
+                "text",
+                "text[]"
             ]
         );
+    }
+
+    fn stages() -> Vec<PicklistValue> {
+        vec![
+            PicklistValue::new("open", "Open"),
+            PicklistValue::new("won", "Won"),
+            PicklistValue::new("lost", "Lost"),
+        ]
+    }
+
+    #[test]
+    fn picklist_values_are_keys_of_the_choices() {
+        let values = stages();
+        let pick = |raw: &str| ScalarType::Picklist.parse_json_in(raw, &values);
+        assert_eq!(pick("\"won\""), Ok(Some("won".to_owned())));
+        assert_eq!(pick("null"), Ok(None));
+        assert!(pick("\"Won\"").is_err());
+        assert!(pick("\"maybe\"").is_err());
+        assert!(pick("1").is_err());
+        assert!(pick("[\"won\"]").is_err());
+    }
+
+    #[test]
+    fn multipicklist_values_are_distinct_keys_in_declared_order() {
+        let values = stages();
+        let pick = |raw: &str| ScalarType::Multipicklist.parse_json_in(raw, &values);
+        assert_eq!(
+            pick("[\"lost\", \"open\"]"),
+            Ok(Some("{\"open\",\"lost\"}".to_owned()))
+        );
+        assert_eq!(pick("[]"), Ok(Some("{}".to_owned())));
+        assert_eq!(pick("null"), Ok(None));
+        assert!(pick("[\"won\", \"won\"]").is_err());
+        assert!(pick("[\"maybe\"]").is_err());
+        assert!(pick("\"won\"").is_err());
+        assert!(pick("[1]").is_err());
+        assert!(pick("[[\"won\"]]").is_err());
+    }
+
+    #[test]
+    fn multipicklist_text_joins_keys_with_semicolons() {
+        assert_eq!(
+            ScalarType::Multipicklist.parse_text("a;b"),
+            Ok("{\"a\",\"b\"}".to_owned())
+        );
+        assert_eq!(
+            ScalarType::Multipicklist.parse_json("[\"a\\\"b\"]"),
+            Ok(Some("{\"a\\\"b\"}".to_owned()))
+        );
+    }
+
+    #[test]
+    fn picklist_keys_follow_their_grammar() {
+        assert!(is_picklist_key("closed_won"));
+        assert!(is_picklist_key("2024"));
+        assert!(!is_picklist_key(""));
+        assert!(!is_picklist_key("Won"));
+        assert!(!is_picklist_key("a-b"));
+        assert!(!is_picklist_key(&"a".repeat(64)));
     }
 }

@@ -75,6 +75,7 @@ error_codes! {
     InvalidMetadata = "INVALID_METADATA" => UNPROCESSABLE_ENTITY,
     // The model's validation diagnostics (`hf_model::diagnostics::Code`), each with its status.
     LabelTooLong = "LABEL_TOO_LONG" => UNPROCESSABLE_ENTITY,
+    InvalidPicklist = "INVALID_PICKLIST" => UNPROCESSABLE_ENTITY,
     ControlCharacter = "CONTROL_CHARACTER" => UNPROCESSABLE_ENTITY,
     InvalidIdentity = "INVALID_IDENTITY" => UNPROCESSABLE_ENTITY,
     ExtendsCycle = "EXTENDS_CYCLE" => UNPROCESSABLE_ENTITY,
@@ -516,6 +517,7 @@ fn model_diagnostic_code(code: hf_model::Code) -> Code {
     use hf_model::Code as D;
     match code {
         D::InvalidKey => Code::InvalidKey,
+        D::InvalidPicklist => Code::InvalidPicklist,
         D::LabelTooLong => Code::LabelTooLong,
         D::ControlCharacter => Code::ControlCharacter,
         D::InvalidIdentity => Code::InvalidIdentity,

@@ -1,5 +1,5 @@
 //! Runs every ok fixture's SQL on a real PostgreSQL: a fresh database with the demo CRM's and
-//! the shop model's tables (planned by hf-ddl) and a few records. The snapshots show the SQL;
+//! the shop and sales models' tables (planned by hf-ddl) and a few records. The snapshots show the SQL;
 //! this proves PostgreSQL accepts and runs it, with every parameter bound as text.
 
 use std::path::Path;
@@ -10,7 +10,9 @@ use serde_json::Value;
 use tokio_postgres::types::Type as PgType;
 use tokio_postgres::{Client, NoTls};
 
-use crate::support::{compile_doc, compile_fixture, demo, doc_queries, fixtures_dir, model, shop};
+use crate::support::{
+    compile_doc, compile_fixture, demo, doc_queries, fixtures_dir, model, sales, shop,
+};
 
 const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
@@ -100,6 +102,12 @@ INSERT INTO shop.\"order\" (id, customer, code, placed_on, paid_at, total, disco
 INSERT INTO shop.line (\"order\", product, amount) VALUES
   ('00000000-0000-0000-0000-0000000000d1', 'Tea', 100),
   ('00000000-0000-0000-0000-0000000000d1', 'Cups', 150);
+INSERT INTO sales.account (id, name, tier) VALUES
+  ('00000000-0000-0000-0000-0000000000e1', 'Umbrella', 'gold');
+INSERT INTO sales.deal (name, account, stage, tags) VALUES
+  ('Roof', '00000000-0000-0000-0000-0000000000e1', 'won', '{hot,vip}'),
+  ('Door', '00000000-0000-0000-0000-0000000000e1', 'open', '{q4}'),
+  ('Gate', NULL, NULL, NULL);
 ";
 
 /// Runs a statement with every parameter bound as text, as the service does; returns the
@@ -197,6 +205,7 @@ async fn every_ok_fixture_runs_on_postgresql() {
         .unwrap();
     create_tables(&client, demo()).await;
     create_tables(&client, shop()).await;
+    create_tables(&client, sales()).await;
     client.batch_execute(RECORDS).await.unwrap();
 
     let mut paths: Vec<_> = std::fs::read_dir(fixtures_dir().join("hoqs/ok"))
@@ -244,6 +253,18 @@ async fn every_ok_fixture_runs_on_postgresql() {
     assert_eq!(rows[0]["notes"], serde_json::json!({"gift": true}));
     assert_eq!(rows[0]["quantity"], 4);
     assert_eq!(rows[0]["weight"], 2.5);
+    let rows = &results["picklist_includes.hoqs"];
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["tags"], serde_json::json!(["hot", "vip"]));
+    let rows = &results["picklist_excludes.hoqs"];
+    let names: Vec<&Value> = rows.iter().map(|row| &row["name"]).collect();
+    assert_eq!(names, ["Door", "Gate"]);
+    let rows = &results["picklist_tolabel.hoqs"];
+    assert_eq!(rows[0]["tolabel(stage)"], "Open");
+    assert_eq!(rows[1]["tolabel(stage)"], "Closed – won");
+    assert_eq!(rows[1]["tag_labels"], serde_json::json!(["Hot", "VIP"]));
+    assert_eq!(rows[1]["tier"], "Gold");
+    assert_eq!(rows[1]["stage_text"], "Closed – won");
     let rows = &results["parent_object.hoqs"];
     assert_eq!(
         rows.len(),

@@ -23,11 +23,18 @@ pub fn shop() -> &'static Model {
     MODEL.get_or_init(|| load(&fixtures_dir().join("hoqs/models/shop")))
 }
 
+/// The test model `fixtures/hoqs/models/sales` (picklists), loaded once.
+pub fn sales() -> &'static Model {
+    static MODEL: OnceLock<Model> = OnceLock::new();
+    MODEL.get_or_init(|| load(&fixtures_dir().join("hoqs/models/sales")))
+}
+
 /// A model by the name a fixture gives in its `-- model:` line.
 pub fn model(name: &str) -> &'static Model {
     match name {
         "demo" => demo(),
         "shop" => shop(),
+        "sales" => sales(),
         other => panic!("unknown fixture model {other}"),
     }
 }

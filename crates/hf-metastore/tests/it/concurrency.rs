@@ -13,6 +13,8 @@ fn field(key: &str) -> Field {
         required: false,
         unique: false,
         indexed: false,
+        values: Vec::new(),
+        default_value: None,
     };
     Field::new(key, key, kind)
 }

@@ -17,6 +17,8 @@ fn text_field(key: &str) -> Field {
         required: false,
         unique: false,
         indexed: true,
+        values: Vec::new(),
+        default_value: None,
     };
     Field::new(key, "Source", kind)
 }

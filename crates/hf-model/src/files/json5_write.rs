@@ -17,6 +17,9 @@ pub(crate) enum Value {
     Int(i64),
     /// An object with its entries in writing order.
     Obj(Vec<(String, Value)>),
+    /// An array, one item per line; objects inside it are written on their item's line
+    /// (`{ key: "won", label: "Won" }`), so adding a picklist choice changes one line.
+    List(Vec<Value>),
 }
 
 /// Builds an object entry by entry, skipping absent optional values.
@@ -60,6 +63,12 @@ impl ObjBuilder {
         self
     }
 
+    /// Writes an array, even an empty one.
+    pub(crate) fn list(mut self, key: &str, items: Vec<Value>) -> Self {
+        self.entries.push((key.to_owned(), Value::List(items)));
+        self
+    }
+
     pub(crate) fn build(self) -> Value {
         Value::Obj(self.entries)
     }
@@ -91,6 +100,46 @@ fn write_value(out: &mut String, value: &Value, indent: usize) {
             push_indent(out, indent);
             out.push('}');
         }
+        Value::List(items) if items.is_empty() => out.push_str("[]"),
+        Value::List(items) => {
+            out.push_str("[\n");
+            for item in items {
+                push_indent(out, indent + 2);
+                write_inline(out, item);
+                out.push_str(",\n");
+            }
+            push_indent(out, indent);
+            out.push(']');
+        }
+    }
+}
+
+/// A value on one line: `{ key: "won", label: "Won" }`.
+fn write_inline(out: &mut String, value: &Value) {
+    match value {
+        Value::Obj(entries) => {
+            out.push_str("{ ");
+            for (at, (key, entry)) in entries.iter().enumerate() {
+                if at > 0 {
+                    out.push_str(", ");
+                }
+                write_key(out, key);
+                out.push_str(": ");
+                write_inline(out, entry);
+            }
+            out.push_str(" }");
+        }
+        Value::List(items) => {
+            out.push('[');
+            for (at, item) in items.iter().enumerate() {
+                if at > 0 {
+                    out.push_str(", ");
+                }
+                write_inline(out, item);
+            }
+            out.push(']');
+        }
+        scalar => write_value(out, scalar, 0),
     }
 }
 

@@ -17,8 +17,8 @@ use super::json5_write::{ObjBuilder, Value};
 use crate::error::Error;
 use crate::key::{FieldPath, QualifiedName};
 use crate::model::{
-    ExtensionKind, Field, FieldKind, Identity, Module, Object, RollupFunction, Rule, ScalarType,
-    Screen,
+    ExtensionKind, Field, FieldKind, Identity, Module, Object, PicklistValue, RollupFunction, Rule,
+    ScalarType, Screen,
 };
 
 /// `<m>/module.json5`.
@@ -98,6 +98,10 @@ pub struct FieldFile {
     pub unique_constraint: Option<bool>,
     /// An index (scalar, lookup).
     pub indexed: Option<bool>,
+    /// The choices, in order (scalar `picklist` and `multipicklist`).
+    pub values: Option<Vec<PicklistValueFile>>,
+    /// The key new records get when they give none (scalar `picklist` and `multipicklist`).
+    pub default_value: Option<String>,
     /// The formula (formula).
     pub formula: Option<String>,
     /// The target object, `module.object` (lookup).
@@ -112,6 +116,16 @@ pub struct FieldFile {
     pub filter: Option<String>,
     /// The field's key before a rename (same object), any kind: a hint for the DDL planner.
     pub renamed_from: Option<String>,
+}
+
+/// One choice of a picklist field: `{key, label}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PicklistValueFile {
+    /// The stored key.
+    pub key: String,
+    /// The label people see.
+    pub label: String,
 }
 
 /// `<m>/screens/<s>.json5`.
@@ -263,7 +277,14 @@ struct KindProperties {
 
 const SCALAR: KindProperties = KindProperties {
     name: "scalar",
-    allowed: &["fieldType", "required", "uniqueConstraint", "indexed"],
+    allowed: &[
+        "fieldType",
+        "required",
+        "uniqueConstraint",
+        "indexed",
+        "values",
+        "defaultValue",
+    ],
 };
 const FORMULA: KindProperties = KindProperties {
     name: "formula",
@@ -304,6 +325,13 @@ impl FieldFile {
                 required: self.required.unwrap_or(false),
                 unique: self.unique_constraint.unwrap_or(false),
                 indexed: self.indexed.unwrap_or(false),
+                values: self
+                    .values
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|value| PicklistValue::new(value.key, value.label))
+                    .collect(),
+                default_value: self.default_value,
             },
             "formula" => FieldKind::Formula {
                 formula: required_text("formula", self.formula)?,
@@ -334,7 +362,7 @@ impl FieldFile {
 
     fn check_properties(&self, kind: &KindProperties) -> Result<(), Error> {
         // (property, present, harmless): a `false` boolean of another kind is harmless.
-        let properties: [(&'static str, bool, bool); 10] = [
+        let properties: [(&'static str, bool, bool); 12] = [
             ("fieldType", self.field_type.is_some(), false),
             (
                 "required",
@@ -351,6 +379,8 @@ impl FieldFile {
                 self.indexed.is_some(),
                 self.indexed == Some(false),
             ),
+            ("values", self.values.is_some(), false),
+            ("defaultValue", self.default_value.is_some(), false),
             ("formula", self.formula.is_some(), false),
             ("lookupTarget", self.lookup_target.is_some(), false),
             ("rollupFunction", self.rollup_function.is_some(), false),
@@ -384,11 +414,25 @@ impl FieldFile {
                 required,
                 unique,
                 indexed,
+                values,
+                default_value,
             } => {
                 file.field_type = Some(field_type.as_str().to_owned());
                 file.required = Some(*required);
                 file.unique_constraint = Some(*unique);
                 file.indexed = Some(*indexed);
+                if field_type.is_picklist() || !values.is_empty() {
+                    file.values = Some(
+                        values
+                            .iter()
+                            .map(|value| PicklistValueFile {
+                                key: value.key.clone(),
+                                label: value.label.clone(),
+                            })
+                            .collect(),
+                    );
+                }
+                file.default_value.clone_from(default_value);
             }
             FieldKind::Formula {
                 formula,
@@ -499,11 +543,30 @@ fn field_value(field: &Field) -> Value {
             required,
             unique,
             indexed,
-        } => builder
-            .str("fieldType", field_type.as_str())
-            .flag("required", *required)
-            .flag("uniqueConstraint", *unique)
-            .flag("indexed", *indexed),
+            values,
+            default_value,
+        } => {
+            let builder = builder
+                .str("fieldType", field_type.as_str())
+                .flag("required", *required)
+                .flag("uniqueConstraint", *unique)
+                .flag("indexed", *indexed);
+            let builder = if field_type.is_picklist() || !values.is_empty() {
+                let items = values
+                    .iter()
+                    .map(|value| {
+                        ObjBuilder::default()
+                            .str("key", &value.key)
+                            .str("label", &value.label)
+                            .build()
+                    })
+                    .collect();
+                builder.list("values", items)
+            } else {
+                builder
+            };
+            builder.opt_str("defaultValue", default_value.as_deref())
+        }
         FieldKind::Formula {
             formula,
             field_type,

@@ -21,6 +21,8 @@ fn text_field(key: &str) -> Field {
         required: false,
         unique: false,
         indexed: false,
+        values: Vec::new(),
+        default_value: None,
     };
     Field::new(key, "Label", kind)
 }

@@ -53,6 +53,8 @@ fn output_is_readable_and_stable() {
         required: true,
         unique: false,
         indexed: false,
+        values: Vec::new(),
+        default_value: None,
     };
     object
         .fields
@@ -104,6 +106,8 @@ fn only_changed_files_are_rewritten() {
         required: false,
         unique: false,
         indexed: false,
+        values: Vec::new(),
+        default_value: None,
     };
     new.create_field(&deal, Field::new("source", "Source", text))
         .unwrap();

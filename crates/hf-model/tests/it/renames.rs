@@ -20,6 +20,8 @@ fn renamed_field(key: &str, from: &str, field_type: ScalarType) -> Field {
         required: false,
         unique: false,
         indexed: false,
+        values: Vec::new(),
+        default_value: None,
     };
     let mut field = Field::new(key, "Renamed", kind);
     field.renamed_from = Some(from.to_owned());

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use hf_model::{
-    Field, FieldKind, FieldPath, Identity, Module, Object, QualifiedName, RollupFunction, Rule,
-    ScalarType, Screen,
+    Field, FieldKind, FieldPath, Identity, Module, Object, PicklistValue, QualifiedName,
+    RollupFunction, Rule, ScalarType, Screen,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -137,6 +137,25 @@ impl ObjectDto {
     }
 }
 
+/// One choice of a `picklist` or `multipicklist` field.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PicklistValueDto {
+    /// What records store and queries compare; unique within the field.
+    #[schema(pattern = r"^[a-z0-9_]{1,63}$")]
+    key: String,
+    /// What people see, and what `TOLABEL` gives.
+    label: String,
+}
+
+fn picklist_values(values: Option<Vec<PicklistValueDto>>) -> Vec<PicklistValue> {
+    values
+        .unwrap_or_default()
+        .into_iter()
+        .map(|value| PicklistValue::new(value.key, value.label))
+        .collect()
+}
+
 /// A field.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -163,6 +182,12 @@ pub struct FieldDto {
     field: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     filter: Option<String>,
+    /// The choices of a `picklist` or `multipicklist` field, in order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    values: Option<Vec<PicklistValueDto>>,
+    /// The key a new record gets when it gives none (picklists only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    default_value: Option<String>,
 }
 
 impl FieldDto {
@@ -185,6 +210,8 @@ impl FieldDto {
             source: None,
             field: None,
             filter: None,
+            values: None,
+            default_value: None,
         };
         match &field.kind {
             FieldKind::Scalar {
@@ -192,11 +219,21 @@ impl FieldDto {
                 required,
                 unique,
                 indexed,
+                values,
+                default_value,
             } => {
                 dto.field_type = Some(field_type.as_str());
                 dto.required = *required;
                 dto.unique_constraint = *unique;
                 dto.indexed = *indexed;
+                if field_type.is_picklist() || !values.is_empty() {
+                    let values = values.iter().map(|value| PicklistValueDto {
+                        key: value.key.clone(),
+                        label: value.label.clone(),
+                    });
+                    dto.values = Some(values.collect());
+                }
+                dto.default_value.clone_from(default_value);
             }
             FieldKind::Formula {
                 formula,
@@ -399,6 +436,12 @@ pub struct ScalarBody {
     unique_constraint: bool,
     #[serde(default)]
     indexed: bool,
+    /// The choices, in order: required (at least one) for `picklist` and `multipicklist`,
+    /// refused for the other types. Keys are unique.
+    values: Option<Vec<PicklistValueDto>>,
+    /// For `picklist` and `multipicklist`: the key a new record gets when it gives none.
+    #[schema(pattern = r"^[a-z0-9_]{1,63}$")]
+    default_value: Option<String>,
     /// The key this item had before (a rename): the old item moves to the new key, and the DDL
     /// renames instead of dropping. Kept in the metadata file; not shown by reads.
     renamed_from: Option<String>,
@@ -506,6 +549,8 @@ impl FieldBody {
                     required: b.required,
                     unique: b.unique_constraint,
                     indexed: b.indexed,
+                    values: picklist_values(b.values),
+                    default_value: b.default_value,
                 };
                 (b.label, b.description, b.renamed_from, kind)
             }

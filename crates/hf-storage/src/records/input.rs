@@ -61,7 +61,7 @@ pub(crate) fn read(plan: &ObjectPlan, body: &Body, mode: Mode) -> Input {
             },
             Some(KeyRole::Column(index)) => {
                 let column = &plan.columns[index];
-                match column.ty.parse_json(raw.get()) {
+                match column.ty.parse_json_in(raw.get(), &column.values) {
                     Ok(value) => {
                         input.values[index] = value;
                         input.given[index] = true;
@@ -79,6 +79,15 @@ pub(crate) fn read(plan: &ObjectPlan, body: &Body, mode: Mode) -> Input {
                         );
                     }
                 }
+            }
+        }
+    }
+    if mode == Mode::Create {
+        // A picklist's `defaultValue` stands for a field the body leaves out.
+        for (index, column) in plan.columns.iter().enumerate() {
+            if let (false, Some(default)) = (input.given[index], &column.default) {
+                input.values[index] = Some(default.clone());
+                input.given[index] = true;
             }
         }
     }

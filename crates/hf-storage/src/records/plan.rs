@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 
 use hf_hoqs::{ExprCompiler, ExprUse, Params, PriorRow, Type};
 use hf_metastore::Snapshot;
-use hf_model::{FieldKind, Model, QualifiedName, ScalarType};
+use hf_model::{FieldKind, Model, PicklistValue, QualifiedName, ScalarType};
 
 use crate::{Error, Result};
 
@@ -85,6 +85,11 @@ pub(crate) struct Column {
     pub(crate) lookup: bool,
     /// Whether the field has a unique constraint (upserts may use it).
     pub(crate) unique: bool,
+    /// The choices of a picklist field (empty otherwise), which its values must be keys of.
+    pub(crate) values: Vec<PicklistValue>,
+    /// The bound text a new record gets when its body leaves the field out (a picklist's
+    /// `defaultValue`).
+    pub(crate) default: Option<String>,
 }
 
 /// The statements of a concrete object.
@@ -215,14 +220,27 @@ pub(crate) fn build(model: &Model, name: &QualifiedName) -> Result<ObjectPlan> {
                 field_type,
                 required,
                 unique,
+                values,
+                default_value,
                 ..
             } => {
+                // The default is a key; as JSON it is that string, or a one-key array.
+                let default = default_value.as_ref().and_then(|key| {
+                    let raw = serde_json::Value::String(key.clone());
+                    let raw = match field_type {
+                        ScalarType::Multipicklist => serde_json::Value::Array(vec![raw]),
+                        _ => raw,
+                    };
+                    field.parse_json(&raw.to_string()).ok().flatten()
+                });
                 columns.push(Column {
                     key: field.key.clone(),
                     ty: *field_type,
                     required: *required,
                     lookup: false,
                     unique: *unique,
+                    values: values.clone(),
+                    default,
                 });
                 KeyRole::Column(columns.len() - 1)
             }
@@ -233,6 +251,8 @@ pub(crate) fn build(model: &Model, name: &QualifiedName) -> Result<ObjectPlan> {
                     required: *required,
                     lookup: true,
                     unique: false,
+                    values: Vec::new(),
+                    default: None,
                 });
                 KeyRole::Column(columns.len() - 1)
             }
@@ -897,6 +917,8 @@ mod tests {
             required: false,
             unique: true,
             indexed: false,
+            values: Vec::new(),
+            default_value: None,
         };
         account
             .fields
