@@ -1,17 +1,139 @@
-//! The connection pool, with every timeout set explicitly.
+//! The connection pools, with every timeout set explicitly.
 //!
 //! deadpool's defaults wait forever for a free connection; a saturated pool would then hang every
 //! request. Here each wait is bounded, so an exhausted pool answers "busy" instead.
+//!
+//! [`Pool`] holds two pools of the same size. The service's own statements (principals, keys,
+//! deploys, status) borrow from the login pool, whose connections always run as the service's
+//! login role. The data statements of callers (`run_as`) borrow from the data pool, whose
+//! connections keep the last caller's role, timeout and time zone as session settings, so that
+//! the next request from the same caller needs no setup statement (see `run_as`). The two are
+//! kept apart so that a connection left in a caller's role can never reach code that expects
+//! the login role: only `run_as` ever sees a data connection. deadpool has no place for such
+//! per-connection state, hence the small manager here that wraps deadpool-postgres's.
 
+use std::collections::HashMap;
+use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
+use crate::run_as::Session;
 use crate::tls::Tls;
-use deadpool_postgres::{Manager, ManagerConfig, RecyclingMethod, Runtime, Timeouts};
+use deadpool::managed::{Metrics, RecycleResult};
+use deadpool_postgres::{
+    ClientWrapper, Manager, ManagerConfig, RecyclingMethod, Runtime, Timeouts,
+};
+use tokio_postgres::Statement;
 
 use crate::{Error, Result};
 
-/// The pool every request borrows its connection from.
-pub type Pool = deadpool_postgres::Pool;
+/// The pools every request borrows its connections from; it dereferences to the login pool.
+#[derive(Clone, Debug)]
+pub struct Pool {
+    login: deadpool_postgres::Pool,
+    data: DataPool,
+}
+
+impl Deref for Pool {
+    type Target = deadpool_postgres::Pool;
+
+    /// The login pool: connections that run as the service's own role.
+    fn deref(&self) -> &Self::Target {
+        &self.login
+    }
+}
+
+impl Pool {
+    /// Both pools' sizes together, as `/status` reports them.
+    pub fn status(&self) -> deadpool_postgres::Status {
+        let login = self.login.status();
+        let data = self.data.status();
+        deadpool_postgres::Status {
+            max_size: login.max_size + data.max_size,
+            size: login.size + data.size,
+            available: login.available + data.available,
+            waiting: login.waiting + data.waiting,
+        }
+    }
+
+    /// The pool of connections that run callers' statements (only `run_as` uses it).
+    pub(crate) fn data(&self) -> &DataPool {
+        &self.data
+    }
+}
+
+/// The pool of connections that keep a caller's session settings between requests.
+pub(crate) type DataPool = deadpool::managed::Pool<DataManager>;
+
+/// Makes and checks data connections: deadpool-postgres's manager, plus the session state.
+pub(crate) struct DataManager {
+    inner: Manager,
+}
+
+impl std::fmt::Debug for DataManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataManager")
+            .field("inner", &self.inner)
+            .finish()
+    }
+}
+
+/// A data connection, what its session is set to, and its prepared statements.
+#[derive(Debug)]
+pub(crate) struct DataConnection {
+    client: ClientWrapper,
+    /// The caller settings the session is known to hold; `None` when unknown (a new
+    /// connection, or one whose last request failed or was dropped half-way), which makes
+    /// the next request set them all again.
+    pub(crate) session: Option<Session>,
+    /// The statements prepared on this connection, by SQL (every parameter is `text`, so the
+    /// SQL alone names a statement). Kept here rather than in deadpool's statement cache
+    /// because `run_as` must know whether a statement still needs preparing before it sends
+    /// anything (see there).
+    pub(crate) statements: HashMap<String, Statement>,
+    /// How many times a request switched the session (for tests and diagnostics).
+    pub(crate) switches: u64,
+}
+
+impl Deref for DataConnection {
+    type Target = ClientWrapper;
+
+    fn deref(&self) -> &ClientWrapper {
+        &self.client
+    }
+}
+
+impl DerefMut for DataConnection {
+    fn deref_mut(&mut self) -> &mut ClientWrapper {
+        &mut self.client
+    }
+}
+
+impl deadpool::managed::Manager for DataManager {
+    type Type = DataConnection;
+    type Error = tokio_postgres::Error;
+
+    async fn create(&self) -> std::result::Result<DataConnection, tokio_postgres::Error> {
+        let client = self.inner.create().await?;
+        Ok(DataConnection {
+            client,
+            session: None,
+            statements: HashMap::new(),
+            switches: 0,
+        })
+    }
+
+    async fn recycle(
+        &self,
+        connection: &mut DataConnection,
+        metrics: &Metrics,
+    ) -> RecycleResult<tokio_postgres::Error> {
+        self.inner.recycle(&mut connection.client, metrics).await
+    }
+
+    fn detach(&self, connection: &mut DataConnection) {
+        self.inner.detach(&mut connection.client);
+    }
+}
 
 /// How the pool is sized and how long each step may take.
 #[derive(Debug, Clone)]
@@ -46,26 +168,35 @@ impl Default for PoolSettings {
 /// The URL's `sslmode` and `sslrootcert` mean what they mean to libpq; see [`crate::tls`].
 pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
     let (config, tls) = connection_config(database_url, settings)?;
-    let manager = Manager::from_config(
-        config,
-        tls,
-        // Fast recycling is enough because nothing ever changes session state: every role switch
-        // and timeout is `SET LOCAL`/`set_config(.., true)` inside a transaction, which ends with
-        // the transaction (a dropped transaction is rolled back by tokio-postgres).
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
-    Pool::builder(manager)
+    let manager = || {
+        Manager::from_config(
+            config.clone(),
+            tls.clone(),
+            // Fast recycling is enough: login connections never change session state, and a
+            // data connection's session state is tracked with it (see `DataConnection`).
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        )
+    };
+    let timeouts = Timeouts {
+        wait: Some(settings.wait_timeout),
+        create: Some(settings.create_timeout),
+        recycle: Some(settings.recycle_timeout),
+    };
+    let login = deadpool_postgres::Pool::builder(manager())
         .max_size(settings.max_size)
         .runtime(Runtime::Tokio1)
-        .timeouts(Timeouts {
-            wait: Some(settings.wait_timeout),
-            create: Some(settings.create_timeout),
-            recycle: Some(settings.recycle_timeout),
-        })
+        .timeouts(timeouts)
         .build()
-        .map_err(|error| Error::Config(error.to_string()))
+        .map_err(|error| Error::Config(error.to_string()))?;
+    let data = DataPool::builder(DataManager { inner: manager() })
+        .max_size(settings.max_size)
+        .runtime(Runtime::Tokio1)
+        .timeouts(timeouts)
+        .build()
+        .map_err(|error| Error::Config(error.to_string()))?;
+    Ok(Pool { login, data })
 }
 
 /// The connection settings of a PostgreSQL URL (or key=value string) with the pool's connect

@@ -1,31 +1,50 @@
 //! Running data statements as the caller's database role: the one helper every data statement
 //! goes through (HOQS queries, record reads and writes).
 //!
-//! A request's statements run in one transaction that starts by switching to the caller's role
-//! with `set_config('role', $1, true)` (the bindable form of `SET LOCAL ROLE`), together with a
-//! statement timeout and the UTC time zone. `BEGIN`, that setup, the statements and `COMMIT`
-//! are sent in one round trip (pipelined): all of them are queued on the connection in the
-//! first poll, so:
-//! - the role can never leak to the next user of the connection: everything set is
-//!   transaction-local, and `COMMIT` (which rolls back a failed transaction) is always queued,
-//!   even when the request is dropped half-way because its client went away;
-//! - a failing setup (an unknown role) aborts the transaction before any statement runs, so no
-//!   statement ever runs as the service's own login role; a role that does not exist (its
-//!   principal was deleted after the request authenticated) is [`Error::RoleMissing`];
+//! Data statements run on the data pool's connections (see [`crate::pool`]), which only this
+//! module uses. Such a connection keeps the settings of the last caller that used it as
+//! *session* settings: the role (`set_config('role', $1, false)`, the bindable form of
+//! `SET ROLE`), the statement timeout, the UTC time zone, whether transactions are read-only
+//! (`default_transaction_read_only`) and the principal's id (`hf.caller_id`). What the session
+//! holds is tracked with the connection ([`Session`]), so a request:
+//! - from the caller the session already belongs to sends its statement alone (one statement
+//!   in its own implicit transaction), or `BEGIN`, its statements and `COMMIT` when it has
+//!   several;
+//! - from any other caller (or when the session is unknown) sends `BEGIN READ ONLY`/
+//!   `BEGIN READ WRITE`, the switch of every setting, its statements and `COMMIT`.
+//!
+//! Everything a request sends is queued on the connection in the first poll (pipelined: one
+//! round trip), so:
+//! - a role never reaches another caller's statement: a switch runs in the transaction of the
+//!   statements it precedes, so if it fails (an unknown role) the transaction is aborted and
+//!   the statements never run, and settings changed in a failed transaction revert when it
+//!   rolls back. `COMMIT` is always queued, even when the request is dropped half-way because
+//!   its client went away. The tracked session is cleared before anything is sent and set only
+//!   once everything succeeded, so after a failure, a cancellation or a lost connection the
+//!   next request switches every setting again;
+//! - a role that does not exist (its principal was deleted after the request authenticated) is
+//!   [`Error::RoleMissing`]. Every change to the principals (seen through their change
+//!   notifications, whichever instance made it) also makes every connection switch again, so a
+//!   session never outlives its role unnoticed;
 //! - a failing statement aborts the transaction, so a failed request changes nothing.
 //!
-//! Statements are prepared once per connection (deadpool's statement cache) with every
-//! parameter typed `text`: values are always sent as text and cast in the SQL (`$2::numeric`).
+//! Statements are prepared once per connection with every parameter typed `text`: values are
+//! always sent as text and cast in the SQL (`$2::numeric`). Preparing parses the statement, and
+//! parsing checks schema privileges, so a statement is always prepared as the service's login
+//! role (a `RESET ROLE` is pipelined before it), as it was before sessions kept roles: a caller
+//! gets the same answer whichever caller used the connection last.
 //! Privilege errors (SQLSTATE 42501, including row-level security refusals) classify as
 //! [`crate::ErrorKind::Forbidden`] and timeouts (57014) as [`crate::ErrorKind::Timeout`].
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use futures_util::future::join_all;
+use futures_util::future::{join, join_all};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::Row;
+use tokio_postgres::{Row, Statement};
 
+use crate::pool::DataConnection;
 use crate::{Error, Pool, Result};
 
 /// How long a read may run (5 s: a request, not a report).
@@ -39,12 +58,29 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
 /// past this many the connection's cache is emptied and refilled by use.
 pub const MAX_CACHED_STATEMENTS: usize = 256;
 
-/// The transaction-local role switch, statement timeout and time zone of every request, and the
-/// principal's id (`hf.caller_id`, empty when unknown), which writes record as `created_by` and
-/// `updated_by` and rules read as `$User.id`.
-const SETUP: &str =
-    "SELECT set_config('role', $1, true), set_config('statement_timeout', $2, true), \
-set_config('TimeZone', 'UTC', true), set_config('hf.caller_id', $3, true)";
+/// The switch of a session to a caller: its role, statement timeout, the UTC time zone, the
+/// principal's id (`hf.caller_id`, empty when unknown; writes record it as `created_by` and
+/// `updated_by`, rules read it as `$User.id`) and whether its transactions are read-only.
+/// Session-level (`false`), so the settings stay for the caller's next request; they are set
+/// inside the request's transaction, so they revert if it fails.
+const SWITCH: &str =
+    "SELECT set_config('role', $1, false), set_config('statement_timeout', $2, false), \
+set_config('TimeZone', 'UTC', false), set_config('hf.caller_id', $3, false), \
+set_config('default_transaction_read_only', $4, false)";
+
+/// Sent (unprepared) before preparing a statement, so that it is parsed as the login role.
+const RESET_ROLE: &str = "RESET ROLE";
+
+/// Bumped whenever principals change (see [`roles_changed`]); a session switched before the
+/// latest change is switched again.
+static ROLES_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// Makes every data connection switch its settings again before its next statement: called
+/// whenever a principal (and so possibly its role) changes or goes, so that no session keeps a
+/// role that was dropped, or a name that now means another role.
+pub(crate) fn roles_changed() {
+    ROLES_EPOCH.fetch_add(1, Ordering::SeqCst);
+}
 
 /// Who runs the statements, and how.
 #[derive(Debug, Clone, Copy)]
@@ -89,6 +125,28 @@ impl<'a> Caller<'a> {
     }
 }
 
+/// The caller settings a data connection's session holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Session {
+    role: String,
+    timeout: Duration,
+    read_only: bool,
+    principal_id: Option<uuid::Uuid>,
+    /// [`ROLES_EPOCH`] when the session was switched.
+    epoch: u64,
+}
+
+impl Session {
+    /// Whether the session already holds every setting of `caller`.
+    fn serves(&self, caller: &Caller<'_>, epoch: u64) -> bool {
+        self.epoch == epoch
+            && self.role == caller.role
+            && self.timeout == caller.timeout
+            && self.read_only == caller.read_only
+            && self.principal_id == caller.principal_id
+    }
+}
+
 /// One statement of a request with its parameter values (each bound as text; `None` is NULL).
 #[derive(Debug, Clone, Copy)]
 pub struct Step<'a> {
@@ -127,30 +185,63 @@ impl Ran {
 /// be prepared (a bug in generated SQL, or the database going away); a statement that fails
 /// while running is [`Ran::Failed`].
 pub async fn run_as(pool: &Pool, caller: &Caller<'_>, steps: &[Step<'_>]) -> Result<Ran> {
-    let client = pool.get().await?;
-    let begin_sql = if caller.read_only {
-        "BEGIN READ ONLY"
-    } else {
-        "BEGIN"
+    let mut connection = pool.data().get().await?;
+    let epoch = ROLES_EPOCH.load(Ordering::SeqCst);
+    // Preparing a statement resets the role (see `prepared`), so a request whose statements
+    // are not all prepared switches too.
+    let mut switch = !connection
+        .session
+        .as_ref()
+        .is_some_and(|session| session.serves(caller, epoch))
+        || steps
+            .iter()
+            .any(|step| !connection.statements.contains_key(step.sql));
+    // Unknown until every statement of this request succeeded: a request that fails, or is
+    // dropped half-way, leaves the next one to switch every setting again.
+    connection.session = None;
+    let (statements, first_step) = loop {
+        let alone = !switch && steps.len() == 1;
+        let begin_sql = match (switch, caller.read_only) {
+            (false, _) => "BEGIN",
+            (true, true) => "BEGIN READ ONLY",
+            (true, false) => "BEGIN READ WRITE",
+        };
+        let mut sqls: Vec<(&str, usize)> = Vec::with_capacity(steps.len() + 3);
+        if !alone {
+            sqls.push((begin_sql, 0));
+            if switch {
+                sqls.push((SWITCH, 4));
+            }
+        }
+        let first_step = sqls.len();
+        sqls.extend(steps.iter().map(|step| (step.sql, step.params.len())));
+        if !alone {
+            sqls.push(("COMMIT", 0));
+        }
+        let (statements, reset) = prepared(&mut connection, &sqls).await?;
+        if reset && !switch {
+            // The session is the login role now: it must be switched after all.
+            switch = true;
+            continue;
+        }
+        break (statements, first_step);
     };
-    let begin = client.prepare_cached(begin_sql).await?;
-    let setup = client
-        .prepare_typed_cached(SETUP, &[Type::TEXT, Type::TEXT, Type::TEXT])
-        .await?;
-    let commit = client.prepare_cached("COMMIT").await?;
-    let mut prepared = Vec::with_capacity(steps.len());
-    for step in steps {
-        let types = vec![Type::TEXT; step.params.len()];
-        prepared.push(client.prepare_typed_cached(step.sql, &types).await?);
+    if switch {
+        connection.switches += 1;
+    }
+    if connection.statements.len() > MAX_CACHED_STATEMENTS {
+        // Dropping the statements closes them on the server once no call uses them; the
+        // next request prepares what it needs again (and so switches).
+        connection.statements.clear();
     }
 
-    let role = caller.role.to_owned();
     let timeout = format!("{}ms", caller.timeout.as_millis());
     let principal = caller
         .principal_id
         .map(|id| id.hyphenated().to_string())
         .unwrap_or_default();
-    let setup_params: [&(dyn ToSql + Sync); 3] = [&role, &timeout, &principal];
+    let read_only = if caller.read_only { "on" } else { "off" };
+    let switch_params: [&(dyn ToSql + Sync); 4] = [&caller.role, &timeout, &principal, &read_only];
     let step_params: Vec<Vec<&(dyn ToSql + Sync)>> = steps
         .iter()
         .map(|step| {
@@ -160,31 +251,36 @@ pub async fn run_as(pool: &Pool, caller: &Caller<'_>, steps: &[Step<'_>]) -> Res
                 .collect()
         })
         .collect();
-    let mut calls = Vec::with_capacity(steps.len() + 3);
-    calls.push(client.query(&begin, &[]));
-    calls.push(client.query(&setup, &setup_params));
-    for (statement, params) in prepared.iter().zip(&step_params) {
-        calls.push(client.query(statement, params));
-    }
-    calls.push(client.query(&commit, &[]));
+    let client = &**connection;
+    let calls = statements.iter().enumerate().map(|(index, statement)| {
+        let params: &[&(dyn ToSql + Sync)] = match index
+            .checked_sub(first_step)
+            .and_then(|step| step_params.get(step))
+        {
+            Some(params) => params,
+            None if switch && index == 1 => &switch_params,
+            None => &[],
+        };
+        client.query(statement, params)
+    });
     // `join_all` polls the calls in order, so every one of them, COMMIT included, is queued on
     // the connection in its first poll.
     let results = join_all(calls).await;
-    if client.statement_cache.size() > MAX_CACHED_STATEMENTS {
-        // Dropping the cached statements closes them on the server once no call uses them.
-        client.statement_cache.clear();
-    }
 
     let mut rows = Vec::with_capacity(steps.len());
     for (index, result) in results.into_iter().enumerate() {
-        let step = index.checked_sub(2).filter(|step| *step < steps.len());
+        let step = index
+            .checked_sub(first_step)
+            .filter(|step| *step < steps.len());
         match result {
             Ok(found) if step.is_some() => rows.push(found),
             Ok(_) => {}
             // `set_config('role', ..)` of a role that does not exist: the principal was
             // deleted after this request authenticated.
             Err(error)
-                if index == 1 && error.code() == Some(&SqlState::INVALID_PARAMETER_VALUE) =>
+                if switch
+                    && index == 1
+                    && error.code() == Some(&SqlState::INVALID_PARAMETER_VALUE) =>
             {
                 return Err(Error::RoleMissing {
                     role: caller.role.to_owned(),
@@ -193,7 +289,76 @@ pub async fn run_as(pool: &Pool, caller: &Caller<'_>, steps: &[Step<'_>]) -> Res
             Err(error) => return Ok(Ran::Failed { step, error }),
         }
     }
+    connection.session = Some(Session {
+        role: caller.role.to_owned(),
+        timeout: caller.timeout,
+        read_only: caller.read_only,
+        principal_id: caller.principal_id,
+        epoch,
+    });
     Ok(Ran::Rows(rows))
+}
+
+/// The statements every request uses besides its own, with their numbers of parameters.
+const FIXED: [(&str, usize); 5] = [
+    ("BEGIN", 0),
+    ("BEGIN READ ONLY", 0),
+    ("BEGIN READ WRITE", 0),
+    (SWITCH, 4),
+    ("COMMIT", 0),
+];
+
+/// The prepared statements of `sqls` (each with its number of `text` parameters), preparing on
+/// the connection those it does not have yet, and whether it did. Preparing parses, and parsing
+/// checks schema privileges, so statements are prepared as the login role: a `RESET ROLE` goes
+/// first, in the same round trip, since the session may hold a caller's role; the session is
+/// then the login role's until switched. The statements of [`FIXED`] are prepared along, so
+/// that a connection that has its request's statements has them too.
+async fn prepared(
+    connection: &mut DataConnection,
+    sqls: &[(&str, usize)],
+) -> Result<(Vec<Statement>, bool)> {
+    let mut missing: Vec<(&str, usize)> = sqls
+        .iter()
+        .filter(|(sql, _)| !connection.statements.contains_key(*sql))
+        .copied()
+        .collect();
+    let reset = !missing.is_empty();
+    if reset {
+        for fixed in FIXED {
+            if !connection.statements.contains_key(fixed.0) && !missing.contains(&fixed) {
+                missing.push(fixed);
+            }
+        }
+        let client = &**connection;
+        let types: Vec<Vec<Type>> = missing
+            .iter()
+            .map(|(_, count)| vec![Type::TEXT; *count])
+            .collect();
+        let reset = client.batch_execute(RESET_ROLE);
+        let prepares = join_all(
+            missing
+                .iter()
+                .zip(&types)
+                .map(|((sql, _), types)| client.prepare_typed(sql, types)),
+        );
+        let (reset, prepares) = join(reset, prepares).await;
+        reset?;
+        let mut made = Vec::with_capacity(missing.len());
+        for ((sql, _), statement) in missing.iter().zip(prepares) {
+            made.push(((*sql).to_owned(), statement?));
+        }
+        connection.statements.extend(made);
+    }
+    let statements = sqls
+        .iter()
+        .map(|(sql, _)| {
+            connection.statements.get(*sql).cloned().ok_or_else(|| {
+                Error::Internal("a statement prepared just now is missing".to_owned())
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok((statements, reset))
 }
 
 #[cfg(test)]
@@ -222,7 +387,7 @@ mod tests {
             .unwrap();
     }
 
-    /// The role a fresh checkout of the (one-connection) pool runs as.
+    /// The role a fresh checkout of the (one-connection) login pool runs as.
     async fn current_user(pool: &Pool) -> String {
         let client = pool.get().await.unwrap();
         let row = client
@@ -232,12 +397,72 @@ mod tests {
         row.get(0)
     }
 
+    /// Whether the data connection is outside any transaction block (in a statement of its own,
+    /// the transaction started with the statement).
+    async fn data_connection_is_idle(pool: &Pool) -> bool {
+        let connection = pool.data().get().await.unwrap();
+        // The simple protocol: the statement's start is its transaction's start, unless a
+        // transaction block is open.
+        let messages = connection
+            .simple_query("SELECT now() = statement_timestamp()")
+            .await
+            .unwrap();
+        messages.iter().any(|message| match message {
+            tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0) == Some("t"),
+            _ => false,
+        })
+    }
+
+    /// How many times the (one) data connection's session was switched.
+    async fn switches(pool: &Pool) -> u64 {
+        pool.data().get().await.unwrap().switches
+    }
+
     fn one_connection(db: &hf_testkit::TestDb) -> Pool {
         let settings = crate::PoolSettings {
             max_size: 1,
             ..crate::PoolSettings::default()
         };
         crate::connect(db.url(), &settings).unwrap()
+    }
+
+    /// What a request sees of its session: role, time zone, read-only, timeout, caller id, and
+    /// whether it ran as a statement of its own (no `BEGIN` before it).
+    const SEEN: &str = "SELECT current_user::text, current_setting('TimeZone'), \
+        current_setting('transaction_read_only'), current_setting('statement_timeout'), \
+        current_setting('hf.caller_id', true), now() = statement_timestamp()";
+
+    #[derive(Debug, PartialEq, Eq)]
+    struct Seen {
+        user: String,
+        zone: String,
+        read_only: String,
+        timeout: String,
+        caller_id: String,
+        /// Whether the request switched the session.
+        switched: bool,
+    }
+
+    async fn seen(pool: &Pool, caller: &Caller<'_>) -> Seen {
+        let before = switches(pool).await;
+        let steps = [Step {
+            sql: SEEN,
+            params: &[],
+        }];
+        let rows = run_as(pool, caller, &steps)
+            .await
+            .unwrap()
+            .into_rows()
+            .unwrap();
+        let row = &rows[0][0];
+        Seen {
+            user: row.get(0),
+            zone: row.get(1),
+            read_only: row.get(2),
+            timeout: row.get(3),
+            caller_id: row.get::<_, Option<String>>(4).unwrap_or_default(),
+            switched: switches(pool).await > before,
+        }
     }
 
     #[tokio::test]
@@ -249,12 +474,13 @@ mod tests {
             .await
             .unwrap();
         let reader = role(&admin).await;
+        let other = role(&admin).await;
         let pool = one_connection(&db);
         let login = current_user(&pool).await;
 
-        // The statements run as the role, in UTC, read-only.
+        // The statements run as the role, in UTC, read-only; values stay values.
         let steps = [Step {
-            sql: "SELECT current_user::text, current_setting('TimeZone'), current_setting('transaction_read_only'), $1::text",
+            sql: "SELECT current_user::text, $1::text",
             params: &[Some("it's; DROP TABLE secret; --".to_owned())],
         }];
         let rows = run_as(&pool, &Caller::reader(&reader), &steps)
@@ -262,14 +488,50 @@ mod tests {
             .unwrap()
             .into_rows()
             .unwrap();
-        let row = &rows[0][0];
-        assert_eq!(row.get::<_, String>(0), reader);
-        assert_eq!(row.get::<_, String>(1), "UTC");
-        assert_eq!(row.get::<_, String>(2), "on");
-        assert_eq!(row.get::<_, String>(3), "it's; DROP TABLE secret; --");
-        assert_eq!(current_user(&pool).await, login);
+        assert_eq!(rows[0][0].get::<_, String>(0), reader);
+        assert_eq!(
+            rows[0][0].get::<_, String>(1),
+            "it's; DROP TABLE secret; --"
+        );
+        // A statement new to the connection is prepared as the login role, so the session is
+        // switched again; the next time it is already prepared.
+        assert!(seen(&pool, &Caller::reader(&reader)).await.switched);
+        let first = seen(&pool, &Caller::reader(&reader)).await;
+        assert_eq!(
+            first,
+            Seen {
+                user: reader.clone(),
+                zone: "UTC".to_owned(),
+                read_only: "on".to_owned(),
+                timeout: "5s".to_owned(),
+                caller_id: String::new(),
+                switched: false,
+            },
+            "the same caller again: its statement alone"
+        );
+        assert_eq!(
+            current_user(&pool).await,
+            login,
+            "the login pool keeps its role"
+        );
 
-        // A privilege error is Forbidden, and the next checkout is the login role again.
+        // Another caller on the same connection gets its own settings, never the last ones.
+        let id = uuid::Uuid::new_v4();
+        let writer = Caller::writer(&other).for_principal(id);
+        let second = seen(&pool, &writer).await;
+        assert_eq!(second.user, other);
+        assert_eq!(second.read_only, "off");
+        assert_eq!(second.timeout, "15s");
+        assert_eq!(second.caller_id, id.hyphenated().to_string());
+        assert!(second.switched);
+        let third = seen(&pool, &Caller::reader(&reader)).await;
+        assert_eq!(
+            (third.user.as_str(), third.read_only.as_str()),
+            (reader.as_str(), "on")
+        );
+        assert_eq!(third.caller_id, "");
+
+        // A privilege error is Forbidden; the next request is still its caller's own.
         let steps = [Step {
             sql: "SELECT x FROM secret",
             params: &[],
@@ -279,9 +541,10 @@ mod tests {
             .unwrap();
         let error = ran.into_rows().unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Forbidden, "{error}");
-        assert_eq!(current_user(&pool).await, login);
+        assert_eq!(seen(&pool, &Caller::reader(&other)).await.user, other);
 
-        // A statement over its timeout is Timeout; the connection stays healthy.
+        // A statement over its timeout is Timeout; the connection stays healthy, and the
+        // next request has its own timeout.
         let caller = Caller {
             timeout: Duration::from_millis(50),
             ..Caller::reader(&reader)
@@ -296,9 +559,13 @@ mod tests {
             .into_rows()
             .unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Timeout, "{error}");
-        assert_eq!(current_user(&pool).await, login);
+        let after = seen(&pool, &Caller::reader(&reader)).await;
+        assert_eq!(
+            (after.user.as_str(), after.timeout.as_str()),
+            (reader.as_str(), "5s")
+        );
 
-        // An unknown role fails the setup; the statement never runs as the login role.
+        // An unknown role fails the switch; the statement never runs, under no role.
         let steps = [Step {
             sql: "INSERT INTO secret VALUES (2)",
             params: &[],
@@ -313,8 +580,10 @@ mod tests {
             .unwrap()
             .get(0);
         assert_eq!(count, 1);
+        assert_eq!(seen(&pool, &Caller::reader(&other)).await.user, other);
 
-        // A request dropped half-way (its client went away) still ends its transaction.
+        // A request dropped half-way (its client went away) still ends its transaction, and
+        // the next request switches again.
         let steps = [Step {
             sql: "SELECT pg_sleep(0.3)",
             params: &[],
@@ -325,15 +594,32 @@ mod tests {
         )
         .await;
         assert!(dropped.is_err(), "the request was cut short");
-        assert_eq!(current_user(&pool).await, login);
-        let client = pool.get().await.unwrap();
-        let in_transaction: String = client
-            .query_one("SELECT current_setting('transaction_read_only')", &[])
+        assert!(
+            data_connection_is_idle(&pool).await,
+            "no transaction is left open"
+        );
+        let after = seen(&pool, &Caller::writer(&other)).await;
+        assert_eq!(
+            (after.user.as_str(), after.switched),
+            (other.as_str(), true)
+        );
+
+        // A role dropped and made again under the same name: sessions switch again once
+        // principals change, so the new role is the one used.
+        assert_eq!(seen(&pool, &Caller::reader(&reader)).await.user, reader);
+        let quoted = hf_sql::quote_ident(&reader).unwrap();
+        admin
+            .batch_execute(&format!(
+                "DROP ROLE {quoted}; CREATE ROLE {quoted} NOLOGIN; GRANT {quoted} TO CURRENT_USER"
+            ))
             .await
-            .unwrap()
-            .get(0);
-        assert_eq!(in_transaction, "off", "no transaction is left open");
-        drop(client);
+            .unwrap();
+        roles_changed();
+        let again = seen(&pool, &Caller::reader(&reader)).await;
+        assert_eq!(
+            (again.user.as_str(), again.switched),
+            (reader.as_str(), true)
+        );
 
         // The statement cache stays bounded however many distinct statements arrive.
         for n in 0..MAX_CACHED_STATEMENTS + 10 {
@@ -348,11 +634,43 @@ mod tests {
                 .into_rows()
                 .unwrap();
         }
-        let client = pool.get().await.unwrap();
-        assert!(client.statement_cache.size() <= MAX_CACHED_STATEMENTS);
-        drop(client);
+        let connection = pool.data().get().await.unwrap();
+        assert!(connection.statements.len() <= MAX_CACHED_STATEMENTS);
+        drop(connection);
+
+        // Statements are prepared as the login role: a caller without a schema's privileges
+        // does not spoil a statement another caller may run.
+        admin
+            .batch_execute("CREATE SCHEMA hidden; CREATE TABLE hidden.t (x int)")
+            .await
+            .unwrap();
+        let quoted_other = hf_sql::quote_ident(&other).unwrap();
+        admin
+            .batch_execute(&format!(
+                "GRANT USAGE ON SCHEMA hidden TO {quoted_other}; GRANT SELECT ON hidden.t TO {quoted_other}"
+            ))
+            .await
+            .unwrap();
+        assert_eq!(seen(&pool, &Caller::reader(&reader)).await.user, reader);
+        let steps = [Step {
+            sql: "SELECT count(*)::text FROM hidden.t",
+            params: &[],
+        }];
+        let rows = run_as(&pool, &Caller::reader(&other), &steps)
+            .await
+            .unwrap()
+            .into_rows()
+            .unwrap();
+        assert_eq!(rows[0][0].get::<_, String>(0), "0");
+        let error = run_as(&pool, &Caller::reader(&reader), &steps)
+            .await
+            .unwrap()
+            .into_rows()
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Forbidden, "{error}");
 
         drop(pool);
         drop_role(&admin, &reader).await;
+        drop_role(&admin, &other).await;
     }
 }

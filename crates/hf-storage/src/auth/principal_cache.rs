@@ -94,6 +94,9 @@ impl Shared {
             None => self.entries.clear(),
         }
         self.generation = self.generation.wrapping_add(1);
+        // The principal's role may have gone (or its name may name another role now): data
+        // connections must not keep it as their session role.
+        crate::run_as::roles_changed();
     }
 
     /// Records whether notifications are being received; either change empties the cache.

@@ -114,6 +114,9 @@ pub(super) async fn drop_principal_role(client: &Client, name: &str) -> Result<(
          DROP ROLE {role};"
     );
     client.batch_execute(&statement).await?;
+    // No data connection may keep the role as its session role (checked again at commit by
+    // the principals' change notification).
+    crate::run_as::roles_changed();
     Ok(())
 }
 
