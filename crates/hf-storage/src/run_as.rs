@@ -185,14 +185,40 @@ impl Ran {
 /// be prepared (a bug in generated SQL, or the database going away); a statement that fails
 /// while running is [`Ran::Failed`].
 pub async fn run_as(pool: &Pool, caller: &Caller<'_>, steps: &[Step<'_>]) -> Result<Ran> {
+    let (ran, switched) = attempt(pool, caller, steps, false).await?;
+    match ran {
+        // A session kept from an earlier request may hold a role that was dropped outside hf
+        // (no principal change announced it): PostgreSQL then runs the statement with no
+        // privileges instead of refusing the role. A refusal on a kept session is therefore
+        // asked again with a fresh switch, which tells a missing role (401) from a missing
+        // privilege (403). The refused statement changed nothing, so running it again is safe;
+        // this costs a second round trip only on refusals.
+        Ran::Failed { ref error, .. }
+            if !switched && error.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE) =>
+        {
+            Ok(attempt(pool, caller, steps, true).await?.0)
+        }
+        ran => Ok(ran),
+    }
+}
+
+/// One run of [`run_as`]'s steps; `force_switch` switches the session even when it already
+/// serves the caller. Also answers whether the session was switched.
+async fn attempt(
+    pool: &Pool,
+    caller: &Caller<'_>,
+    steps: &[Step<'_>],
+    force_switch: bool,
+) -> Result<(Ran, bool)> {
     let mut connection = pool.data().get().await?;
     let epoch = ROLES_EPOCH.load(Ordering::SeqCst);
     // Preparing a statement resets the role (see `prepared`), so a request whose statements
     // are not all prepared switches too.
-    let mut switch = !connection
-        .session
-        .as_ref()
-        .is_some_and(|session| session.serves(caller, epoch))
+    let mut switch = force_switch
+        || !connection
+            .session
+            .as_ref()
+            .is_some_and(|session| session.serves(caller, epoch))
         || steps
             .iter()
             .any(|step| !connection.statements.contains_key(step.sql));
@@ -286,7 +312,7 @@ pub async fn run_as(pool: &Pool, caller: &Caller<'_>, steps: &[Step<'_>]) -> Res
                     role: caller.role.to_owned(),
                 })
             }
-            Err(error) => return Ok(Ran::Failed { step, error }),
+            Err(error) => return Ok((Ran::Failed { step, error }, switch)),
         }
     }
     connection.session = Some(Session {
@@ -296,7 +322,7 @@ pub async fn run_as(pool: &Pool, caller: &Caller<'_>, steps: &[Step<'_>]) -> Res
         principal_id: caller.principal_id,
         epoch,
     });
-    Ok(Ran::Rows(rows))
+    Ok((Ran::Rows(rows), switch))
 }
 
 /// The statements every request uses besides its own, with their numbers of parameters.

@@ -580,7 +580,7 @@ const scenarios = {
         // Admin flag, setup token, delete.
         const row = rows.filter({ hasText: newcomer.name });
         await row.getByRole("checkbox").check();
-        check("people: makes an administrator", await eventually(page.locator("table.principals tbody tr", { hasText: newcomer.name }).locator("td").first(), newcomer.name) && (await call(admin, "GET", "/iam/principals")).body.some((p) => p.pgRole === newcomer.name && p.isAdmin));
+        check("people: makes an administrator", await eventually(page.locator("table.principals tbody tr", { hasText: newcomer.name }).locator("td").first(), newcomer.name) && (await poll(async () => (await call(admin, "GET", "/iam/principals")).body.some((p) => p.pgRole === newcomer.name && p.isAdmin))));
         await page.getByRole("button", { name: `New setup token for ${newcomer.name}` }).click();
         check("people: issues a new setup token", await eventually(page.locator("#token-title"), `Setup token for ${newcomer.name}`));
         await page.getByRole("button", { name: `Delete ${newcomer.name}` }).click();

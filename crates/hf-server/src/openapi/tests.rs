@@ -156,7 +156,10 @@ fn field_bodies_are_satisfiable_objects_selected_by_field_kind() {
     }
     kinds.sort();
     assert_eq!(kinds, ["formula", "lookup", "rollup", "scalar"]);
-    assert_eq!(schemas["FieldType"]["enum"].as_array().unwrap().len(), 9);
+    let field_types = schemas["FieldType"]["enum"].as_array().unwrap();
+    assert_eq!(field_types.len(), 11);
+    assert!(field_types.contains(&Value::from("picklist")));
+    assert!(field_types.contains(&Value::from("multipicklist")));
     assert_eq!(
         schemas["RollupFunctionName"]["enum"],
         serde_json::json!(["count", "sum", "min", "max", "avg"])
