@@ -154,6 +154,9 @@ pub struct Step<'a> {
     pub sql: &'a str,
     /// The values of `$1..$n`.
     pub params: &'a [Option<String>],
+    /// The values of the parameters after those (`$n+1..`): a statement's fixed literals,
+    /// borrowed from where the statement is kept.
+    pub fixed: &'a [Option<String>],
 }
 
 /// What a request's transaction did.
@@ -214,7 +217,11 @@ pub async fn run_as(pool: &Pool, caller: &Caller<'_>, steps: &[Step<'_>]) -> Res
             }
         }
         let first_step = sqls.len();
-        sqls.extend(steps.iter().map(|step| (step.sql, step.params.len())));
+        sqls.extend(
+            steps
+                .iter()
+                .map(|step| (step.sql, step.params.len() + step.fixed.len())),
+        );
         if !alone {
             sqls.push(("COMMIT", 0));
         }
@@ -247,6 +254,7 @@ pub async fn run_as(pool: &Pool, caller: &Caller<'_>, steps: &[Step<'_>]) -> Res
         .map(|step| {
             step.params
                 .iter()
+                .chain(step.fixed)
                 .map(|value| value as &(dyn ToSql + Sync))
                 .collect()
         })
@@ -448,6 +456,7 @@ mod tests {
         let steps = [Step {
             sql: SEEN,
             params: &[],
+            fixed: &[],
         }];
         let rows = run_as(pool, caller, &steps)
             .await
@@ -480,8 +489,9 @@ mod tests {
 
         // The statements run as the role, in UTC, read-only; values stay values.
         let steps = [Step {
-            sql: "SELECT current_user::text, $1::text",
+            sql: "SELECT current_user::text, $1::text, $2::text",
             params: &[Some("it's; DROP TABLE secret; --".to_owned())],
+            fixed: &[Some("fixed".to_owned())],
         }];
         let rows = run_as(&pool, &Caller::reader(&reader), &steps)
             .await
@@ -535,6 +545,7 @@ mod tests {
         let steps = [Step {
             sql: "SELECT x FROM secret",
             params: &[],
+            fixed: &[],
         }];
         let ran = run_as(&pool, &Caller::reader(&reader), &steps)
             .await
@@ -552,6 +563,7 @@ mod tests {
         let steps = [Step {
             sql: "SELECT pg_sleep(2)",
             params: &[],
+            fixed: &[],
         }];
         let error = run_as(&pool, &caller, &steps)
             .await
@@ -569,6 +581,7 @@ mod tests {
         let steps = [Step {
             sql: "INSERT INTO secret VALUES (2)",
             params: &[],
+            fixed: &[],
         }];
         let error = run_as(&pool, &Caller::writer("no_such_role_here"), &steps)
             .await
@@ -587,6 +600,7 @@ mod tests {
         let steps = [Step {
             sql: "SELECT pg_sleep(0.3)",
             params: &[],
+            fixed: &[],
         }];
         let dropped = tokio::time::timeout(
             Duration::from_millis(50),
@@ -627,6 +641,7 @@ mod tests {
             let steps = [Step {
                 sql: &sql,
                 params: &[],
+                fixed: &[],
             }];
             run_as(&pool, &Caller::reader(&reader), &steps)
                 .await
@@ -655,6 +670,7 @@ mod tests {
         let steps = [Step {
             sql: "SELECT count(*)::text FROM hidden.t",
             params: &[],
+            fixed: &[],
         }];
         let rows = run_as(&pool, &Caller::reader(&other), &steps)
             .await
