@@ -25,7 +25,9 @@
 //! - a role that does not exist (its principal was deleted after the request authenticated) is
 //!   [`Error::RoleMissing`]. Every change to the principals (seen through their change
 //!   notifications, whichever instance made it) also makes every connection switch again, so a
-//!   session never outlives its role unnoticed;
+//!   session never outlives its role unnoticed; a role dropped in PostgreSQL directly leaves
+//!   its sessions with PUBLIC's privileges only, so a refusal on a session that was not
+//!   switched is tried once more with a switch, which finds the role missing;
 //! - a failing statement aborts the transaction, so a failed request changes nothing.
 //!
 //! Statements are prepared once per connection with every parameter typed `text`: values are
@@ -188,14 +190,40 @@ impl Ran {
 /// be prepared (a bug in generated SQL, or the database going away); a statement that fails
 /// while running is [`Ran::Failed`].
 pub async fn run_as(pool: &Pool, caller: &Caller<'_>, steps: &[Step<'_>]) -> Result<Ran> {
+    let (ran, switched) = run_once(pool, caller, steps, false).await?;
+    match ran {
+        // A role dropped behind the service's back (not through its principals) may still be
+        // a session's role, which then has only PUBLIC's privileges: a refusal on a session
+        // that was not switched is tried once more with a switch, which tells a missing role
+        // (`RoleMissing`) from a real refusal. A failed attempt changed nothing.
+        Ran::Failed { error, .. }
+            if !switched
+                && (error.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE)
+                    || error.code() == Some(&SqlState::UNDEFINED_OBJECT)) =>
+        {
+            Ok(run_once(pool, caller, steps, true).await?.0)
+        }
+        ran => Ok(ran),
+    }
+}
+
+/// One attempt of [`run_as`], switching the session even when it seems to hold the caller's
+/// settings if `force_switch`; also says whether it switched.
+async fn run_once(
+    pool: &Pool,
+    caller: &Caller<'_>,
+    steps: &[Step<'_>],
+    force_switch: bool,
+) -> Result<(Ran, bool)> {
     let mut connection = pool.data().get().await?;
     let epoch = ROLES_EPOCH.load(Ordering::SeqCst);
     // Preparing a statement resets the role (see `prepared`), so a request whose statements
     // are not all prepared switches too.
-    let mut switch = !connection
-        .session
-        .as_ref()
-        .is_some_and(|session| session.serves(caller, epoch))
+    let mut switch = force_switch
+        || !connection
+            .session
+            .as_ref()
+            .is_some_and(|session| session.serves(caller, epoch))
         || steps
             .iter()
             .any(|step| !connection.statements.contains_key(step.sql));
@@ -294,7 +322,7 @@ pub async fn run_as(pool: &Pool, caller: &Caller<'_>, steps: &[Step<'_>]) -> Res
                     role: caller.role.to_owned(),
                 })
             }
-            Err(error) => return Ok(Ran::Failed { step, error }),
+            Err(error) => return Ok((Ran::Failed { step, error }, switch)),
         }
     }
     connection.session = Some(Session {
@@ -304,7 +332,7 @@ pub async fn run_as(pool: &Pool, caller: &Caller<'_>, steps: &[Step<'_>]) -> Res
         principal_id: caller.principal_id,
         epoch,
     });
-    Ok(Ran::Rows(rows))
+    Ok((Ran::Rows(rows), switch))
 }
 
 /// The statements every request uses besides its own, with their numbers of parameters.
@@ -634,6 +662,46 @@ mod tests {
             (again.user.as_str(), again.switched),
             (reader.as_str(), true)
         );
+
+        // A role dropped in PostgreSQL directly, behind the service's back, is missing
+        // (not refused) for the next request, although its session was not switched.
+        let third = role(&admin).await;
+        assert_eq!(seen(&pool, &Caller::reader(&third)).await.user, third);
+        let quoted = hf_sql::quote_ident(&third).unwrap();
+        admin
+            .batch_execute(&format!("DROP ROLE {quoted}"))
+            .await
+            .unwrap();
+        let steps = [Step {
+            sql: SEEN,
+            params: &[],
+            fixed: &[],
+        }];
+        let error = run_as(&pool, &Caller::reader(&third), &steps)
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::RoleMissing, "{error}");
+        let steps = [Step {
+            sql: "SELECT x FROM secret",
+            params: &[],
+            fixed: &[],
+        }];
+        assert_eq!(seen(&pool, &Caller::reader(&reader)).await.user, reader);
+        admin
+            .batch_execute(&format!(
+                "CREATE ROLE {quoted} NOLOGIN; GRANT {quoted} TO CURRENT_USER"
+            ))
+            .await
+            .unwrap();
+        assert_eq!(seen(&pool, &Caller::reader(&third)).await.user, third);
+        admin
+            .batch_execute(&format!("DROP ROLE {quoted}"))
+            .await
+            .unwrap();
+        let error = run_as(&pool, &Caller::reader(&third), &steps)
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::RoleMissing, "{error}");
 
         // The statement cache stays bounded however many distinct statements arrive.
         for n in 0..MAX_CACHED_STATEMENTS + 10 {
