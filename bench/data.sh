@@ -9,7 +9,8 @@
 # Then it profiles the release binary under the GET load (`perf record -g`) and keeps the folded
 # stacks and a flame graph under target/bench/ (inferno when installed, else bench/flamegraph.py;
 # `target` is $CARGO_TARGET_DIR when set).
-# Part of `cargo xtask bench http`; alone: `bash bench/data.sh`.
+# Part of `cargo xtask bench http`; alone: `bash bench/data.sh` (BENCH_SECONDS, default 10, is the
+# length of each run; HF_BIN names another build of hf, to compare two builds on one machine).
 # Needs: wrk, curl, psql, pgbench, perf, python3, PostgreSQL on 127.0.0.1:5432 (HF_BENCH_PG),
 # a release build of hf (built here).
 set -euo pipefail
@@ -140,6 +141,10 @@ report "GET a record by id" "$get_hf" "$get_pg"
 report "HOQS filter+sort+lookup, 50 rows" "$query_hf" "$query_pg"
 report "create a record" "$create_hf" "$create_pg"
 echo "RSS after the runs: $(awk '/VmRSS/ {print $2}' "/proc/$pid/status") KiB"
+echo "load average (1, 5, 15 min) after the runs: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
+
+# BENCH_PROFILE=0 skips the profile (for quick before/after comparisons).
+[ "${BENCH_PROFILE:-1}" = 0 ] && exit 0
 
 # The profile: perf samples hf's stacks while wrk loads it with GETs. The release build has no
 # frame pointers, so the stacks are unwound from DWARF (`-g` with `--call-graph dwarf`).

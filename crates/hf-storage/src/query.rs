@@ -18,6 +18,7 @@ pub async fn query_records(pool: &Pool, role: &str, query: &CompiledQuery) -> Re
     let steps = [Step {
         sql: &query.sql,
         params: &query.params,
+        fixed: &[],
     }];
     let rows = run_as(pool, &Caller::reader(role), &steps)
         .await?
@@ -40,6 +41,7 @@ pub async fn query_page(
     let steps = [Step {
         sql: &query.sql,
         params: &query.params,
+        fixed: &[],
     }];
     let rows = run_as(pool, &Caller::reader(role), &steps)
         .await?
@@ -63,6 +65,7 @@ pub async fn explain(pool: &Pool, role: &str, query: &CompiledQuery) -> Result<s
     let steps = [Step {
         sql: &sql,
         params: &query.params,
+        fixed: &[],
     }];
     let rows = run_as(pool, &Caller::reader(role), &steps)
         .await?

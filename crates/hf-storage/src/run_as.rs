@@ -25,7 +25,9 @@
 //! - a role that does not exist (its principal was deleted after the request authenticated) is
 //!   [`Error::RoleMissing`]. Every change to the principals (seen through their change
 //!   notifications, whichever instance made it) also makes every connection switch again, so a
-//!   session never outlives its role unnoticed;
+//!   session never outlives its role unnoticed; a role dropped in PostgreSQL directly leaves
+//!   its sessions with PUBLIC's privileges only, so a refusal on a session that was not
+//!   switched is tried once more with a switch, which finds the role missing;
 //! - a failing statement aborts the transaction, so a failed request changes nothing.
 //!
 //! Statements are prepared once per connection with every parameter typed `text`: values are
@@ -154,6 +156,9 @@ pub struct Step<'a> {
     pub sql: &'a str,
     /// The values of `$1..$n`.
     pub params: &'a [Option<String>],
+    /// The values of the parameters after those (`$n+1..`): a statement's fixed literals,
+    /// borrowed from where the statement is kept.
+    pub fixed: &'a [Option<String>],
 }
 
 /// What a request's transaction did.
@@ -185,26 +190,26 @@ impl Ran {
 /// be prepared (a bug in generated SQL, or the database going away); a statement that fails
 /// while running is [`Ran::Failed`].
 pub async fn run_as(pool: &Pool, caller: &Caller<'_>, steps: &[Step<'_>]) -> Result<Ran> {
-    let (ran, switched) = attempt(pool, caller, steps, false).await?;
+    let (ran, switched) = run_once(pool, caller, steps, false).await?;
     match ran {
-        // A session kept from an earlier request may hold a role that was dropped outside hf
-        // (no principal change announced it): PostgreSQL then runs the statement with no
-        // privileges instead of refusing the role. A refusal on a kept session is therefore
-        // asked again with a fresh switch, which tells a missing role (401) from a missing
-        // privilege (403). The refused statement changed nothing, so running it again is safe;
-        // this costs a second round trip only on refusals.
-        Ran::Failed { ref error, .. }
-            if !switched && error.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE) =>
+        // A role dropped behind the service's back (not through its principals) may still be
+        // a session's role, which then has only PUBLIC's privileges: a refusal on a session
+        // that was not switched is tried once more with a switch, which tells a missing role
+        // (`RoleMissing`) from a real refusal. A failed attempt changed nothing.
+        Ran::Failed { error, .. }
+            if !switched
+                && (error.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE)
+                    || error.code() == Some(&SqlState::UNDEFINED_OBJECT)) =>
         {
-            Ok(attempt(pool, caller, steps, true).await?.0)
+            Ok(run_once(pool, caller, steps, true).await?.0)
         }
         ran => Ok(ran),
     }
 }
 
-/// One run of [`run_as`]'s steps; `force_switch` switches the session even when it already
-/// serves the caller. Also answers whether the session was switched.
-async fn attempt(
+/// One attempt of [`run_as`], switching the session even when it seems to hold the caller's
+/// settings if `force_switch`; also says whether it switched.
+async fn run_once(
     pool: &Pool,
     caller: &Caller<'_>,
     steps: &[Step<'_>],
@@ -240,7 +245,11 @@ async fn attempt(
             }
         }
         let first_step = sqls.len();
-        sqls.extend(steps.iter().map(|step| (step.sql, step.params.len())));
+        sqls.extend(
+            steps
+                .iter()
+                .map(|step| (step.sql, step.params.len() + step.fixed.len())),
+        );
         if !alone {
             sqls.push(("COMMIT", 0));
         }
@@ -273,6 +282,7 @@ async fn attempt(
         .map(|step| {
             step.params
                 .iter()
+                .chain(step.fixed)
                 .map(|value| value as &(dyn ToSql + Sync))
                 .collect()
         })
@@ -474,6 +484,7 @@ mod tests {
         let steps = [Step {
             sql: SEEN,
             params: &[],
+            fixed: &[],
         }];
         let rows = run_as(pool, caller, &steps)
             .await
@@ -506,8 +517,9 @@ mod tests {
 
         // The statements run as the role, in UTC, read-only; values stay values.
         let steps = [Step {
-            sql: "SELECT current_user::text, $1::text",
+            sql: "SELECT current_user::text, $1::text, $2::text",
             params: &[Some("it's; DROP TABLE secret; --".to_owned())],
+            fixed: &[Some("fixed".to_owned())],
         }];
         let rows = run_as(&pool, &Caller::reader(&reader), &steps)
             .await
@@ -561,6 +573,7 @@ mod tests {
         let steps = [Step {
             sql: "SELECT x FROM secret",
             params: &[],
+            fixed: &[],
         }];
         let ran = run_as(&pool, &Caller::reader(&reader), &steps)
             .await
@@ -578,6 +591,7 @@ mod tests {
         let steps = [Step {
             sql: "SELECT pg_sleep(2)",
             params: &[],
+            fixed: &[],
         }];
         let error = run_as(&pool, &caller, &steps)
             .await
@@ -595,6 +609,7 @@ mod tests {
         let steps = [Step {
             sql: "INSERT INTO secret VALUES (2)",
             params: &[],
+            fixed: &[],
         }];
         let error = run_as(&pool, &Caller::writer("no_such_role_here"), &steps)
             .await
@@ -613,6 +628,7 @@ mod tests {
         let steps = [Step {
             sql: "SELECT pg_sleep(0.3)",
             params: &[],
+            fixed: &[],
         }];
         let dropped = tokio::time::timeout(
             Duration::from_millis(50),
@@ -647,12 +663,53 @@ mod tests {
             (reader.as_str(), true)
         );
 
+        // A role dropped in PostgreSQL directly, behind the service's back, is missing
+        // (not refused) for the next request, although its session was not switched.
+        let third = role(&admin).await;
+        assert_eq!(seen(&pool, &Caller::reader(&third)).await.user, third);
+        let quoted = hf_sql::quote_ident(&third).unwrap();
+        admin
+            .batch_execute(&format!("DROP ROLE {quoted}"))
+            .await
+            .unwrap();
+        let steps = [Step {
+            sql: SEEN,
+            params: &[],
+            fixed: &[],
+        }];
+        let error = run_as(&pool, &Caller::reader(&third), &steps)
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::RoleMissing, "{error}");
+        let steps = [Step {
+            sql: "SELECT x FROM secret",
+            params: &[],
+            fixed: &[],
+        }];
+        assert_eq!(seen(&pool, &Caller::reader(&reader)).await.user, reader);
+        admin
+            .batch_execute(&format!(
+                "CREATE ROLE {quoted} NOLOGIN; GRANT {quoted} TO CURRENT_USER"
+            ))
+            .await
+            .unwrap();
+        assert_eq!(seen(&pool, &Caller::reader(&third)).await.user, third);
+        admin
+            .batch_execute(&format!("DROP ROLE {quoted}"))
+            .await
+            .unwrap();
+        let error = run_as(&pool, &Caller::reader(&third), &steps)
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::RoleMissing, "{error}");
+
         // The statement cache stays bounded however many distinct statements arrive.
         for n in 0..MAX_CACHED_STATEMENTS + 10 {
             let sql = format!("SELECT {n}");
             let steps = [Step {
                 sql: &sql,
                 params: &[],
+                fixed: &[],
             }];
             run_as(&pool, &Caller::reader(&reader), &steps)
                 .await
@@ -681,6 +738,7 @@ mod tests {
         let steps = [Step {
             sql: "SELECT count(*)::text FROM hidden.t",
             params: &[],
+            fixed: &[],
         }];
         let rows = run_as(&pool, &Caller::reader(&other), &steps)
             .await

@@ -52,12 +52,10 @@ SELECT current_database(),
   LEFT JOIN pg_stat_ssl AS s ON s.pid = pg_backend_pid()";
 
 /// Asks the database for its status through the pool.
-///
-/// Callers' statements run on the data pool, the service's own on the login pool; either one
-/// staying exhausted for its whole wait means requests are refused, so both must give a
-/// connection within their wait for the status to be good.
 pub async fn database_status(pool: &Pool) -> Result<DatabaseStatus> {
     let started = Instant::now();
+    // Requests wait for data connections: when none frees up in time, the database is busy
+    // for them. The connection is only borrowed and given back; nothing runs on it.
     drop(pool.data().get().await?);
     let client = pool.get().await?;
     let row = client.query_one(STATUS_QUERY, &[]).await?;

@@ -162,10 +162,7 @@ pub async fn read(caller: Caller<'_>, object: ObjectRef<'_>, id: &str) -> Result
         Ok(id) => id,
         Err(problem) => return Ok(rejected(problem)),
     };
-    let steps = [(
-        plan.read.sql.as_str(),
-        plan.read.bind(vec![Some(id.clone())]),
-    )];
+    let steps = [(&plan.read, vec![Some(id.clone())])];
     let ran = run(caller, Access::Read, &steps).await?;
     let rows = match ran {
         Ran::Rows(rows) => rows,
@@ -197,7 +194,7 @@ pub async fn create(
     let id = uuid::Uuid::new_v4().hyphenated().to_string();
     let write = &writes.create;
     let own = write_params(&input, &id, None);
-    let mut steps = vec![(write.statement.sql.as_str(), write.statement.bind(own))];
+    let mut steps = vec![(&write.statement, own)];
     if input.problems.is_empty() {
         steps.push(read_step(&writes.read_own, &id));
     }
@@ -249,7 +246,7 @@ pub async fn update(
     let input = input::read(&plan, body, Mode::Change);
     let write = &writes.update;
     let own = write_params(&input, &id, if_match);
-    let mut steps = vec![(write.statement.sql.as_str(), write.statement.bind(own))];
+    let mut steps = vec![(&write.statement, own)];
     if input.problems.is_empty() {
         steps.push(read_step(&writes.read_own, &id));
     }
@@ -342,15 +339,9 @@ pub async fn upsert(
     for _ in 0..UPSERT_ATTEMPTS {
         let id = uuid::Uuid::new_v4().hyphenated().to_string();
         let own = write_params(&input, &id, if_match);
-        let mut steps = vec![(
-            upsert.write.statement.sql.as_str(),
-            upsert.write.statement.bind(own),
-        )];
+        let mut steps = vec![(&upsert.write.statement, own)];
         if input.problems.is_empty() {
-            steps.push((
-                upsert.read.sql.as_str(),
-                upsert.read.bind(vec![key_value.clone()]),
-            ));
+            steps.push((&upsert.read, vec![key_value.clone()]));
         }
         let ran = run(caller, Access::Write, &steps).await?;
         let rows = match ran {
@@ -420,7 +411,7 @@ pub async fn delete(
         return Ok(rejected(abstract_object(&plan)));
     };
     let params = vec![Some(id.clone()), if_match.map(text_array)];
-    let steps = [(writes.delete.sql.as_str(), writes.delete.bind(params))];
+    let steps = [(&writes.delete, params)];
     let ran = run(caller, Access::Write, &steps).await?;
     let rows = match ran {
         Ran::Rows(rows) => rows,
@@ -491,8 +482,8 @@ fn write_params(input: &Input, id: &str, if_match: Option<&[String]>) -> Vec<Opt
     own
 }
 
-fn read_step<'a>(statement: &'a Statement, id: &str) -> (&'a str, Vec<Option<String>>) {
-    (&statement.sql, statement.bind(vec![Some(id.to_owned())]))
+fn read_step<'a>(statement: &'a Statement, id: &str) -> (&'a Statement, Vec<Option<String>>) {
+    (statement, vec![Some(id.to_owned())])
 }
 
 /// Whether an operation only reads (read-only transaction, read timeout) or writes.
@@ -502,15 +493,20 @@ enum Access {
     Write,
 }
 
-/// Runs statements with their values as the caller, in one transaction and one round trip.
+/// Runs statements with the caller's values (the statements' own literals follow them, borrowed
+/// from the plan rather than copied) as the caller, in one transaction and one round trip.
 async fn run(
     caller: Caller<'_>,
     access: Access,
-    steps: &[(&str, Vec<Option<String>>)],
+    steps: &[(&Statement, Vec<Option<String>>)],
 ) -> Result<Ran> {
     let steps: Vec<Step<'_>> = steps
         .iter()
-        .map(|(sql, params)| Step { sql, params })
+        .map(|(statement, own)| Step {
+            sql: &statement.sql,
+            params: own,
+            fixed: statement.params.get(statement.own..).unwrap_or_default(),
+        })
         .collect();
     let who = match access {
         Access::Read => run_as::Caller::reader(caller.role),

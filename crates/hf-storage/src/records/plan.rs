@@ -127,15 +127,6 @@ pub(crate) struct Statement {
     pub(crate) own: usize,
 }
 
-impl Statement {
-    /// The parameters with the caller's values in front.
-    pub(crate) fn bind(&self, own: Vec<Option<String>>) -> Vec<Option<String>> {
-        let mut values = own;
-        values.extend(self.params.iter().skip(self.own).cloned());
-        values
-    }
-}
-
 /// A write statement and the meaning of the boolean columns `c1, c2, ...` it returns.
 #[derive(Debug)]
 pub(crate) struct Write {
