@@ -56,16 +56,10 @@ const MARKER_COLUMNS: &str = " (kind text NOT NULL, schema_name text NOT NULL, \
 table_name text NOT NULL, item_name text NOT NULL, \
 PRIMARY KEY (kind, schema_name, table_name, item_name))";
 
-/// Runs `plan` in `transaction`; the caller commits (after recording what it applied) or
-/// rolls back on `Err`.
-///
-/// Refuses a plan with error diagnostics, and one with destructive changes unless
-/// `options.allow_destructive`, before running anything.
-pub async fn apply(
-    transaction: &Transaction<'_>,
-    plan: &Plan,
-    options: &ApplyOptions,
-) -> Result<ApplyStats, Error> {
+/// Why `plan` may not run, before anything runs: a plan with error diagnostics, and one with
+/// destructive changes unless `allow_destructive`. [`apply`] refuses exactly these; a dry run
+/// asks the same question without a transaction.
+pub fn refusal(plan: &Plan, allow_destructive: bool) -> Result<(), Error> {
     if plan.has_errors() {
         let errors = plan
             .diagnostics
@@ -75,7 +69,7 @@ pub async fn apply(
             .collect();
         return Err(Error::InvalidPlan { errors });
     }
-    if !options.allow_destructive {
+    if !allow_destructive {
         let targets: Vec<String> = plan
             .destructive_changes()
             .map(|c| c.target.clone())
@@ -84,6 +78,20 @@ pub async fn apply(
             return Err(Error::Destructive { targets });
         }
     }
+    Ok(())
+}
+
+/// Runs `plan` in `transaction`; the caller commits (after recording what it applied) or
+/// rolls back on `Err`.
+///
+/// Refuses a plan with error diagnostics, and one with destructive changes unless
+/// `options.allow_destructive`, before running anything ([`refusal`]).
+pub async fn apply(
+    transaction: &Transaction<'_>,
+    plan: &Plan,
+    options: &ApplyOptions,
+) -> Result<ApplyStats, Error> {
+    refusal(plan, options.allow_destructive)?;
     let lock = format!("{}ms", options.lock_timeout.as_millis());
     let statement = format!("{}ms", options.statement_timeout.as_millis());
     transaction

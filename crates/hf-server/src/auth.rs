@@ -71,7 +71,7 @@ pub struct AuthConfig {
     /// cores (at least one) by default, so a login flood leaves the other half to other requests.
     pub hashing_concurrency: usize,
     /// Password checks that may wait for a hashing slot; more are refused at once with 503
-    /// `OVERLOADED` (see [`crate::shed`]).
+    /// `OVERLOADED` (see `hf_app::shed`).
     pub hashing_queue: usize,
     /// The longest a password check waits for a hashing slot before it is refused.
     pub hashing_wait: std::time::Duration,
@@ -124,7 +124,7 @@ pub struct AuthState {
     keys: RwLock<LoadedKeys>,
     verified: Mutex<HashMap<String, VerifiedToken>>,
     principals: PrincipalCache,
-    hashing: crate::shed::WorkQueue,
+    hashing: hf_app::WorkQueue,
     /// argon2 working memories kept between hashes, at most one per permit of `hashing`
     /// (hf_auth::password explains why they are reused).
     hash_memories: Arc<Mutex<Vec<HashMemory>>>,
@@ -217,7 +217,7 @@ pub async fn prepare(
         }),
         verified: Mutex::new(HashMap::new()),
         principals: PrincipalCache::new(pool.clone(), database_url)?,
-        hashing: crate::shed::WorkQueue::new(
+        hashing: hf_app::WorkQueue::new(
             "password checks",
             config.hashing_concurrency,
             config.hashing_queue,
@@ -406,7 +406,7 @@ impl AuthState {
     /// Refuses at once (503 `OVERLOADED`) when password checks are already queued to the bound,
     /// so a login flood is turned away before it costs database round trips.
     pub fn refuse_if_hashing_is_full(&self) -> Result<(), ApiError> {
-        self.hashing.refuse_if_full()
+        Ok(self.hashing.refuse_if_full()?)
     }
 
     /// Hashes a new password with argon2id on a blocking thread, at most `hashing_concurrency`
@@ -488,7 +488,7 @@ impl FromRequest for Authenticated {
         Box::pin(async move {
             let token = found?;
             let state = state.ok_or_else(ApiError::internal)?;
-            let principal = state.auth.authenticate(&state.pool, &token).await?;
+            let principal = state.auth.authenticate(state.pool(), &token).await?;
             Ok(Authenticated(principal))
         })
     }

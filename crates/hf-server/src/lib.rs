@@ -18,7 +18,6 @@ pub mod middleware;
 pub mod openapi;
 pub mod public_access;
 pub mod routes;
-pub mod shed;
 pub mod state;
 
 use std::net::SocketAddr;

@@ -182,7 +182,7 @@ pub async fn login(
     let throttle = auth.config().throttle;
     let address = client_address(&req);
     if let Some(wait) =
-        hf_storage::auth::login_blocked_for(&state.pool, &throttle, &username, &address).await?
+        hf_storage::auth::login_blocked_for(state.pool(), &throttle, &username, &address).await?
     {
         let seconds = wait.as_secs().saturating_add(1);
         return Err(ApiError::new(
@@ -192,7 +192,7 @@ pub async fn login(
         .with_retry_after(seconds));
     }
     let found = if plausible_username(&username) {
-        hf_storage::auth::password_login(&state.pool, &username).await?
+        hf_storage::auth::password_login(state.pool(), &username).await?
     } else {
         None
     };
@@ -202,12 +202,13 @@ pub async fn login(
         .map(|(_, phc)| phc.clone());
     let matches = auth.verify_password(phc, password).await?;
     let Some(login) = found.filter(|_| matches) else {
-        hf_storage::auth::record_login_failure(&state.pool, &throttle, &username, &address).await?;
+        hf_storage::auth::record_login_failure(state.pool(), &throttle, &username, &address)
+            .await?;
         return Err(invalid_credentials());
     };
-    hf_storage::auth::reset_login_failures(&state.pool, &username).await?;
+    hf_storage::auth::reset_login_failures(state.pool(), &username).await?;
     if let Some((credential_id, _)) = &login.password {
-        hf_storage::auth::mark_credential_used(&state.pool, *credential_id).await?;
+        hf_storage::auth::mark_credential_used(state.pool(), *credential_id).await?;
     }
     token_response(&state, &login.principal).await
 }
@@ -216,7 +217,7 @@ async fn token_response(
     state: &AppState,
     principal: &hf_storage::auth::Principal,
 ) -> Result<HttpResponse, ApiError> {
-    let token = state.auth.issue_token(&state.pool, principal).await?;
+    let token = state.auth.issue_token(state.pool(), principal).await?;
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .json(TokenResponse {
@@ -254,11 +255,11 @@ pub async fn set_password(
         )
     };
     let token_hash = hash_secret(&setup_token);
-    if !hf_storage::auth::setup_token_is_valid(&state.pool, &token_hash).await? {
+    if !hf_storage::auth::setup_token_is_valid(state.pool(), &token_hash).await? {
         return Err(invalid());
     }
     let phc = state.auth.hash_password(password).await?;
-    let principal = hf_storage::auth::set_password_with_token(&state.pool, &token_hash, &phc)
+    let principal = hf_storage::auth::set_password_with_token(state.pool(), &token_hash, &phc)
         .await?
         .ok_or_else(invalid)?;
     token_response(&state, &principal).await
@@ -282,7 +283,7 @@ pub async fn challenge(
 ) -> Result<HttpResponse, ApiError> {
     let ttl = state.auth.config().nonce_ttl;
     let nonce = if plausible_username(&body.0.username) {
-        hf_storage::auth::create_ssh_nonce(&state.pool, &body.0.username, ttl).await?
+        hf_storage::auth::create_ssh_nonce(state.pool(), &body.0.username, ttl).await?
     } else {
         // No principal can have this name, so the nonce could never verify; it is not stored.
         SecretToken::generate()
@@ -321,12 +322,12 @@ pub async fn verify(
     }
     // The nonce is used up by this attempt whatever its outcome: one nonce, one guess.
     let nonce_hash = hash_secret(&nonce);
-    if !hf_storage::auth::consume_ssh_nonce(&state.pool, &nonce_hash, &username).await? {
+    if !hf_storage::auth::consume_ssh_nonce(state.pool(), &nonce_hash, &username).await? {
         return Err(invalid_signature(
             "the nonce is unknown, used, expired or was issued for another username",
         ));
     }
-    let Some((principal, keys)) = hf_storage::auth::ssh_login_keys(&state.pool, &username).await?
+    let Some((principal, keys)) = hf_storage::auth::ssh_login_keys(state.pool(), &username).await?
     else {
         return Err(invalid_signature("no SSH key of this principal made it"));
     };
@@ -338,7 +339,7 @@ pub async fn verify(
         };
         match verify_ssh_signature(&public_key, SSH_NAMESPACE, nonce.as_bytes(), &signature) {
             Ok(()) => {
-                hf_storage::auth::mark_credential_used(&state.pool, key.credential_id).await?;
+                hf_storage::auth::mark_credential_used(state.pool(), key.credential_id).await?;
                 return token_response(&state, &principal).await;
             }
             Err(hf_auth::Error::SignatureKeyMismatch) => {}
@@ -381,7 +382,7 @@ pub async fn session(
     _body: OptionalJsonBody<EmptyBody>,
 ) -> Result<HttpResponse, ApiError> {
     let ttl = state.auth.config().session_code_ttl;
-    let code = hf_storage::auth::create_session_code(&state.pool, caller.0.id, ttl).await?;
+    let code = hf_storage::auth::create_session_code(state.pool(), caller.0.id, ttl).await?;
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .json(SessionCodeResponse {
@@ -424,10 +425,10 @@ pub async fn exchange(
         )
     })?;
     let invalid = || ApiError::new(Code::InvalidCode, "The code is unknown, used or expired.");
-    let principal = hf_storage::auth::consume_session_code(&state.pool, &hash_secret(&code))
+    let principal = hf_storage::auth::consume_session_code(state.pool(), &hash_secret(&code))
         .await?
         .ok_or_else(invalid)?;
-    let token = state.auth.issue_token(&state.pool, &principal).await?;
+    let token = state.auth.issue_token(state.pool(), &principal).await?;
     let max_age = state.auth.token_ttl_secs();
     // `Secure` whenever the browser reached us over TLS, also when a proxy ended it.
     let https = match req.app_data::<web::Data<PublicAccess>>() {
@@ -465,7 +466,7 @@ fn is_screen_reference(text: &str) -> bool {
 )]
 #[get("/.well-known/jwks.json")]
 pub async fn jwks(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let keys = state.auth.keys(&state.pool).await?;
+    let keys = state.auth.keys(state.pool()).await?;
     let body = JwksBody {
         keys: keys
             .jwks()

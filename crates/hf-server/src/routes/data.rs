@@ -232,7 +232,7 @@ pub async fn delete_record(
 /// a few microseconds) and hands out the model parsed once for its tree (an `Arc`, never
 /// copied). Done inline: a hop to the blocking pool would cost more than the read.
 async fn live(state: &AppState) -> Result<Arc<Snapshot>, ApiError> {
-    state.store.live().map_err(ApiError::from)
+    state.store().live().map_err(ApiError::from)
 }
 
 fn caller<'a>(
@@ -241,7 +241,7 @@ fn caller<'a>(
     snapshot: &'a Snapshot,
 ) -> Caller<'a> {
     Caller {
-        pool: &state.pool,
+        pool: state.pool(),
         role: &principal.name,
         principal_id: principal.id,
         snapshot,

@@ -93,7 +93,7 @@ pub async fn query(
             "query",
         ));
     }
-    let store = state.store.clone();
+    let store = state.store().clone();
     let snapshot = tokio::task::spawn_blocking(move || store.live())
         .await
         .map_err(|error| {
@@ -138,14 +138,14 @@ pub async fn query(
         return Err(hoqs_errors(&body.query, &output.diagnostics));
     };
     if body.explain {
-        let plan = hf_storage::query::explain(&state.pool, &principal.name, &compiled)
+        let plan = hf_storage::query::explain(state.pool(), &principal.name, &compiled)
             .await
             .map_err(storage_error)?;
         return Ok(HttpResponse::Ok().json(serde_json::json!({"sql": compiled.sql, "plan": plan})));
     }
     if compiled.page_size.is_some() {
         let (records, last) =
-            hf_storage::query::query_page(&state.pool, &principal.name, &compiled)
+            hf_storage::query::query_page(state.pool(), &principal.name, &compiled)
                 .await
                 .map_err(storage_error)?;
         let next = last.map(|keys| binding.encode(&keys));
@@ -159,7 +159,7 @@ pub async fn query(
             .content_type("application/json")
             .body(text));
     }
-    let records = hf_storage::query::query_records(&state.pool, &principal.name, &compiled)
+    let records = hf_storage::query::query_records(state.pool(), &principal.name, &compiled)
         .await
         .map_err(storage_error)?;
     Ok(HttpResponse::Ok()
