@@ -74,6 +74,40 @@ pub enum Error {
         /// The screens it breaks, as `module/screen`.
         screens: Vec<String>,
     },
+    /// A query's text is longer than allowed.
+    #[error("the query is {bytes} bytes long; the limit is {limit} bytes")]
+    QueryTooLarge {
+        /// Its length.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// Only administrators may see how a query runs.
+    #[error("only administrators may explain queries")]
+    ExplainForbidden,
+    /// The time zone is not an IANA name.
+    #[error("`{name}` is not an IANA time zone name such as `UTC` or `Europe/Paris`")]
+    InvalidTimeZone {
+        /// The name as given (shortened to 64 characters).
+        name: String,
+    },
+    /// The cursor was not given by this query (same text, parameters and time zone).
+    #[error("the cursor was not given by this query (same text, parameters and time zone); start again with `\"cursor\": null`")]
+    InvalidCursor,
+    /// The query does not compile: its diagnostics, located in `text`.
+    #[error("the query has {} problem(s)", diagnostics.len())]
+    Hoqs {
+        /// The query text the diagnostics point into.
+        text: String,
+        /// The problems.
+        diagnostics: Vec<hf_hoqs::Diagnostic>,
+    },
+    /// PostgreSQL refused a value while computing the query (an overflow, a date out of range).
+    #[error("the query could not be evaluated on the data: {detail}")]
+    Evaluation {
+        /// PostgreSQL's message.
+        detail: String,
+    },
     /// A bug or a broken environment; logged, never the caller's fault.
     #[error("internal error: {0}")]
     Internal(String),
@@ -88,6 +122,8 @@ pub enum ErrorKind {
     Invalid,
     /// Something named does not exist.
     NotFound,
+    /// The caller may not do this.
+    Forbidden,
     /// The request collides with the current state (in use, already there, lost a race).
     Conflict,
     /// Try again later: overloaded, timed out, the database unreachable.
@@ -114,7 +150,14 @@ impl Error {
             },
             Error::Metadata(error) => metadata_kind(error),
             Error::Model(error) => model_kind(error),
-            Error::Hfx { .. } | Error::InvalidPath { .. } => ErrorKind::Invalid,
+            Error::Hfx { .. }
+            | Error::InvalidPath { .. }
+            | Error::QueryTooLarge { .. }
+            | Error::InvalidTimeZone { .. }
+            | Error::InvalidCursor
+            | Error::Hoqs { .. }
+            | Error::Evaluation { .. } => ErrorKind::Invalid,
+            Error::ExplainForbidden => ErrorKind::Forbidden,
             Error::FileNotFound { .. } => ErrorKind::NotFound,
             Error::FileInUse { .. } | Error::BreaksScreens { .. } => ErrorKind::Conflict,
             Error::Overloaded { .. } | Error::Timeout { .. } => ErrorKind::Unavailable,

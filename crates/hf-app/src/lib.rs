@@ -12,6 +12,7 @@ pub mod compile;
 pub mod deploy;
 pub mod error;
 pub mod metadata;
+pub mod query;
 pub mod shed;
 
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use hf_storage::Pool;
 pub use compile::Compiler;
 pub use error::{Error, ErrorKind, Result};
 pub use metadata::{Edit, FileWritten, MetadataWritten, WriteOptions};
+pub use query::{QueryAnswer, QueryInput};
 pub use shed::WorkQueue;
 
 /// The application: cheap to clone (one shared inside).

@@ -560,6 +560,20 @@ impl From<hf_app::Error> for ApiError {
             error @ (E::FileInUse { .. } | E::BreaksScreens { .. }) => {
                 ApiError::new(Code::InUse, capitalised(&error))
             }
+            error @ E::QueryTooLarge { .. } => {
+                ApiError::field(Code::PayloadTooLarge, capitalised(&error), "query")
+            }
+            error @ E::ExplainForbidden => ApiError::new(Code::Forbidden, capitalised(&error)),
+            error @ E::InvalidTimeZone { .. } => {
+                ApiError::field(Code::InvalidBody, capitalised(&error), "timeZone")
+            }
+            error @ E::InvalidCursor => {
+                ApiError::field(Code::InvalidCursor, capitalised(&error), "cursor")
+            }
+            E::Hoqs { text, diagnostics } => crate::routes::query::hoqs_errors(&text, &diagnostics),
+            error @ E::Evaluation { .. } => {
+                ApiError::new(Code::HoqsEvaluationError, capitalised(&error))
+            }
             other => {
                 tracing::error!(error = %other, "use case failure");
                 ApiError::internal()
