@@ -4,7 +4,8 @@
 //! rule the service keeps.
 //!
 //! [`App`] holds what the use cases share: the database pool, the metadata store, and the
-//! process's caches and bounds (the compile limiter and module cache) as state of the value
+//! process's caches and bounds (the compile limiter and module cache, the records' statement
+//! plans) as state of the value
 //! rather than statics, so two applications in one process (tests, a second instance) do not
 //! share them by accident. It knows nothing of HTTP.
 
@@ -13,6 +14,7 @@ pub mod deploy;
 pub mod error;
 pub mod metadata;
 pub mod query;
+pub mod records;
 pub mod shed;
 
 use std::sync::Arc;
@@ -36,6 +38,7 @@ struct Inner {
     pool: Pool,
     store: Arc<Store>,
     compiler: Compiler,
+    plans: hf_storage::records::PlanCache,
 }
 
 impl std::fmt::Debug for App {
@@ -55,6 +58,7 @@ impl App {
                 pool,
                 store,
                 compiler: Compiler::default(),
+                plans: hf_storage::records::PlanCache::default(),
             }),
         }
     }
