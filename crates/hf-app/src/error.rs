@@ -108,6 +108,41 @@ pub enum Error {
         /// PostgreSQL's message.
         detail: String,
     },
+    /// Signing or verifying a token, hashing a password, checking a key failed or refused.
+    #[error(transparent)]
+    Auth(#[from] hf_auth::Error),
+    /// The token verified but its principal no longer exists.
+    #[error("the token's principal no longer exists")]
+    PrincipalGone,
+    /// Too many failed logins for this username or address.
+    #[error("too many failed logins; try again in {seconds} seconds")]
+    RateLimited {
+        /// How long to wait.
+        seconds: u64,
+    },
+    /// The username or the password is wrong (which one is not said).
+    #[error("the username or the password is wrong")]
+    InvalidCredentials,
+    /// The setup or reset token is unknown, used or expired.
+    #[error("the setup token is unknown, used or expired")]
+    InvalidSetupToken,
+    /// The one-time session code is unknown, used or expired.
+    #[error("the code is unknown, used or expired")]
+    InvalidCode,
+    /// An SSH login is refused.
+    #[error("the SSH login is refused: {detail}")]
+    SignatureRefused {
+        /// Why.
+        detail: String,
+    },
+    /// The administrator of the first start could not be created.
+    #[error("cannot create the administrator `{name}`: {reason}")]
+    Bootstrap {
+        /// The configured administrator name.
+        name: String,
+        /// Why not.
+        reason: String,
+    },
     /// A bug or a broken environment; logged, never the caller's fault.
     #[error("internal error: {0}")]
     Internal(String),
@@ -124,6 +159,8 @@ pub enum ErrorKind {
     NotFound,
     /// The caller may not do this.
     Forbidden,
+    /// The caller is not who it claims, or could not prove it.
+    Unauthenticated,
     /// The request collides with the current state (in use, already there, lost a race).
     Conflict,
     /// Try again later: overloaded, timed out, the database unreachable.
@@ -158,6 +195,20 @@ impl Error {
             | Error::Hoqs { .. }
             | Error::Evaluation { .. } => ErrorKind::Invalid,
             Error::ExplainForbidden => ErrorKind::Forbidden,
+            Error::Auth(error) => match error.kind() {
+                hf_auth::ErrorKind::Internal => ErrorKind::Internal,
+                hf_auth::ErrorKind::InvalidToken | hf_auth::ErrorKind::InvalidSignature => {
+                    ErrorKind::Unauthenticated
+                }
+                _ => ErrorKind::Invalid,
+            },
+            Error::PrincipalGone
+            | Error::InvalidCredentials
+            | Error::InvalidSetupToken
+            | Error::InvalidCode
+            | Error::SignatureRefused { .. } => ErrorKind::Unauthenticated,
+            Error::RateLimited { .. } => ErrorKind::Unavailable,
+            Error::Bootstrap { .. } => ErrorKind::Internal,
             Error::FileNotFound { .. } => ErrorKind::NotFound,
             Error::FileInUse { .. } | Error::BreaksScreens { .. } => ErrorKind::Conflict,
             Error::Overloaded { .. } | Error::Timeout { .. } => ErrorKind::Unavailable,

@@ -9,6 +9,7 @@
 //! rather than statics, so two applications in one process (tests, a second instance) do not
 //! share them by accident. It knows nothing of HTTP.
 
+pub mod auth;
 pub mod compile;
 pub mod deploy;
 pub mod error;

@@ -212,3 +212,55 @@ async fn applying_a_branch_that_breaks_a_screen_is_refused() {
         .fields
         .contains_key("name"));
 }
+
+#[tokio::test]
+async fn logging_in_issues_a_token_that_authenticates_and_refuses_wrong_secrets() {
+    let db = TestDb::new().await;
+    let (app, _dir) = app(&db).await;
+    let config = hf_app::auth::AuthConfig {
+        admin_name: format!("admin_{}", &db.name()[8..20]),
+        admin_password: Some("correct horse battery staple".to_owned()),
+        ..Default::default()
+    };
+    let (auth, _) = hf_app::auth::prepare(app.pool(), db.url(), &config)
+        .await
+        .unwrap();
+    let pool = app.pool();
+    let issued = auth
+        .log_in_with_password(
+            pool,
+            &config.admin_name,
+            "correct horse battery staple".to_owned(),
+            "127.0.0.1",
+        )
+        .await
+        .unwrap();
+    assert_eq!(issued.expires_in, config.token_ttl.as_secs());
+    let principal = auth.authenticate(pool, &issued.token).await.unwrap();
+    assert_eq!(principal.name, config.admin_name);
+    assert!(principal.is_admin);
+
+    let wrong = auth
+        .log_in_with_password(pool, &config.admin_name, "wrong".to_owned(), "127.0.0.1")
+        .await
+        .unwrap_err();
+    assert!(matches!(wrong, Error::InvalidCredentials), "{wrong}");
+    assert_eq!(wrong.kind(), ErrorKind::Unauthenticated);
+    let unknown = auth
+        .log_in_with_password(pool, "nobody_here", "x".to_owned(), "127.0.0.1")
+        .await
+        .unwrap_err();
+    assert!(matches!(unknown, Error::InvalidCredentials), "{unknown}");
+    let code = auth.log_in_with_code(pool, "not-a-code").await.unwrap_err();
+    assert!(matches!(code, Error::InvalidCode), "{code}");
+
+    // The admin's role is cluster-wide: drop it the way deleting a principal would.
+    let role = format!("\"{}\"", config.admin_name);
+    db.client()
+        .await
+        .batch_execute(&format!(
+            "REASSIGN OWNED BY {role} TO CURRENT_USER; DROP OWNED BY {role}; DROP ROLE {role};"
+        ))
+        .await
+        .unwrap();
+}

@@ -574,6 +574,21 @@ impl From<hf_app::Error> for ApiError {
             error @ E::Evaluation { .. } => {
                 ApiError::new(Code::HoqsEvaluationError, capitalised(&error))
             }
+            E::Auth(error) => error.into(),
+            error @ E::PrincipalGone => ApiError::new(Code::Unauthenticated, capitalised(&error)),
+            error @ E::RateLimited { seconds } => {
+                ApiError::new(Code::RateLimited, capitalised(&error)).with_retry_after(seconds)
+            }
+            error @ E::InvalidCredentials => {
+                ApiError::new(Code::InvalidCredentials, capitalised(&error))
+            }
+            error @ E::InvalidSetupToken => {
+                ApiError::new(Code::InvalidSetupToken, capitalised(&error))
+            }
+            error @ E::InvalidCode => ApiError::new(Code::InvalidCode, capitalised(&error)),
+            error @ E::SignatureRefused { .. } => {
+                ApiError::new(Code::InvalidSignature, capitalised(&error))
+            }
             other => {
                 tracing::error!(error = %other, "use case failure");
                 ApiError::internal()
