@@ -4,17 +4,18 @@
 //! Like the other tools they talk to the database and the metadata repository directly, not to a
 //! running service, with the same flags and environment as `hf serve`; without a database URL
 //! they attach to the embedded cluster of a running `hf serve`, or start it for the command.
-//! `hf apply` takes the same advisory lock as the service's `/apply` and live writes, so it is
-//! safe while the service runs.
+//! They run the same use cases as the service's `/plan` and `/apply` (`hf_app`), so `hf apply`
+//! keeps the same rules (it refuses a branch that breaks a screen) and takes the same advisory
+//! lock as `/apply` and live writes, so it is safe while the service runs.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
+use hf_app::App;
 use hf_ddl::Plan;
 use hf_metastore::Store;
-use hf_storage::Pool;
 
 use crate::DatabaseArgs;
 
@@ -61,11 +62,11 @@ pub struct ApplyArgs {
 pub fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
     let store = open_store(&args.metadata, &args.database)?;
     crate::principal::with_database(&args.database, |pool| async move {
-        let branch = args
-            .branch
-            .unwrap_or_else(|| store.live_branch().to_owned());
-        report_drift(&pool, &store).await;
-        let planned = hf_storage::deploy::plan(&pool, &store, &branch)
+        let app = App::new(pool, store);
+        let branch = args.branch.unwrap_or_else(|| app.live_branch().to_owned());
+        report_drift(&app).await;
+        let planned = app
+            .plan(Some(&branch))
             .await
             .with_context(|| format!("planning branch `{branch}`"))?;
         println!(
@@ -81,24 +82,24 @@ pub fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
 pub fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
     let store = open_store(&args.metadata, &args.database)?;
     crate::principal::with_database(&args.database, |pool| async move {
-        let branch = args
-            .branch
-            .unwrap_or_else(|| store.live_branch().to_owned());
-        let applied =
-            match hf_storage::deploy::apply(&pool, &store, &branch, args.allow_destructive).await {
-                Ok(applied) => applied,
-                Err(hf_storage::Error::Ddl(hf_ddl::Error::Destructive { targets })) => {
-                    anyhow::bail!(
-                        "nothing was applied: the plan loses the data of {}; review it with \
+        let app = App::new(pool, store);
+        let branch = args.branch.unwrap_or_else(|| app.live_branch().to_owned());
+        let applied = match app.apply(Some(&branch), args.allow_destructive).await {
+            Ok(applied) => applied,
+            Err(hf_app::Error::Storage(hf_storage::Error::Ddl(hf_ddl::Error::Destructive {
+                targets,
+            }))) => {
+                anyhow::bail!(
+                    "nothing was applied: the plan loses the data of {}; review it with \
                          `hf plan` and repeat with --allow-destructive to accept that",
-                        targets.join(", ")
-                    )
-                }
-                Err(error) => {
-                    return Err(anyhow::Error::new(error)
-                        .context(format!("applying branch `{branch}` (nothing was applied)")))
-                }
-            };
+                    targets.join(", ")
+                )
+            }
+            Err(error) => {
+                return Err(anyhow::Error::new(error)
+                    .context(format!("applying branch `{branch}` (nothing was applied)")))
+            }
+        };
         println!(
             "-- applied branch `{}` at {}",
             applied.branch, applied.commit
@@ -110,7 +111,7 @@ pub fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
             applied.stats.tables_created,
             applied.stats.columns_added,
             applied.stats.ddl_executed,
-            store.live_branch(),
+            app.live_branch(),
             applied.commit
         );
         Ok(())
@@ -138,8 +139,8 @@ fn render(plan: &Plan) -> String {
 
 /// Says so when the database does not reflect the live branch (a crash between the ref move and
 /// the database commit); `hf apply` repairs that.
-async fn report_drift(pool: &Pool, store: &Arc<Store>) {
-    match hf_storage::deploy::drift(pool, store).await {
+async fn report_drift(app: &App) {
+    match app.drift().await {
         Ok(None) => {}
         Ok(Some(drift)) => println!(
             "-- drift: the live branch is at {} but the database reflects {}; `hf apply` repairs this",

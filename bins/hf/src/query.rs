@@ -2,14 +2,16 @@
 //! table (or as the JSON `POST /data/query` answers).
 //!
 //! Like the other tools it talks to the database and the metadata repository directly, with the
-//! same flags and environment as `hf serve`. The query runs exactly as over HTTP: compiled by
-//! `hf-hoqs` and run through `hf_storage::run_as` as a principal's role, so that principal's
-//! grants and row-level security policies apply.
+//! same flags and environment as `hf serve`. The query runs exactly as over HTTP, through the
+//! same use case (`hf_app::query`): compiled against the live metadata with the principal as
+//! `$User`, and run as the principal's role, so its grants and row-level security apply.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
+use hf_app::{App, QueryAnswer, QueryInput};
 use hf_metastore::Store;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -60,36 +62,45 @@ pub fn run(args: QueryArgs) -> anyhow::Result<()> {
     }
     let store = Store::open_or_init(&path, &args.live_branch)
         .with_context(|| format!("opening the metadata repository {}", path.display()))?;
-    let snapshot = store.live().context("reading the live metadata")?;
-    let output = hf_hoqs::compile_query(&snapshot.model, &args.query, &params)
-        .context("compiling the query")?;
-    let Some(compiled) = output.query else {
-        for diagnostic in &output.diagnostics {
-            eprintln!("{}", diagnostic.render(&args.query));
-        }
-        anyhow::bail!("the query has {} problem(s)", output.diagnostics.len());
-    };
     crate::principal::with_database(&args.database, |pool| async move {
         let principals = hf_storage::auth::list_principals(&pool).await?;
-        if !principals.iter().any(|p| p.name == args.principal) {
+        let Some(principal) = principals.into_iter().find(|p| p.name == args.principal) else {
             anyhow::bail!(
                 "there is no principal `{}`; name one with --as (see `hf principal list`)",
                 args.principal
             );
-        }
-        let records = hf_storage::query::query_records(&pool, &args.principal, &compiled)
-            .await
-            .with_context(|| format!("running the query as `{}`", args.principal))?;
+        };
+        let app = App::new(pool, Arc::new(store));
+        let input = QueryInput {
+            query: &args.query,
+            params: &params,
+            time_zone: None,
+            cursor: None,
+            explain: false,
+        };
+        let (keys, records) = match app.query(&principal, input).await {
+            Ok(QueryAnswer::Records { keys, records }) => (keys, records),
+            Ok(_) => anyhow::bail!("the query answered something other than records"),
+            Err(hf_app::Error::Hoqs { text, diagnostics }) => {
+                for diagnostic in &diagnostics {
+                    eprintln!("{}", diagnostic.render(&text));
+                }
+                anyhow::bail!("the query has {} problem(s)", diagnostics.len());
+            }
+            Err(error) => {
+                return Err(anyhow::Error::new(error)
+                    .context(format!("running the query as `{}`", args.principal)))
+            }
+        };
         if args.json {
             println!("{}", hf_storage::query::records_body(&records));
         } else {
-            print!("{}", table(&compiled.keys, &records)?);
+            print!("{}", table(&keys, &records)?);
         }
         Ok(())
     })
 }
 
-/// `name=value` pairs as the request's `params`.
 fn parse_params(pairs: &[String]) -> anyhow::Result<hf_hoqs::RequestParams> {
     let mut params = hf_hoqs::RequestParams::new();
     for pair in pairs {

@@ -122,10 +122,8 @@ async fn serve(
         &args.trusted_proxies,
     )?;
     let state = AppState {
-        pool,
+        app: hf_app::App::new(pool, store),
         metadata_path: metadata_path.display().to_string(),
-        store,
-        live_branch: args.live_branch.clone(),
         auth: Arc::new(auth),
         embedded: embedded.map(Supervised::watch),
     };

@@ -119,3 +119,81 @@ async fn principals_are_managed_from_the_command_line() {
         .await
         .unwrap();
 }
+
+/// `hf apply` keeps the rule every metadata write keeps: it refuses a branch that breaks a
+/// screen. Such a branch can only come from a commit made around the use cases; before `hf apply`
+/// ran through them, it applied it and left the screen's query naming a dropped column.
+#[tokio::test]
+async fn hf_apply_refuses_a_branch_that_breaks_a_screen() {
+    use hf_model::{Field, FieldKind, Model, Module, Object, QualifiedName, ScalarType, Screen};
+
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("metadata");
+    let store = hf_metastore::Store::open_or_init(&path, "main").unwrap();
+    let account = QualifiedName::new("crm", "account");
+    let name = Field::new(
+        "name",
+        "Name",
+        FieldKind::Scalar {
+            field_type: ScalarType::Text,
+            required: false,
+            unique: false,
+            indexed: false,
+            values: Vec::new(),
+            default_value: None,
+        },
+    );
+    let write =
+        |branch: &str, edit: &dyn Fn(&mut Model) -> Result<hf_model::Change, hf_model::Error>| {
+            store
+                .write(branch, "git", |model: &mut Model| {
+                    edit(model).map_err(hf_metastore::Error::from)
+                })
+                .unwrap();
+        };
+    write("main", &|m| m.create_module(Module::new("crm", "CRM")));
+    write("main", &|m| {
+        m.create_object("crm", Object::new("account", "Account"))
+    });
+    write("main", &|m| m.create_field(&account, name.clone()));
+    write("main", &|m| {
+        m.create_screen(
+            "crm",
+            Screen::new(
+                "accounts",
+                "{#query \"SELECT id, name FROM crm.account\" as q}{q.records.length}{/query}",
+            ),
+        )
+    });
+    let metadata = path.to_str().unwrap();
+    let (ok, out, err) = hf(&db, &["apply", "--metadata-path", metadata]);
+    assert!(ok, "{out}{err}");
+
+    write("broken", &|m| m.delete_field(&account, "name"));
+    let (ok, out, err) = hf(
+        &db,
+        &[
+            "apply",
+            "--metadata-path",
+            metadata,
+            "--branch",
+            "broken",
+            "--allow-destructive",
+        ],
+    );
+    assert!(!ok, "{out}");
+    assert!(err.contains("crm/accounts"), "{err}");
+    let column: i64 = db
+        .client()
+        .await
+        .query_one(
+            "SELECT count(*) FROM information_schema.columns \
+             WHERE table_schema = 'crm' AND table_name = 'account' AND column_name = 'name'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(column, 1, "nothing was applied");
+}

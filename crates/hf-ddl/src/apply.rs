@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use serde::Serialize;
-use tokio_postgres::Transaction;
+use tokio_postgres::{GenericClient, Transaction};
 
 use crate::error::Error;
 use crate::markers::{MARKER_SCHEMA, MARKER_TABLE};
@@ -57,26 +57,25 @@ table_name text NOT NULL, item_name text NOT NULL, \
 PRIMARY KEY (kind, schema_name, table_name, item_name))";
 
 /// Runs a `SELECT EXISTS (...)` of the plan and gives its answer.
-async fn ask(transaction: &Transaction<'_>, target: &str, query: &str) -> Result<bool, Error> {
+async fn ask<C: GenericClient>(client: &C, target: &str, query: &str) -> Result<bool, Error> {
     let failed = |source| Error::Statement {
         target: target.to_owned(),
         sql: query.to_owned(),
         source,
     };
-    let row = transaction.query_one(query, &[]).await.map_err(failed)?;
+    let row = client.query_one(query, &[]).await.map_err(failed)?;
     row.try_get(0).map_err(failed)
 }
 
-/// Runs `plan` in `transaction`; the caller commits (after recording what it applied) or
-/// rolls back on `Err`.
-///
-/// Refuses a plan with error diagnostics, and one with destructive changes unless
-/// `options.allow_destructive`, before running anything.
-pub async fn apply(
-    transaction: &Transaction<'_>,
+/// Why `plan` may not run, before anything runs: a plan with error diagnostics, and one with
+/// destructive changes unless `allow_destructive` (a change that loses data only when rows hold
+/// certain values asks the database). [`apply`] refuses exactly these inside its transaction; a
+/// dry run asks the same question on any connection.
+pub async fn refusal<C: GenericClient>(
+    client: &C,
     plan: &Plan,
-    options: &ApplyOptions,
-) -> Result<ApplyStats, Error> {
+    allow_destructive: bool,
+) -> Result<(), Error> {
     if plan.has_errors() {
         let errors = plan
             .diagnostics
@@ -86,12 +85,12 @@ pub async fn apply(
             .collect();
         return Err(Error::InvalidPlan { errors });
     }
-    if !options.allow_destructive {
+    if !allow_destructive {
         let mut targets = Vec::new();
         for change in plan.destructive_changes() {
             let loses_data = match &change.loses_data_if {
                 None => true,
-                Some(query) => ask(transaction, &change.target, query).await?,
+                Some(query) => ask(client, &change.target, query).await?,
             };
             if loses_data {
                 targets.push(change.target.clone());
@@ -101,6 +100,20 @@ pub async fn apply(
             return Err(Error::Destructive { targets });
         }
     }
+    Ok(())
+}
+
+/// Runs `plan` in `transaction`; the caller commits (after recording what it applied) or
+/// rolls back on `Err`.
+///
+/// Refuses a plan with error diagnostics, and one with destructive changes unless
+/// `options.allow_destructive`, before running anything ([`refusal`]).
+pub async fn apply(
+    transaction: &Transaction<'_>,
+    plan: &Plan,
+    options: &ApplyOptions,
+) -> Result<ApplyStats, Error> {
+    refusal(transaction, plan, options.allow_destructive).await?;
     let lock = format!("{}ms", options.lock_timeout.as_millis());
     let statement = format!("{}ms", options.statement_timeout.as_millis());
     transaction

@@ -61,6 +61,6 @@ pub use schema::{
 };
 
 #[cfg(feature = "pg")]
-pub use apply::{apply, ApplyOptions, ApplyStats};
+pub use apply::{apply, refusal, ApplyOptions, ApplyStats};
 #[cfg(feature = "pg")]
 pub use introspect::introspect;

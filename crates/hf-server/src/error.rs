@@ -541,6 +541,74 @@ fn model_diagnostic_code(code: hf_model::Code) -> Code {
     }
 }
 
+impl From<hf_app::Error> for ApiError {
+    fn from(error: hf_app::Error) -> Self {
+        use hf_app::Error as E;
+        match error {
+            E::Storage(error) => error.into(),
+            E::Metadata(error) => error.into(),
+            E::Model(error) => error.into(),
+            E::Hfx { diagnostics } => hfx_errors(&diagnostics),
+            E::Overloaded { what } => ApiError::new(
+                Code::Overloaded,
+                format!("The service is busy with other {what}; try again in a moment."),
+            )
+            .with_retry_after(1),
+            error @ E::Timeout { .. } => ApiError::new(Code::Timeout, format!("{error}.")),
+            error @ E::InvalidPath { .. } => ApiError::new(Code::InvalidPath, capitalised(&error)),
+            error @ E::FileNotFound { .. } => {
+                ApiError::new(Code::FileNotFound, capitalised(&error))
+            }
+            error @ (E::FileInUse { .. } | E::BreaksScreens { .. }) => {
+                ApiError::new(Code::InUse, capitalised(&error))
+            }
+            error @ E::QueryTooLarge { .. } => {
+                ApiError::field(Code::PayloadTooLarge, capitalised(&error), "query")
+            }
+            error @ E::ExplainForbidden => ApiError::new(Code::Forbidden, capitalised(&error)),
+            error @ E::InvalidTimeZone { .. } => {
+                ApiError::field(Code::InvalidBody, capitalised(&error), "timeZone")
+            }
+            error @ E::InvalidCursor => {
+                ApiError::field(Code::InvalidCursor, capitalised(&error), "cursor")
+            }
+            E::Hoqs { text, diagnostics } => crate::routes::query::hoqs_errors(&text, &diagnostics),
+            error @ E::Evaluation { .. } => {
+                ApiError::new(Code::HoqsEvaluationError, capitalised(&error))
+            }
+            E::Auth(error) => error.into(),
+            error @ E::PrincipalGone => ApiError::new(Code::Unauthenticated, capitalised(&error)),
+            error @ E::RateLimited { seconds } => {
+                ApiError::new(Code::RateLimited, capitalised(&error)).with_retry_after(seconds)
+            }
+            error @ E::InvalidCredentials => {
+                ApiError::new(Code::InvalidCredentials, capitalised(&error))
+            }
+            error @ E::InvalidSetupToken => {
+                ApiError::new(Code::InvalidSetupToken, capitalised(&error))
+            }
+            error @ E::InvalidCode => ApiError::new(Code::InvalidCode, capitalised(&error)),
+            error @ E::SignatureRefused { .. } => {
+                ApiError::new(Code::InvalidSignature, capitalised(&error))
+            }
+            other => {
+                tracing::error!(error = %other, "use case failure");
+                ApiError::internal()
+            }
+        }
+    }
+}
+
+/// An error's text as a sentence of the envelope: capital first letter, final full stop.
+fn capitalised(error: &impl std::fmt::Display) -> String {
+    let text = error.to_string();
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => format!("{}{}.", first.to_uppercase(), chars.as_str()),
+        None => text,
+    }
+}
+
 impl From<hf_model::Error> for ApiError {
     fn from(error: hf_model::Error) -> Self {
         use hf_model::Error as E;

@@ -18,7 +18,6 @@ pub mod middleware;
 pub mod openapi;
 pub mod public_access;
 pub mod routes;
-pub mod shed;
 pub mod state;
 
 use std::net::SocketAddr;
@@ -85,17 +84,6 @@ pub enum Error {
     /// Preparing the database (connecting, migrating) failed.
     #[error(transparent)]
     Storage(#[from] hf_storage::Error),
-    /// The signing keys could not be made or read.
-    #[error("signing keys: {0}")]
-    Keys(#[from] hf_auth::Error),
-    /// The administrator of the first start could not be created.
-    #[error("cannot create the administrator `{name}`: {reason}")]
-    Bootstrap {
-        /// The configured administrator name.
-        name: String,
-        /// Why not.
-        reason: String,
-    },
 }
 
 /// A bound, not yet running server.

@@ -2,21 +2,35 @@
 
 use std::sync::Arc;
 
+use hf_metastore::Store;
 use hf_storage::Pool;
 
 /// Shared, read-mostly state of the running service.
 #[derive(Debug, Clone)]
 pub struct AppState {
-    /// The database pool; every statement borrows a connection from it.
-    pub pool: Pool,
+    /// The use cases, with the database pool, the metadata repository and the caches they share.
+    pub app: hf_app::App,
     /// The metadata repository's path, as `/status` reports it.
     pub metadata_path: String,
     /// Signing keys and authentication settings (see [`crate::auth::prepare`]).
-    pub auth: std::sync::Arc<crate::auth::AuthState>,
-    /// The metadata repository.
-    pub store: Arc<hf_metastore::Store>,
-    /// The branch the database reflects.
-    pub live_branch: String,
+    pub auth: Arc<crate::auth::AuthState>,
     /// The supervisor's view of the embedded PostgreSQL, when the service runs one.
     pub embedded: Option<hf_storage::ClusterWatch>,
+}
+
+impl AppState {
+    /// The database pool; every statement borrows a connection from it.
+    pub fn pool(&self) -> &Pool {
+        self.app.pool()
+    }
+
+    /// The metadata repository.
+    pub fn store(&self) -> &Arc<Store> {
+        self.app.store()
+    }
+
+    /// The branch the database reflects.
+    pub fn live_branch(&self) -> &str {
+        self.app.live_branch()
+    }
 }

@@ -318,7 +318,7 @@ async fn write_applied_state(
 /// Introspects the schemas of `model` (and of `previous`, so dropped modules are seen) and plans
 /// the difference. The model's `renamedFrom` hints make renames `ALTER … RENAME` (data kept);
 /// a hint applies only while the old name exists in the database and the new one does not.
-async fn plan_model<C: GenericClient>(
+pub async fn plan_model<C: GenericClient>(
     client: &C,
     model: &Model,
     previous: Option<&Model>,

@@ -275,10 +275,8 @@ impl TestServer {
                 .expect("apply the demo");
         }
         let state = hf_server::AppState {
-            pool,
+            app: hf_app::App::new(pool, store),
             metadata_path: metadata.display().to_string(),
-            store,
-            live_branch: "main".to_owned(),
             auth: std::sync::Arc::new(auth),
             embedded: None,
         };
@@ -318,10 +316,8 @@ impl TestServer {
                 .expect("open the metadata repository"),
         );
         let state = hf_server::AppState {
-            pool,
+            app: hf_app::App::new(pool, store),
             metadata_path: self.metadata_path().display().to_string(),
-            store,
-            live_branch: "main".to_owned(),
             auth: std::sync::Arc::new(auth),
             embedded: None,
         };

@@ -653,8 +653,75 @@ pub struct WriteResponse {
     pub branch: String,
     /// The item's file, relative to the metadata directory.
     pub file: String,
-    /// The DDL that ran with a live-branch write; null on other branches.
+    /// The DDL that ran with a live-branch write (for a dry run: would run); null on other
+    /// branches.
     pub apply: Option<ApplyDto>,
+    /// Present and true when the write was a dry run (`?dryRun=true`): nothing was written.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+    /// The DDL plan of a live-branch dry run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanDto>,
+}
+
+/// One step of a DDL plan.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PlanChange {
+    /// What kind of step (`create_table`, `add_column`, ...).
+    pub action: &'static str,
+    /// What it touches (`schema.table.column`).
+    pub target: String,
+    /// The statement.
+    pub sql: String,
+    /// Whether it loses data.
+    pub destructive: bool,
+}
+
+/// Counts of a DDL plan.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanSummary {
+    /// `CREATE TABLE` statements.
+    pub tables_created: u64,
+    /// `ADD COLUMN` statements.
+    pub columns_added: u64,
+    /// All statements.
+    pub ddl_statements: u64,
+    /// Statements that lose data.
+    pub destructive: u64,
+}
+
+/// A DDL plan: its steps in order and their counts.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PlanDto {
+    /// The ordered steps; empty when the database is up to date.
+    pub changes: Vec<PlanChange>,
+    /// Counts.
+    pub summary: PlanSummary,
+}
+
+impl From<hf_ddl::Plan> for PlanDto {
+    fn from(plan: hf_ddl::Plan) -> Self {
+        let summary = &plan.summary;
+        Self {
+            summary: PlanSummary {
+                tables_created: summary.tables_created,
+                columns_added: summary.columns_added,
+                ddl_statements: summary.ddl_statements,
+                destructive: summary.destructive,
+            },
+            changes: plan
+                .changes
+                .into_iter()
+                .map(|c| PlanChange {
+                    action: c.action.as_str(),
+                    target: c.target,
+                    sql: c.sql,
+                    destructive: c.destructive,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// One branch of `GET /branches`.

@@ -6,8 +6,6 @@
 
 use actix_web::http::header;
 use actix_web::{get, post, web, HttpRequest, HttpResponse};
-use hf_auth::secret::{hash_secret, SecretToken};
-use hf_auth::ssh::{verify_ssh_signature, SshPublicKey, SSH_NAMESPACE};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -126,20 +124,6 @@ pub struct JwksBody {
     pub keys: Vec<JwkBody>,
 }
 
-fn invalid_credentials() -> ApiError {
-    ApiError::new(
-        Code::InvalidCredentials,
-        "The username or the password is wrong.",
-    )
-}
-
-fn invalid_signature(detail: &str) -> ApiError {
-    ApiError::new(
-        Code::InvalidSignature,
-        format!("The SSH login is refused: {detail}."),
-    )
-}
-
 /// The client address login failures are counted against: the TCP peer, or behind a trusted
 /// proxy the address it forwards (see `crate::public_access`).
 fn client_address(req: &HttpRequest) -> String {
@@ -148,12 +132,6 @@ fn client_address(req: &HttpRequest) -> String {
         None => req.peer_addr().map(|addr| addr.ip()),
     };
     address.map_or_else(|| "unknown".to_owned(), |address| address.to_string())
-}
-
-/// A username that could be a principal's; anything else is treated as unknown without asking
-/// the database (it may hold bytes PostgreSQL text cannot).
-fn plausible_username(username: &str) -> bool {
-    hf_auth::name::validate_principal_name(username).is_ok()
 }
 
 /// Logs in with a username and password.
@@ -177,52 +155,21 @@ pub async fn login(
     body: JsonBody<LoginRequest>,
 ) -> Result<HttpResponse, ApiError> {
     let LoginRequest { username, password } = body.0;
-    let auth = &state.auth;
-    auth.refuse_if_hashing_is_full()?;
-    let throttle = auth.config().throttle;
     let address = client_address(&req);
-    if let Some(wait) =
-        hf_storage::auth::login_blocked_for(&state.pool, &throttle, &username, &address).await?
-    {
-        let seconds = wait.as_secs().saturating_add(1);
-        return Err(ApiError::new(
-            Code::RateLimited,
-            format!("Too many failed logins; try again in {seconds} seconds."),
-        )
-        .with_retry_after(seconds));
-    }
-    let found = if plausible_username(&username) {
-        hf_storage::auth::password_login(&state.pool, &username).await?
-    } else {
-        None
-    };
-    let phc = found
-        .as_ref()
-        .and_then(|login| login.password.as_ref())
-        .map(|(_, phc)| phc.clone());
-    let matches = auth.verify_password(phc, password).await?;
-    let Some(login) = found.filter(|_| matches) else {
-        hf_storage::auth::record_login_failure(&state.pool, &throttle, &username, &address).await?;
-        return Err(invalid_credentials());
-    };
-    hf_storage::auth::reset_login_failures(&state.pool, &username).await?;
-    if let Some((credential_id, _)) = &login.password {
-        hf_storage::auth::mark_credential_used(&state.pool, *credential_id).await?;
-    }
-    token_response(&state, &login.principal).await
+    let issued = state
+        .auth
+        .log_in_with_password(state.pool(), &username, password, &address)
+        .await?;
+    Ok(token_response(issued))
 }
 
-async fn token_response(
-    state: &AppState,
-    principal: &hf_storage::auth::Principal,
-) -> Result<HttpResponse, ApiError> {
-    let token = state.auth.issue_token(&state.pool, principal).await?;
-    Ok(HttpResponse::Ok()
+fn token_response(issued: hf_app::auth::Issued) -> HttpResponse {
+    HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .json(TokenResponse {
-            expires_in: state.auth.token_ttl_secs(),
-            token,
-        }))
+            expires_in: issued.expires_in,
+            token: issued.token,
+        })
 }
 
 /// Sets a password with a one-time setup or reset token, and logs in.
@@ -246,22 +193,11 @@ pub async fn set_password(
         setup_token,
         password,
     } = body.0;
-    hf_auth::password::check_password_policy(&password)?;
-    let invalid = || {
-        ApiError::new(
-            Code::InvalidSetupToken,
-            "The setup token is unknown, used or expired.",
-        )
-    };
-    let token_hash = hash_secret(&setup_token);
-    if !hf_storage::auth::setup_token_is_valid(&state.pool, &token_hash).await? {
-        return Err(invalid());
-    }
-    let phc = state.auth.hash_password(password).await?;
-    let principal = hf_storage::auth::set_password_with_token(&state.pool, &token_hash, &phc)
-        .await?
-        .ok_or_else(invalid)?;
-    token_response(&state, &principal).await
+    let issued = state
+        .auth
+        .set_password_and_log_in(state.pool(), &setup_token, password)
+        .await?;
+    Ok(token_response(issued))
 }
 
 /// Starts an SSH login: a single-use nonce to sign, bound to the username. Unknown usernames get
@@ -281,12 +217,10 @@ pub async fn challenge(
     body: JsonBody<ChallengeRequest>,
 ) -> Result<HttpResponse, ApiError> {
     let ttl = state.auth.config().nonce_ttl;
-    let nonce = if plausible_username(&body.0.username) {
-        hf_storage::auth::create_ssh_nonce(&state.pool, &body.0.username, ttl).await?
-    } else {
-        // No principal can have this name, so the nonce could never verify; it is not stored.
-        SecretToken::generate()
-    };
+    let nonce = state
+        .auth
+        .start_ssh_login(state.pool(), &body.0.username)
+        .await?;
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .json(ChallengeResponse {
@@ -316,36 +250,11 @@ pub async fn verify(
         nonce,
         signature,
     } = body.0;
-    if !plausible_username(&username) {
-        return Err(invalid_signature("the nonce is unknown"));
-    }
-    // The nonce is used up by this attempt whatever its outcome: one nonce, one guess.
-    let nonce_hash = hash_secret(&nonce);
-    if !hf_storage::auth::consume_ssh_nonce(&state.pool, &nonce_hash, &username).await? {
-        return Err(invalid_signature(
-            "the nonce is unknown, used, expired or was issued for another username",
-        ));
-    }
-    let Some((principal, keys)) = hf_storage::auth::ssh_login_keys(&state.pool, &username).await?
-    else {
-        return Err(invalid_signature("no SSH key of this principal made it"));
-    };
-    let mut last_problem = "no SSH key of this principal made it".to_owned();
-    for key in &keys {
-        let Ok(public_key) = SshPublicKey::parse(&key.public_key) else {
-            tracing::warn!(credential = %key.credential_id, "stored SSH key does not parse");
-            continue;
-        };
-        match verify_ssh_signature(&public_key, SSH_NAMESPACE, nonce.as_bytes(), &signature) {
-            Ok(()) => {
-                hf_storage::auth::mark_credential_used(&state.pool, key.credential_id).await?;
-                return token_response(&state, &principal).await;
-            }
-            Err(hf_auth::Error::SignatureKeyMismatch) => {}
-            Err(error) => last_problem = error.to_string(),
-        }
-    }
-    Err(invalid_signature(&last_problem))
+    let issued = state
+        .auth
+        .log_in_with_signature(state.pool(), &username, &nonce, &signature)
+        .await?;
+    Ok(token_response(issued))
 }
 
 /// The caller's own principal.
@@ -381,7 +290,7 @@ pub async fn session(
     _body: OptionalJsonBody<EmptyBody>,
 ) -> Result<HttpResponse, ApiError> {
     let ttl = state.auth.config().session_code_ttl;
-    let code = hf_storage::auth::create_session_code(&state.pool, caller.0.id, ttl).await?;
+    let code = hf_storage::auth::create_session_code(state.pool(), caller.0.id, ttl).await?;
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .json(SessionCodeResponse {
@@ -423,12 +332,10 @@ pub async fn exchange(
             "code",
         )
     })?;
-    let invalid = || ApiError::new(Code::InvalidCode, "The code is unknown, used or expired.");
-    let principal = hf_storage::auth::consume_session_code(&state.pool, &hash_secret(&code))
-        .await?
-        .ok_or_else(invalid)?;
-    let token = state.auth.issue_token(&state.pool, &principal).await?;
-    let max_age = state.auth.token_ttl_secs();
+    let hf_app::auth::Issued {
+        token,
+        expires_in: max_age,
+    } = state.auth.log_in_with_code(state.pool(), &code).await?;
     // `Secure` whenever the browser reached us over TLS, also when a proxy ended it.
     let https = match req.app_data::<web::Data<PublicAccess>>() {
         Some(access) => access.is_https(&req),
@@ -465,7 +372,7 @@ fn is_screen_reference(text: &str) -> bool {
 )]
 #[get("/.well-known/jwks.json")]
 pub async fn jwks(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let keys = state.auth.keys(&state.pool).await?;
+    let keys = state.auth.keys(state.pool()).await?;
     let body = JwksBody {
         keys: keys
             .jwks()

@@ -6,13 +6,10 @@
 //! role, and write the record PostgreSQL built straight into the response with its `ETag`.
 //! Every problem of a write comes back in one envelope (`error::record_errors`).
 
-use std::sync::Arc;
-
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{delete, get, patch, post, put, web, HttpRequest, HttpResponse};
-use hf_metastore::Snapshot;
-use hf_storage::records::{self, Body, BodyError, Caller, ObjectRef, Outcome, Record};
+use hf_storage::records::{Body, BodyError, ObjectRef, Outcome, Record};
 
 use crate::auth::Authenticated;
 use crate::error::{record_errors, ApiError, Code, ErrorBody, Location};
@@ -49,9 +46,10 @@ pub async fn create_record(
 ) -> Result<HttpResponse, ApiError> {
     let (module, object) = path.into_inner();
     let body = record_body(&req, &bytes)?;
-    let snapshot = live(&state).await?;
-    let caller = caller(&state, &principal, &snapshot);
-    let outcome = records::create(caller, object_ref(&module, &object), &body).await?;
+    let outcome = state
+        .app
+        .create_record(&principal, object_ref(&module, &object), &body)
+        .await?;
     respond(outcome, StatusCode::CREATED)
 }
 
@@ -77,9 +75,11 @@ pub async fn read_record(
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let (module, object, id) = path.into_inner();
-    let snapshot = live(&state).await?;
-    let caller = caller(&state, &principal, &snapshot);
-    match records::read(caller, object_ref(&module, &object), &id).await? {
+    match state
+        .app
+        .read_record(&principal, object_ref(&module, &object), &id)
+        .await?
+    {
         Outcome::Done(record) if none_match(&req, &record) => {
             let mut response = HttpResponse::NotModified();
             response.insert_header((header::ETAG, etag(&record)));
@@ -120,16 +120,16 @@ pub async fn update_record(
     let (module, object, id) = path.into_inner();
     let body = record_body(&req, &bytes)?;
     let if_match = if_match(&req);
-    let snapshot = live(&state).await?;
-    let caller = caller(&state, &principal, &snapshot);
-    let outcome = records::update(
-        caller,
-        object_ref(&module, &object),
-        &id,
-        &body,
-        if_match.as_deref(),
-    )
-    .await?;
+    let outcome = state
+        .app
+        .update_record(
+            &principal,
+            object_ref(&module, &object),
+            &id,
+            &body,
+            if_match.as_deref(),
+        )
+        .await?;
     respond(outcome, StatusCode::OK)
 }
 
@@ -164,16 +164,16 @@ pub async fn upsert_record(
     let (module, object, field) = path.into_inner();
     let body = record_body(&req, &bytes)?;
     let if_match = if_match(&req);
-    let snapshot = live(&state).await?;
-    let caller = caller(&state, &principal, &snapshot);
-    let outcome = records::upsert(
-        caller,
-        object_ref(&module, &object),
-        &field,
-        &body,
-        if_match.as_deref(),
-    )
-    .await?;
+    let outcome = state
+        .app
+        .upsert_record(
+            &principal,
+            object_ref(&module, &object),
+            &field,
+            &body,
+            if_match.as_deref(),
+        )
+        .await?;
     match outcome {
         Outcome::Done(upserted) => {
             let status = if upserted.created {
@@ -213,38 +213,18 @@ pub async fn delete_record(
 ) -> Result<HttpResponse, ApiError> {
     let (module, object, id) = path.into_inner();
     let if_match = if_match(&req);
-    let snapshot = live(&state).await?;
-    let caller = caller(&state, &principal, &snapshot);
-    match records::delete(
-        caller,
-        object_ref(&module, &object),
-        &id,
-        if_match.as_deref(),
-    )
-    .await?
+    match state
+        .app
+        .delete_record(
+            &principal,
+            object_ref(&module, &object),
+            &id,
+            if_match.as_deref(),
+        )
+        .await?
     {
         Outcome::Done(()) => Ok(HttpResponse::NoContent().finish()),
         Outcome::Rejected(problems) => Err(record_errors(problems)),
-    }
-}
-
-/// The live branch's snapshot: the store resolves the branch head (a ref and a commit read,
-/// a few microseconds) and hands out the model parsed once for its tree (an `Arc`, never
-/// copied). Done inline: a hop to the blocking pool would cost more than the read.
-async fn live(state: &AppState) -> Result<Arc<Snapshot>, ApiError> {
-    state.store.live().map_err(ApiError::from)
-}
-
-fn caller<'a>(
-    state: &'a AppState,
-    principal: &'a hf_storage::auth::Principal,
-    snapshot: &'a Snapshot,
-) -> Caller<'a> {
-    Caller {
-        pool: &state.pool,
-        role: &principal.name,
-        principal_id: principal.id,
-        snapshot,
     }
 }
 

@@ -2,20 +2,15 @@
 //! compiled module, serving compiled modules and the vendored runtime, and the rendering frame
 //! page that `GET /auth/session/exchange` answers with.
 //!
-//! Compiling is CPU work. It runs on the blocking pool, at most one compile per core at a time,
-//! each on a thread of its own with a large stack (`hf_hfx::compile_on_thread_with`), and a
-//! request gives up after [`COMPILE_TIME_LIMIT`]. Compiled modules are cached under
-//! `hf_hfx::cache_key`, a hash of everything the output depends on, in one bounded cache per
-//! process: compiling is a pure function of its inputs, so every server in the process may share
-//! results.
+//! Compiling is CPU work, bounded, timed and cached by the application's compiler
+//! (`hf_app::compile`): a request that waits too long answers 504 `TIMEOUT`, one that finds the
+//! queue full 503 `OVERLOADED`.
 //!
 //! Module URLs name the metadata tree they were compiled from (`/hfx/modules/{tree}-{m}-{s}.js`)
 //! and are served from that tree's model, so a URL keeps working after later applies and its
 //! response never changes (hence `immutable`).
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::sync::Arc;
 
 use actix_web::http::header;
 use actix_web::{get, post, web, HttpRequest, HttpResponse};
@@ -35,12 +30,6 @@ pub const MAX_SOURCE_BYTES: usize = 2 * 1024 * 1024;
 /// The body limit of the `/hfx` routes: room for a source and a sidecar of the largest size even
 /// when JSON escaping doubles or triples them. The sizes themselves are checked after decoding.
 pub const BODY_LIMIT: usize = 6 * MAX_SOURCE_BYTES;
-/// How long a request waits for a compile (queueing included) before answering 504 `TIMEOUT`.
-pub const COMPILE_TIME_LIMIT: Duration = Duration::from_secs(10);
-/// Most compiled results the module cache keeps.
-const CACHE_ENTRIES: usize = 512;
-/// Most bytes of JavaScript the module cache keeps.
-const CACHE_BYTES: usize = 64 * 1024 * 1024;
 /// `Cache-Control` of a compiled module: its URL names a tree, so its content never changes.
 const MODULE_CACHE_CONTROL: &str = "private, max-age=31536000, immutable";
 /// The content type of every JavaScript response, exactly as the contract writes it.
@@ -118,6 +107,7 @@ pub struct ResolveResponse {
 #[post("/compile")]
 pub async fn compile(
     _caller: Authenticated,
+    state: web::Data<AppState>,
     body: JsonBody<CompileRequest>,
 ) -> Result<web::Json<CompileResponse>, ApiError> {
     let CompileRequest { source, sidecar } = body.0;
@@ -131,7 +121,11 @@ pub async fn compile(
             ));
         }
     }
-    let output = compile_bounded(source, sidecar, CompileOptions::default()).await?;
+    let output = state
+        .app
+        .compiler()
+        .compile(source, sidecar, CompileOptions::default())
+        .await?;
     match output.js {
         Some(js) if output.diagnostics.is_empty() => Ok(web::Json(CompileResponse {
             compiled_js: js,
@@ -164,7 +158,7 @@ pub async fn resolve(
     let (module_key, screen_key) = path.into_inner();
     check_key(KeyKind::Module, &module_key)?;
     check_key(KeyKind::Screen, &screen_key)?;
-    let store = Arc::clone(&state.store);
+    let store = Arc::clone(state.store());
     let snapshot = blocking(move || store.live()).await??;
     find_screen(&snapshot.model, &module_key, &screen_key)?;
     Ok(web::Json(ResolveResponse {
@@ -195,7 +189,7 @@ pub async fn serve_module(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let file = ModuleFile::parse(&path).ok_or_else(|| file_not_found(&path))?;
-    let store = Arc::clone(&state.store);
+    let store = Arc::clone(state.store());
     let tree = file.tree.clone();
     let model = match blocking(move || store.model_at_tree(&tree)).await? {
         Ok(model) => model,
@@ -212,12 +206,14 @@ pub async fn serve_module(
         sidecar_url: screen.sidecar.as_ref().map(|_| file.sidecar_url()),
         vendor_base: None,
     };
-    let mut output = compile_cached(
-        &screen.hfx_source,
-        screen.sidecar.as_deref(),
-        options.clone(),
-    )
-    .await?;
+    let compiler = state.app.compiler();
+    let mut output = compiler
+        .compile_cached(
+            &screen.hfx_source,
+            screen.sidecar.as_deref(),
+            options.clone(),
+        )
+        .await?;
     // Likewise only a screen that imports vendored files needs their tree's address: compiled
     // again with it (and cached under that key too).
     if !output.vendor_imports.is_empty() {
@@ -225,7 +221,9 @@ pub async fn serve_module(
             vendor_base: Some(vendor_base(&file.tree, &file.module)),
             ..options
         };
-        output = compile_cached(&screen.hfx_source, screen.sidecar.as_deref(), options).await?;
+        output = compiler
+            .compile_cached(&screen.hfx_source, screen.sidecar.as_deref(), options)
+            .await?;
     }
     let js = match (file.sidecar, &output.js, &output.sidecar_js) {
         (false, Some(js), _) | (true, _, Some(js)) if output.diagnostics.is_empty() => js.clone(),
@@ -321,14 +319,14 @@ async fn vendored_file(state: &AppState, path: &str) -> Result<HttpResponse, Api
     let tree_ok = tree.len() == 40 && tree.bytes().all(|b| b.is_ascii_hexdigit());
     if !tree_ok
         || check_key(KeyKind::Module, module_key).is_err()
-        || crate::routes::vendor::check_path(rest).is_err()
+        || hf_app::metadata::check_vendor_path(rest).is_err()
     {
         return Err(file_not_found(path));
     }
-    let store = Arc::clone(&state.store);
+    let store = Arc::clone(state.store());
     let (tree, file) = (
         tree.to_owned(),
-        crate::routes::vendor::file_of(module_key, rest),
+        hf_app::metadata::vendor_file(module_key, rest),
     );
     let text = match blocking(move || store.read_file(&tree, &file)).await? {
         Ok(Some(text)) => text,
@@ -503,127 +501,6 @@ async fn blocking<T: Send + 'static>(
     })
 }
 
-/// The process-wide compile limiter and module cache.
-struct Compiler {
-    permits: crate::shed::WorkQueue,
-    cache: Mutex<ModuleCache>,
-}
-
-fn compiler() -> &'static Compiler {
-    static COMPILER: OnceLock<Compiler> = OnceLock::new();
-    COMPILER.get_or_init(|| Compiler {
-        permits: crate::shed::WorkQueue::new(
-            "compiles",
-            std::thread::available_parallelism().map_or(1, usize::from),
-            2 * std::thread::available_parallelism().map_or(1, usize::from),
-            COMPILE_TIME_LIMIT,
-        ),
-        cache: Mutex::new(ModuleCache::default()),
-    })
-}
-
-/// Compiles on the blocking pool, one compile per core at a time, within [`COMPILE_TIME_LIMIT`];
-/// when two per core already wait, 503 `OVERLOADED` at once (see [`crate::shed`]).
-/// The permit travels with the compile, so a compile that outlives its request still counts.
-pub(crate) async fn compile_bounded(
-    source: String,
-    sidecar: Option<String>,
-    options: CompileOptions,
-) -> Result<CompileOutput, ApiError> {
-    let timeout = || {
-        ApiError::new(
-            Code::Timeout,
-            format!(
-                "Compiling took longer than {} seconds.",
-                COMPILE_TIME_LIMIT.as_secs()
-            ),
-        )
-    };
-    let deadline = tokio::time::Instant::now() + COMPILE_TIME_LIMIT;
-    let permit = compiler().permits.enter().await?;
-    let work = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        hf_hfx::compile_on_thread_with(&source, sidecar.as_deref(), &options)
-    });
-    tokio::time::timeout_at(deadline, work)
-        .await
-        .map_err(|_| timeout())?
-        .map_err(|error| {
-            tracing::error!(%error, "HFX compile task failed");
-            ApiError::internal()
-        })?
-        .map_err(|error| {
-            tracing::error!(%error, "HFX compiler failed");
-            ApiError::internal()
-        })
-}
-
-/// [`compile_bounded`] through the module cache.
-async fn compile_cached(
-    source: &str,
-    sidecar: Option<&str>,
-    options: CompileOptions,
-) -> Result<Arc<CompileOutput>, ApiError> {
-    let key = hf_hfx::cache_key(source, sidecar, &options);
-    if let Some(hit) = lock_cache().get(&key) {
-        return Ok(hit);
-    }
-    let output =
-        Arc::new(compile_bounded(source.to_owned(), sidecar.map(str::to_owned), options).await?);
-    lock_cache().insert(key, Arc::clone(&output));
-    Ok(output)
-}
-
-fn lock_cache() -> std::sync::MutexGuard<'static, ModuleCache> {
-    compiler()
-        .cache
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Compile results by cache key, bounded in entries and bytes; the oldest entry goes first.
-#[derive(Debug, Default)]
-struct ModuleCache {
-    entries: HashMap<String, Arc<CompileOutput>>,
-    order: VecDeque<String>,
-    bytes: usize,
-}
-
-impl ModuleCache {
-    fn get(&self, key: &str) -> Option<Arc<CompileOutput>> {
-        self.entries.get(key).cloned()
-    }
-
-    fn insert(&mut self, key: String, output: Arc<CompileOutput>) {
-        let size = cost(&output);
-        if size > CACHE_BYTES || self.entries.contains_key(&key) {
-            return;
-        }
-        self.bytes += size;
-        self.order.push_back(key.clone());
-        self.entries.insert(key, output);
-        while self.entries.len() > CACHE_ENTRIES || self.bytes > CACHE_BYTES {
-            let Some(oldest) = self.order.pop_front() else {
-                break;
-            };
-            if let Some(evicted) = self.entries.remove(&oldest) {
-                self.bytes = self.bytes.saturating_sub(cost(&evicted));
-            }
-        }
-    }
-}
-
-/// What an entry counts against the cache's byte bound.
-fn cost(output: &CompileOutput) -> usize {
-    let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
-    let diagnostics: usize = output
-        .diagnostics
-        .iter()
-        .map(|d| d.message.len() + d.frame.len())
-        .sum();
-    text(&output.js) + text(&output.sidecar_js) + diagnostics + 256
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -665,31 +542,6 @@ mod tests {
         ] {
             assert_eq!(ModuleFile::parse(&bad), None, "{bad}");
         }
-    }
-
-    #[test]
-    fn the_cache_stays_within_its_bounds() {
-        let mut cache = ModuleCache::default();
-        let output = |js: &str| {
-            Arc::new(CompileOutput {
-                js: Some(js.to_owned()),
-                sidecar_js: None,
-                content_hash: String::new(),
-                diagnostics: Vec::new(),
-                queries: Vec::new(),
-                screen_imports: Vec::new(),
-                vendor_imports: Vec::new(),
-            })
-        };
-        for i in 0..CACHE_ENTRIES + 10 {
-            cache.insert(format!("k{i}"), output("x"));
-        }
-        assert_eq!(cache.entries.len(), CACHE_ENTRIES);
-        assert!(cache.get("k0").is_none());
-        assert!(cache.get(&format!("k{}", CACHE_ENTRIES + 9)).is_some());
-        cache.insert("huge".into(), output(&"x".repeat(CACHE_BYTES + 1)));
-        assert!(cache.get("huge").is_none());
-        assert!(cache.bytes <= CACHE_BYTES);
     }
 
     #[test]

@@ -184,7 +184,7 @@ pub async fn create_principal(
     let CreatePrincipalRequest { name, is_admin } = body.0;
     let ttl = state.auth.config().setup_token_ttl;
     let outcome =
-        hf_storage::auth::create_principal(&state.pool, &name, is_admin.unwrap_or(false), ttl)
+        hf_storage::auth::create_principal(state.pool(), &name, is_admin.unwrap_or(false), ttl)
             .await?;
     match outcome {
         CreatePrincipal::Created {
@@ -223,7 +223,7 @@ pub async fn list_principals(
     _admin: Admin,
     state: web::Data<AppState>,
 ) -> Result<web::Json<Vec<PrincipalBody>>, ApiError> {
-    let principals = hf_storage::auth::list_principals(&state.pool).await?;
+    let principals = hf_storage::auth::list_principals(state.pool()).await?;
     Ok(web::Json(principals.into_iter().map(Into::into).collect()))
 }
 
@@ -246,7 +246,7 @@ pub async fn get_principal(
     path: web::Path<String>,
 ) -> Result<web::Json<PrincipalBody>, ApiError> {
     let id = parse_id(&path, principal_not_found)?;
-    let principal = hf_storage::auth::get_principal(&state.pool, id)
+    let principal = hf_storage::auth::get_principal(state.pool(), id)
         .await?
         .ok_or_else(|| principal_not_found(&path))?;
     Ok(web::Json(principal.into()))
@@ -276,10 +276,10 @@ pub async fn patch_principal(
 ) -> Result<web::Json<PrincipalBody>, ApiError> {
     let id = parse_id(&path, principal_not_found)?;
     let principal = match body.0.is_admin {
-        None => hf_storage::auth::get_principal(&state.pool, id)
+        None => hf_storage::auth::get_principal(state.pool(), id)
             .await?
             .ok_or_else(|| principal_not_found(&path))?,
-        Some(is_admin) => match hf_storage::auth::set_admin(&state.pool, id, is_admin).await? {
+        Some(is_admin) => match hf_storage::auth::set_admin(state.pool(), id, is_admin).await? {
             SetAdmin::Updated(principal) => {
                 state.auth.forget_principal(&principal);
                 principal
@@ -320,7 +320,7 @@ pub async fn delete_principal(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&path, principal_not_found)?;
-    match hf_storage::auth::delete_principal(&state.pool, id).await? {
+    match hf_storage::auth::delete_principal(state.pool(), id).await? {
         DeletePrincipal::Deleted(principal) => {
             state.auth.forget_principal(&principal);
             Ok(HttpResponse::NoContent().finish())
@@ -349,7 +349,7 @@ pub async fn list_credentials(
     path: web::Path<String>,
 ) -> Result<web::Json<Vec<CredentialBody>>, ApiError> {
     let id = owned_id(&caller.0, &path)?;
-    let credentials = hf_storage::auth::list_credentials(&state.pool, id)
+    let credentials = hf_storage::auth::list_credentials(state.pool(), id)
         .await?
         .ok_or_else(|| principal_not_found(&path))?;
     Ok(web::Json(credentials.into_iter().map(Into::into).collect()))
@@ -397,7 +397,7 @@ pub async fn attach_credential(
         public_key,
     } = body.0;
     let key = SshPublicKey::parse(&public_key)?;
-    match hf_storage::auth::attach_ssh_key(&state.pool, id, &key).await? {
+    match hf_storage::auth::attach_ssh_key(state.pool(), id, &key).await? {
         AttachSshKey::Attached(credential) => {
             Ok(HttpResponse::Created().json(CredentialBody::from(credential)))
         }
@@ -445,7 +445,7 @@ pub async fn revoke_credential(
         )
     };
     let credential_id = parse_id(&credential, credential_not_found)?;
-    match hf_storage::auth::revoke_credential(&state.pool, id, credential_id).await? {
+    match hf_storage::auth::revoke_credential(state.pool(), id, credential_id).await? {
         RevokeCredential::Revoked => Ok(HttpResponse::NoContent().finish()),
         RevokeCredential::PrincipalNotFound => Err(principal_not_found(&principal)),
         RevokeCredential::CredentialNotFound => Err(credential_not_found(&credential)),
@@ -476,7 +476,7 @@ pub async fn reset_token(
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&path, principal_not_found)?;
     let ttl = state.auth.config().setup_token_ttl;
-    let token = hf_storage::auth::issue_reset_token(&state.pool, id, ttl)
+    let token = hf_storage::auth::issue_reset_token(state.pool(), id, ttl)
         .await?
         .ok_or_else(|| principal_not_found(&path))?;
     Ok(HttpResponse::Ok()

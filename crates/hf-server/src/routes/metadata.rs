@@ -12,16 +12,17 @@ use std::sync::Arc;
 use actix_web::guard::GuardContext;
 use actix_web::http::header;
 use actix_web::{delete, get, post, put, web, HttpRequest, HttpResponse};
+use hf_app::{Edit, WriteOptions};
 use hf_metastore::Snapshot;
 use hf_model::key::{check_key, KeyKind};
-use hf_model::{Change, Model, QualifiedName};
+use hf_model::{Model, QualifiedName};
 use serde::{Deserialize, Serialize};
 use utoipa::IntoParams;
 
 use crate::auth_gate::{MetadataReader, MetadataWriter};
 use crate::dto::metadata::{
     ApplyDto, BranchDto, FieldBody, FieldDto, ModuleBody, ModuleDto, ObjectBody, ObjectDto,
-    ScreenBody, ScreenDto, WriteResponse, FIELD_KINDS,
+    PlanDto, ScreenBody, ScreenDto, WriteResponse, FIELD_KINDS,
 };
 use crate::error::{ApiError, Code, ErrorBody};
 use crate::extract::JsonBody;
@@ -49,7 +50,7 @@ pub fn metadata_root(ctx: &GuardContext<'_>) -> bool {
 /// The branch a first path segment names: `metadata` is the live branch (for reads).
 pub(crate) fn read_branch(state: &AppState, root: &str) -> Result<String, ApiError> {
     if root == "metadata" {
-        return Ok(state.live_branch.clone());
+        return Ok(state.live_branch().to_owned());
     }
     write_branch(root)
 }
@@ -75,8 +76,7 @@ pub(crate) fn key(kind: KeyKind, key: &str) -> Result<(), ApiError> {
 }
 
 pub(crate) async fn snapshot(state: &AppState, branch: String) -> Result<Arc<Snapshot>, ApiError> {
-    let store = Arc::clone(&state.store);
-    blocking(move || store.snapshot(&branch)).await
+    Ok(state.app.snapshot(&branch).await?)
 }
 
 pub(crate) async fn blocking<T: Send + 'static>(
@@ -175,6 +175,10 @@ pub struct WriteQuery {
     /// Allow a live-branch write whose DDL loses data (dropping a column or table).
     #[serde(default)]
     allow_destructive: bool,
+    /// Check the write completely (the model's validation, the screen checks, and on the live
+    /// branch the DDL plan) and answer what it would do, with the plan, writing nothing.
+    #[serde(default)]
+    dry_run: bool,
 }
 
 fn disagree(name: &str, path_value: &str, query_value: &Option<String>) -> Result<(), ApiError> {
@@ -491,7 +495,7 @@ pub async fn list_branches(
     state: web::Data<AppState>,
     _reader: MetadataReader,
 ) -> Result<web::Json<Vec<BranchDto>>, ApiError> {
-    let store = Arc::clone(&state.store);
+    let store = Arc::clone(state.store());
     let branches = blocking(move || store.branches()).await?;
     Ok(web::Json(
         branches
@@ -505,45 +509,32 @@ pub async fn list_branches(
     ))
 }
 
-/// Commits an edit to a branch; on the live branch, with its DDL in the same step.
-async fn write<F>(
+/// Runs the write use case on the branch of `root` and answers with what it did (or, for a
+/// dry run, would do).
+async fn write(
     state: &AppState,
     root: &str,
     writer: &MetadataWriter,
-    allow_destructive: bool,
-    edit: F,
-) -> Result<HttpResponse, ApiError>
-where
-    F: FnMut(&mut Model) -> Result<Change, hf_metastore::Error> + Clone + Send + 'static,
-{
+    query: &WriteQuery,
+    edit: Edit,
+) -> Result<HttpResponse, ApiError> {
     let branch = write_branch(root)?;
-    let edit = keeping_screen_queries(edit);
-    let (change, file, apply) = if branch == state.live_branch {
-        let written = hf_storage::deploy::write_live(
-            &state.pool,
-            &state.store,
-            &writer.author,
-            allow_destructive,
-            edit,
-        )
-        .await?;
-        (
-            written.change,
-            written.file,
-            Some(ApplyDto::from(written.stats)),
-        )
-    } else {
-        let store = Arc::clone(&state.store);
-        let (branch, author) = (branch.clone(), writer.author.clone());
-        let written = blocking(move || store.write(&branch, &author, edit)).await?;
-        (written.change, written.file, None)
+    let options = WriteOptions {
+        allow_destructive: query.allow_destructive,
+        dry_run: query.dry_run,
     };
-    let status = change.action.as_str();
+    let written = state
+        .app
+        .write_metadata(&branch, &writer.author, edit, options)
+        .await?;
+    let status = written.change.action.as_str();
     let body = WriteResponse {
         status,
-        branch,
-        file,
-        apply,
+        branch: written.branch,
+        file: written.file,
+        apply: written.apply.map(ApplyDto::from),
+        dry_run: written.dry_run,
+        plan: written.plan.map(PlanDto::from),
     };
     Ok(if status == "created" {
         HttpResponse::Created().json(body)
@@ -568,14 +559,7 @@ pub async fn create_module(
     write_branch(&root)?;
     key(KeyKind::Module, &module_key)?;
     let module = body.0.into_module(&module_key);
-    write(
-        &state,
-        &root,
-        &writer,
-        query.allow_destructive,
-        move |model| Ok(model.create_module(module.clone())?),
-    )
-    .await
+    write(&state, &root, &writer, &query, Edit::CreateModule(module)).await
 }
 
 /// Replaces a module's definition.
@@ -594,14 +578,7 @@ pub async fn replace_module(
     write_branch(&root)?;
     key(KeyKind::Module, &module_key)?;
     let module = body.0.into_module(&module_key);
-    write(
-        &state,
-        &root,
-        &writer,
-        query.allow_destructive,
-        move |model| Ok(model.replace_module(module.clone())?),
-    )
-    .await
+    write(&state, &root, &writer, &query, Edit::ReplaceModule(module)).await
 }
 
 /// Deletes a module that has no objects or screens left.
@@ -622,8 +599,8 @@ pub async fn delete_module(
         &state,
         &root,
         &writer,
-        query.allow_destructive,
-        move |model| Ok(model.delete_module(&module_key)?),
+        &query,
+        Edit::DeleteModule(module_key),
     )
     .await
 }
@@ -652,8 +629,11 @@ pub async fn create_object(
         &state,
         &root,
         &writer,
-        query.allow_destructive,
-        move |model| Ok(model.create_object(&module_key, object.clone())?),
+        &query,
+        Edit::CreateObject {
+            module: module_key,
+            object,
+        },
     )
     .await
 }
@@ -682,8 +662,11 @@ pub async fn replace_object(
         &state,
         &root,
         &writer,
-        query.allow_destructive,
-        move |model| Ok(model.replace_object(&module_key, object.clone())?),
+        &query,
+        Edit::ReplaceObject {
+            module: module_key,
+            object,
+        },
     )
     .await
 }
@@ -707,14 +690,7 @@ pub async fn delete_object(
     key(KeyKind::Module, &module_key)?;
     key(KeyKind::Object, &object_key)?;
     let name = QualifiedName::new(module_key, object_key);
-    write(
-        &state,
-        &root,
-        &writer,
-        query.allow_destructive,
-        move |model| Ok(model.delete_object(&name)?),
-    )
-    .await
+    write(&state, &root, &writer, &query, Edit::DeleteObject(name)).await
 }
 
 /// Creates a field; `fieldKind` selects the variant.
@@ -743,8 +719,11 @@ pub async fn create_field(
         &state,
         &root,
         &writer,
-        query.allow_destructive,
-        move |model| Ok(model.create_field(&name, field.clone())?),
+        &query,
+        Edit::CreateField {
+            object: name,
+            field,
+        },
     )
     .await
 }
@@ -775,8 +754,11 @@ pub async fn replace_field(
         &state,
         &root,
         &writer,
-        query.allow_destructive,
-        move |model| Ok(model.replace_field(&name, field.clone())?),
+        &query,
+        Edit::ReplaceField {
+            object: name,
+            field,
+        },
     )
     .await
 }
@@ -805,8 +787,11 @@ pub async fn delete_field(
         &state,
         &root,
         &writer,
-        query.allow_destructive,
-        move |model| Ok(model.delete_field(&name, &field_key)?),
+        &query,
+        Edit::DeleteField {
+            object: name,
+            field: field_key,
+        },
     )
     .await
 }
@@ -830,15 +815,16 @@ pub async fn create_screen(
     write_branch(&root)?;
     key(KeyKind::Module, &module_key)?;
     key(KeyKind::Screen, &screen_key)?;
-    let output = check_compiles(&body.0).await?;
-    check_queries(&state, &root, &module_key, &output, &body.0).await?;
     let screen = body.0.into_screen(&screen_key);
     write(
         &state,
         &root,
         &writer,
-        query.allow_destructive,
-        move |model| Ok(model.create_screen(&module_key, screen.clone())?),
+        &query,
+        Edit::CreateScreen {
+            module: module_key,
+            screen,
+        },
     )
     .await
 }
@@ -862,15 +848,16 @@ pub async fn replace_screen(
     write_branch(&root)?;
     key(KeyKind::Module, &module_key)?;
     key(KeyKind::Screen, &screen_key)?;
-    let output = check_compiles(&body.0).await?;
-    check_queries(&state, &root, &module_key, &output, &body.0).await?;
     let screen = body.0.into_screen(&screen_key);
     write(
         &state,
         &root,
         &writer,
-        query.allow_destructive,
-        move |model| Ok(model.replace_screen(&module_key, screen.clone())?),
+        &query,
+        Edit::ReplaceScreen {
+            module: module_key,
+            screen,
+        },
     )
     .await
 }
@@ -897,8 +884,11 @@ pub async fn delete_screen(
         &state,
         &root,
         &writer,
-        query.allow_destructive,
-        move |model| Ok(model.delete_screen(&module_key, &screen_key)?),
+        &query,
+        Edit::DeleteScreen {
+            module: module_key,
+            screen: screen_key,
+        },
     )
     .await
 }
@@ -934,182 +924,4 @@ fn field_body(value: serde_json::Value) -> Result<FieldBody, ApiError> {
         "lookup" => FieldBody::Lookup(from_value(value)?),
         _ => FieldBody::Rollup(from_value(value)?),
     })
-}
-
-/// A screen whose HFX does not compile is not written. The compile shares the compile routes'
-/// bound (one per core, within their time limit), so screen writes cannot take every core.
-async fn check_compiles(body: &ScreenBody) -> Result<hf_hfx::CompileOutput, ApiError> {
-    let output = crate::routes::hfx::compile_bounded(
-        body.hfx_source.clone(),
-        body.sidecar.clone(),
-        hf_hfx::CompileOptions::default(),
-    )
-    .await?;
-    match output.diagnostics.first() {
-        None => Ok(output),
-        Some(_) => Err(crate::error::hfx_errors(&output.diagnostics)),
-    }
-}
-
-/// Wraps a metadata edit so that it is refused with 409 `IN_USE`, naming the screen, when it
-/// breaks a screen: a `{#query}` that named only existing objects and fields before the edit and
-/// names a missing one after it (a deleted or renamed field), or an import of a screen the edit
-/// deletes. Screens already broken do not block other writes, and a write of the screen itself
-/// is checked by `check_queries`.
-fn keeping_screen_queries<F>(
-    mut edit: F,
-) -> impl FnMut(&mut Model) -> Result<Change, hf_metastore::Error> + Clone + Send + 'static
-where
-    F: FnMut(&mut Model) -> Result<Change, hf_metastore::Error> + Clone + Send + 'static,
-{
-    move |model: &mut Model| {
-        let before = screens_with_unknown_names(model);
-        let change = edit(model)?;
-        let after = screens_with_unknown_names(model);
-        let written = |module: &str, screen: &str| matches!(&change.target, hf_model::Target::Screen { module: m, screen: s } if m == module && s == screen);
-        let newly_broken = after
-            .difference(&before)
-            .find(|(module, screen)| !written(module, screen));
-        match newly_broken {
-            Some((module, screen)) => Err(hf_model::Error::InUse {
-                target: Box::new(change.target.clone()),
-                referrer: Box::new(hf_model::Target::screen(module, screen)),
-            }
-            .into()),
-            None => Ok(change),
-        }
-    }
-}
-
-/// The screens of `model` (module, screen) with a literal `{#query}` that names an object or
-/// field `model` does not have, or an import of a screen it does not have.
-fn screens_with_unknown_names(model: &Model) -> std::collections::BTreeSet<(String, String)> {
-    let mut broken = std::collections::BTreeSet::new();
-    for (module_key, module) in &model.modules {
-        for (screen_key, screen) in &module.screens {
-            if !screen.hfx_source.contains("{#query") && !screen.hfx_source.contains("screen:") {
-                continue;
-            }
-            let output = hf_hfx::compile(&screen.hfx_source, screen.sidecar.as_deref());
-            let missing_import = output.screen_imports.iter().any(|import| {
-                !model
-                    .modules
-                    .get(&import.module)
-                    .is_some_and(|m| m.screens.contains_key(&import.screen))
-            });
-            let unknown = missing_import
-                || output.queries.iter().any(|query| {
-                    let params = null_parameters(&query.text);
-                    hf_hoqs::compile_query(model, &query.text, &params).is_ok_and(|checked| {
-                        checked
-                            .diagnostics
-                            .iter()
-                            .any(|d| d.code == hf_hoqs::Code::UnknownName)
-                    })
-                });
-            if unknown {
-                broken.insert((module_key.clone(), screen_key.clone()));
-            }
-        }
-    }
-    broken
-}
-
-/// A screen that imports a screen the branch does not have, or a vendored file its module does
-/// not have (`<moduleKey>/vendor/<path>`), or whose `{#query}` names an object or field the
-/// branch does not have, is not written: 422 `HFX_COMPILE_ERROR` located in the screen source.
-/// The query's `:parameters` are bound to null for this check, so only names are checked here
-/// (types are checked when it runs).
-async fn check_queries(
-    state: &AppState,
-    root: &str,
-    module_key: &str,
-    output: &hf_hfx::CompileOutput,
-    screen: &ScreenBody,
-) -> Result<(), ApiError> {
-    let source = screen.hfx_source.as_str();
-    if output.queries.is_empty()
-        && output.screen_imports.is_empty()
-        && output.vendor_imports.is_empty()
-    {
-        return Ok(());
-    }
-    let snapshot = snapshot(state, write_branch(root)?).await?;
-    let mut problems = Vec::new();
-    for import in &output.vendor_imports {
-        let path = &import.specifier;
-        let exists = crate::routes::vendor::check_path(path).is_ok() && {
-            let store = Arc::clone(&state.store);
-            let tree = snapshot.tree.clone();
-            let file = crate::routes::vendor::file_of(module_key, path);
-            blocking(move || store.read_file(&tree, &file))
-                .await?
-                .is_some()
-        };
-        if !exists {
-            problems.push(import.diagnostic(
-                hf_hfx::DiagnosticCode::InvalidImport,
-                format!(
-                    "`{path}` is not a vendored file of module `{module_key}`; upload it with PUT /metadata@<branch>/{module_key}/vendor/{path}"
-                ),
-                source,
-                screen.sidecar.as_deref(),
-            ));
-        }
-    }
-    for import in &output.screen_imports {
-        let exists = snapshot
-            .model
-            .modules
-            .get(&import.module)
-            .is_some_and(|module| module.screens.contains_key(&import.screen));
-        if !exists {
-            problems.push(hf_hfx::Diagnostic::at(
-                hf_hfx::DiagnosticCode::InvalidImport,
-                format!(
-                    "there is no screen `{}/{}` in this branch",
-                    import.module, import.screen
-                ),
-                hf_hfx::SourceFile::Screen,
-                source,
-                import.offset,
-            ));
-        }
-    }
-    for query in &output.queries {
-        let params = null_parameters(&query.text);
-        let checked =
-            hf_hoqs::compile_query(&snapshot.model, &query.text, &params).map_err(|error| {
-                tracing::error!(%error, "the branch's metadata cannot be compiled to SQL");
-                ApiError::internal()
-            })?;
-        let unknown = checked
-            .diagnostics
-            .iter()
-            .filter(|diagnostic| diagnostic.code == hf_hoqs::Code::UnknownName);
-        for diagnostic in unknown {
-            problems.push(hf_hfx::Diagnostic::at(
-                hf_hfx::DiagnosticCode::QueryUnknownName,
-                diagnostic.message.clone(),
-                hf_hfx::SourceFile::Screen,
-                source,
-                query.offset + diagnostic.span.start,
-            ));
-        }
-    }
-    match problems.first() {
-        None => Ok(()),
-        Some(_) => Err(crate::error::hfx_errors(&problems)),
-    }
-}
-
-/// Every `:name` parameter of a query bound to null: enough to check its names and types.
-fn null_parameters(text: &str) -> hf_hoqs::RequestParams {
-    hf_hoqs_syntax::parameter_names(text)
-        .into_iter()
-        .filter_map(|name| {
-            let null = serde_json::value::to_raw_value(&serde_json::Value::Null).ok()?;
-            Some((name.to_owned(), null))
-        })
-        .collect()
 }

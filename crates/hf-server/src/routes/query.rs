@@ -1,8 +1,8 @@
 //! `POST /data/query`: runs a HOQS query as the caller's database role.
 //!
-//! The handler compiles the query against the live branch's model (`hf-hoqs`), runs the one
-//! statement as the principal's role (`hf-storage`), and writes the records PostgreSQL built
-//! as JSON straight into the body, without decoding them. Language problems are 400s with a
+//! The handler hands the query to the use case (`hf_app::query`: compiled against the live
+//! branch's model, run as the principal's role) and writes the records PostgreSQL built as JSON
+//! straight into the body, without decoding them. Language problems are 400s with a
 //! `location`; privileges and row-level security are PostgreSQL's to decide (403).
 
 use actix_web::http::StatusCode;
@@ -12,13 +12,11 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::auth::Authenticated;
+use hf_app::{QueryAnswer, QueryInput};
+
 use crate::error::{ApiError, Code, ErrorBody, ErrorEntry, Location, Scope};
 use crate::extract::JsonBody;
 use crate::state::AppState;
-
-/// The longest query text accepted, in bytes (8 KiB: far above any hand-written query, small
-/// enough that parsing and checking stay cheap).
-pub const MAX_QUERY_BYTES: usize = 8 * 1024;
 
 /// `POST /data/query` body.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -83,116 +81,36 @@ pub async fn query(
     Authenticated(principal): Authenticated,
     JsonBody(body): JsonBody<QueryRequest>,
 ) -> Result<HttpResponse, ApiError> {
-    if body.query.len() > MAX_QUERY_BYTES {
-        return Err(ApiError::field(
-            Code::PayloadTooLarge,
-            format!(
-                "The query is {} bytes long; the limit is {MAX_QUERY_BYTES} bytes.",
-                body.query.len()
-            ),
-            "query",
-        ));
-    }
-    let store = state.store.clone();
-    let snapshot = tokio::task::spawn_blocking(move || store.live())
-        .await
-        .map_err(|error| {
-            tracing::error!(%error, "reading the live metadata failed");
-            ApiError::internal()
-        })??;
-    if body.explain && !principal.is_admin {
-        return Err(ApiError::new(
-            Code::Forbidden,
-            "Only administrators may explain queries.",
-        ));
-    }
-    let time_zone = time_zone(body.time_zone.as_deref())?;
     let params = body.params.unwrap_or_default();
-    let binding = hf_hoqs::paging::Binding::new(&body.query, &params, time_zone);
-    let after = match &body.cursor {
-        Some(Some(cursor)) => Some(binding.decode(cursor).ok_or_else(invalid_cursor)?),
-        _ => None,
-    };
-    let page = body.cursor.as_ref().map(|_| after.as_deref());
-    let caller = hf_hoqs::Caller {
-        id: principal.id.to_string(),
-        name: principal.name.clone(),
-    };
-    let options = hf_hoqs::QueryOptions {
+    let input = QueryInput {
+        query: &body.query,
         params: &params,
-        time_zone: Some(time_zone),
-        caller: Some(&caller),
-        page,
+        time_zone: body.time_zone.as_deref(),
+        cursor: body.cursor.as_ref().map(Option::as_deref),
+        explain: body.explain,
     };
-    let output =
-        hf_hoqs::compile_query_with(&snapshot.model, &body.query, options).map_err(|error| {
-            match error {
-                hf_hoqs::Error::InvalidCursor => invalid_cursor(),
-                error => {
-                    tracing::error!(%error, "the live metadata cannot be compiled to SQL");
-                    ApiError::internal()
-                }
-            }
-        })?;
-    let Some(compiled) = output.query else {
-        return Err(hoqs_errors(&body.query, &output.diagnostics));
-    };
-    if body.explain {
-        let plan = hf_storage::query::explain(&state.pool, &principal.name, &compiled)
-            .await
-            .map_err(storage_error)?;
-        return Ok(HttpResponse::Ok().json(serde_json::json!({"sql": compiled.sql, "plan": plan})));
-    }
-    if compiled.page_size.is_some() {
-        let (records, last) =
-            hf_storage::query::query_page(&state.pool, &principal.name, &compiled)
-                .await
-                .map_err(storage_error)?;
-        let next = last.map(|keys| binding.encode(&keys));
-        let records = hf_storage::query::records_body(&records);
-        // `{"records":[...]}` gets its `nextCursor` before the closing brace.
-        let mut text = records[..records.len() - 1].to_owned();
-        text.push_str(",\"nextCursor\":");
-        text.push_str(&Value::from(next).to_string());
-        text.push('}');
-        return Ok(HttpResponse::Ok()
+    Ok(match state.app.query(&principal, input).await? {
+        QueryAnswer::Explain { sql, plan } => {
+            HttpResponse::Ok().json(serde_json::json!({"sql": sql, "plan": plan}))
+        }
+        QueryAnswer::Page {
+            records,
+            next_cursor,
+        } => {
+            let records = hf_storage::query::records_body(&records);
+            // `{"records":[...]}` gets its `nextCursor` before the closing brace.
+            let mut text = records[..records.len() - 1].to_owned();
+            text.push_str(",\"nextCursor\":");
+            text.push_str(&Value::from(next_cursor).to_string());
+            text.push('}');
+            HttpResponse::Ok()
+                .content_type("application/json")
+                .body(text)
+        }
+        QueryAnswer::Records { records, .. } => HttpResponse::Ok()
             .content_type("application/json")
-            .body(text));
-    }
-    let records = hf_storage::query::query_records(&state.pool, &principal.name, &compiled)
-        .await
-        .map_err(storage_error)?;
-    Ok(HttpResponse::Ok()
-        .content_type("application/json")
-        .body(hf_storage::query::records_body(&records)))
-}
-
-/// A cursor this query did not give: another query's, truncated, edited or built by hand.
-fn invalid_cursor() -> ApiError {
-    ApiError::field(
-        Code::InvalidCursor,
-        "The cursor was not given by this query (same text, parameters and time zone); start again with `\"cursor\": null`.",
-        "cursor",
-    )
-}
-
-/// The canonical name of the request's time zone (`UTC` when absent); a name the IANA time
-/// zone database does not know is a 400 `INVALID_BODY` at `timeZone`.
-fn time_zone(name: Option<&str>) -> Result<&'static str, ApiError> {
-    let Some(name) = name else {
-        return Ok("UTC");
-    };
-    match name.parse::<chrono_tz::Tz>() {
-        Ok(zone) => Ok(zone.name()),
-        Err(_) => Err(ApiError::field(
-            Code::InvalidBody,
-            format!(
-                "`{}` is not an IANA time zone name such as `UTC` or `Europe/Paris`.",
-                name.chars().take(64).collect::<String>()
-            ),
-            "timeZone",
-        )),
-    }
+            .body(hf_storage::query::records_body(&records)),
+    })
 }
 
 /// Every diagnostic of a query as an entry with its location; all are 400s.
@@ -226,23 +144,4 @@ fn diagnostic_code(code: hf_hoqs::Code) -> Code {
         hf_hoqs::Code::LimitTooLarge => Code::HoqsLimitTooLarge,
         _ => Code::HoqsSyntaxError,
     }
-}
-
-/// A failure while running: a value PostgreSQL refuses while computing (an overflow, a date
-/// out of range) is the query's fault (400); the rest is mapped as for every route.
-fn storage_error(error: hf_storage::Error) -> ApiError {
-    if error.kind() == hf_storage::ErrorKind::InvalidValue {
-        let detail = match &error {
-            hf_storage::Error::Db(db) => db
-                .as_db_error()
-                .map(|db| db.message().to_owned())
-                .unwrap_or_default(),
-            _ => String::new(),
-        };
-        return ApiError::new(
-            Code::HoqsEvaluationError,
-            format!("The query could not be evaluated on the data: {detail}."),
-        );
-    }
-    error.into()
 }

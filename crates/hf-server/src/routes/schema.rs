@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::auth_gate::MetadataWriter;
-use crate::dto::metadata::ApplyDto;
+use crate::dto::metadata::{ApplyDto, PlanChange, PlanDto, PlanSummary};
 use crate::error::{ApiError, Code, ErrorBody};
 use crate::extract::OptionalJsonBody;
 use crate::state::AppState;
@@ -28,29 +28,6 @@ pub struct ApplyRequest {
     /// Allow changes that lose data.
     #[serde(default)]
     allow_destructive: bool,
-}
-
-/// One step of a plan.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct PlanChange {
-    /// What kind of step (`create_table`, `add_column`, ...).
-    action: &'static str,
-    /// What it touches (`schema.table.column`).
-    target: String,
-    /// The statement.
-    sql: String,
-    /// Whether it loses data.
-    destructive: bool,
-}
-
-/// Counts of a plan.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PlanSummary {
-    tables_created: u64,
-    columns_added: u64,
-    ddl_statements: u64,
-    destructive: u64,
 }
 
 /// The answer of `POST /plan`.
@@ -79,7 +56,7 @@ pub struct ApplyResponse {
 
 fn branch_or_live(state: &AppState, branch: Option<String>) -> Result<String, ApiError> {
     match branch {
-        None => Ok(state.live_branch.clone()),
+        None => Ok(state.live_branch().to_owned()),
         Some(branch) if hf_model::key::is_valid_branch_id(&branch) => Ok(branch),
         Some(branch) => Err(ApiError::field(
             Code::InvalidBranch,
@@ -106,28 +83,13 @@ pub async fn plan(
     body: OptionalJsonBody<PlanRequest>,
 ) -> Result<web::Json<PlanResponse>, ApiError> {
     let branch = branch_or_live(&state, body.0.unwrap_or_default().branch)?;
-    let planned = hf_storage::deploy::plan(&state.pool, &state.store, &branch).await?;
-    let summary = &planned.plan.summary;
+    let planned = state.app.plan(Some(&branch)).await?;
+    let PlanDto { changes, summary } = planned.plan.into();
     Ok(web::Json(PlanResponse {
         branch: planned.branch,
         commit: planned.commit,
-        summary: PlanSummary {
-            tables_created: summary.tables_created,
-            columns_added: summary.columns_added,
-            ddl_statements: summary.ddl_statements,
-            destructive: summary.destructive,
-        },
-        changes: planned
-            .plan
-            .changes
-            .into_iter()
-            .map(|c| PlanChange {
-                action: c.action.as_str(),
-                target: c.target,
-                sql: c.sql,
-                destructive: c.destructive,
-            })
-            .collect(),
+        changes,
+        summary,
     }))
 }
 
@@ -137,7 +99,7 @@ pub async fn plan(
         (status = 400, description = "INVALID_BRANCH", body = ErrorBody),
         (status = 403, description = "FORBIDDEN: not an administrator", body = ErrorBody),
         (status = 404, description = "BRANCH_NOT_FOUND", body = ErrorBody),
-        (status = 409, description = "BRANCH_DIVERGED, DESTRUCTIVE_CHANGE (without allowDestructive) or METADATA_CONFLICT", body = ErrorBody),
+        (status = 409, description = "BRANCH_DIVERGED, DESTRUCTIVE_CHANGE (without allowDestructive), IN_USE (the branch breaks a screen that works in what the database reflects) or METADATA_CONFLICT", body = ErrorBody),
         (status = 422, description = "APPLY_FAILED (nothing changed) or METADATA_UNREADABLE", body = ErrorBody)))]
 #[post("/apply")]
 pub async fn apply(
@@ -147,13 +109,10 @@ pub async fn apply(
 ) -> Result<web::Json<ApplyResponse>, ApiError> {
     let request = body.0.unwrap_or_default();
     let branch = branch_or_live(&state, request.branch)?;
-    let applied = hf_storage::deploy::apply(
-        &state.pool,
-        &state.store,
-        &branch,
-        request.allow_destructive,
-    )
-    .await?;
+    let applied = state
+        .app
+        .apply(Some(&branch), request.allow_destructive)
+        .await?;
     Ok(web::Json(ApplyResponse {
         branch: applied.branch,
         commit: applied.commit,

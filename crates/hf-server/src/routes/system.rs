@@ -140,7 +140,7 @@ pub struct StatusFailure {
 #[get("/status")]
 pub async fn status(state: web::Data<AppState>) -> HttpResponse {
     let metadata_path = state.metadata_path.clone();
-    let db = match hf_storage::database_status(&state.pool).await {
+    let db = match hf_storage::database_status(state.pool()).await {
         Ok(db) => db,
         Err(error) => {
             // Unauthenticated callers read this: it says what is down, never the driver's or
@@ -207,7 +207,7 @@ fn unavailable(error: String, metadata_path: String) -> HttpResponse {
 
 /// A ref lock that blocks metadata writes (see `hf_metastore::locks`), as `/status` says it.
 fn blocking_lock(state: &AppState) -> Option<String> {
-    let lock = state.store.held_locks().into_iter().next()?;
+    let lock = state.store().held_locks().into_iter().next()?;
     Some(format!(
         "metadata writes are blocked: branch `{}` is locked by {} ({} s old), probably left by a crashed writer; it is removed once {} s old",
         lock.branch,
@@ -220,7 +220,7 @@ fn blocking_lock(state: &AppState) -> Option<String> {
 /// The disagreement between the live branch and the database, if any. A failure to compare is
 /// logged and leaves the key out: `/status` reports the database, which answered.
 async fn drift(state: &AppState) -> Option<MetadataSync> {
-    match hf_storage::deploy::drift(&state.pool, &state.store).await {
+    match hf_storage::deploy::drift(state.pool(), state.store()).await {
         Ok(drift) => drift.map(|drift| MetadataSync {
             in_sync: false,
             live_commit: drift.live_commit,

@@ -34,6 +34,7 @@ use crate::{Pool, Result};
 pub use body::{Body, BodyError};
 pub use hf_model::MAX_JSON_DEPTH;
 use input::{Input, Mode};
+pub use plan::PlanCache;
 use plan::{Check, ObjectPlan, Statement};
 
 /// How often an upsert that lost a race for its key is retried (it then finds the record).
@@ -50,6 +51,8 @@ pub struct Caller<'a> {
     pub principal_id: uuid::Uuid,
     /// The live metadata, shared and never copied per request.
     pub snapshot: &'a Snapshot,
+    /// The statement plans built so far (the application's).
+    pub plans: &'a PlanCache,
 }
 
 /// Which object's records an operation addresses, as the request names it.
@@ -154,7 +157,7 @@ pub enum ProblemCode {
 
 /// Reads one record by id. An object's records include those of its subtypes.
 pub async fn read(caller: Caller<'_>, object: ObjectRef<'_>, id: &str) -> Result<Outcome<Record>> {
-    let plan = match resolve(caller.snapshot, object)? {
+    let plan = match resolve(caller.plans, caller.snapshot, object)? {
         Ok(plan) => plan,
         Err(problem) => return Ok(rejected(problem)),
     };
@@ -183,7 +186,7 @@ pub async fn create(
     object: ObjectRef<'_>,
     body: &Body,
 ) -> Result<Outcome<Record>> {
-    let plan = match resolve(caller.snapshot, object)? {
+    let plan = match resolve(caller.plans, caller.snapshot, object)? {
         Ok(plan) => plan,
         Err(problem) => return Ok(rejected(problem)),
     };
@@ -232,7 +235,7 @@ pub async fn update(
     body: &Body,
     if_match: Option<&[String]>,
 ) -> Result<Outcome<Record>> {
-    let plan = match resolve(caller.snapshot, object)? {
+    let plan = match resolve(caller.plans, caller.snapshot, object)? {
         Ok(plan) => plan,
         Err(problem) => return Ok(rejected(problem)),
     };
@@ -290,7 +293,7 @@ pub async fn upsert(
     body: &Body,
     if_match: Option<&[String]>,
 ) -> Result<Outcome<Upserted>> {
-    let plan = match resolve(caller.snapshot, object)? {
+    let plan = match resolve(caller.plans, caller.snapshot, object)? {
         Ok(plan) => plan,
         Err(problem) => return Ok(rejected(problem)),
     };
@@ -399,7 +402,7 @@ pub async fn delete(
     id: &str,
     if_match: Option<&[String]>,
 ) -> Result<Outcome<()>> {
-    let plan = match resolve(caller.snapshot, object)? {
+    let plan = match resolve(caller.plans, caller.snapshot, object)? {
         Ok(plan) => plan,
         Err(problem) => return Ok(rejected(problem)),
     };
@@ -438,6 +441,7 @@ pub async fn delete(
 
 /// The plan of the object a request names, or the problem with the names.
 fn resolve(
+    plans: &PlanCache,
     snapshot: &Snapshot,
     object: ObjectRef<'_>,
 ) -> Result<std::result::Result<Arc<ObjectPlan>, Problem>> {
@@ -465,7 +469,7 @@ fn resolve(
         )));
     }
     let name = QualifiedName::new(object.module, object.object);
-    plan::plan(snapshot, &name).map(Ok)
+    plans.plan(snapshot, &name).map(Ok)
 }
 
 /// The caller's values of a write statement, in the order of `plan`'s parameters.

@@ -161,39 +161,51 @@ pub(crate) enum Check {
 /// The plans of one tree, by object.
 type TreePlans = HashMap<QualifiedName, Arc<ObjectPlan>>;
 
-/// Plans built so far, per tree id, most recent first.
-static PLANS: Mutex<Vec<(String, TreePlans)>> = Mutex::new(Vec::new());
-
-/// The plan of an object of a snapshot, built on first use and shared afterwards.
-pub(crate) fn plan(snapshot: &Snapshot, object: &QualifiedName) -> Result<Arc<ObjectPlan>> {
-    if let Some(found) = cached(&snapshot.tree, object) {
-        return Ok(found);
-    }
-    let built = Arc::new(build(&snapshot.model, object)?);
-    let mut trees = PLANS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let position = trees.iter().position(|(tree, _)| *tree == snapshot.tree);
-    let index = match position {
-        Some(index) => index,
-        None => {
-            trees.insert(0, (snapshot.tree.clone(), HashMap::new()));
-            trees.truncate(TREES_KEPT);
-            0
-        }
-    };
-    let plans = &mut trees[index].1;
-    Ok(Arc::clone(
-        plans.entry(object.clone()).or_insert_with(|| built),
-    ))
+/// The plans built so far, per tree id, most recent first: one per application (it is the
+/// state of `hf_app::App`, not a static), shared by every request it serves.
+#[derive(Debug, Default)]
+pub struct PlanCache {
+    trees: Mutex<Vec<(String, TreePlans)>>,
 }
 
-fn cached(tree: &str, object: &QualifiedName) -> Option<Arc<ObjectPlan>> {
-    let trees = PLANS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let (_, plans) = trees.iter().find(|(t, _)| t == tree)?;
-    plans.get(object).cloned()
+impl PlanCache {
+    /// The plan of an object of a snapshot, built on first use and shared afterwards.
+    pub(crate) fn plan(
+        &self,
+        snapshot: &Snapshot,
+        object: &QualifiedName,
+    ) -> Result<Arc<ObjectPlan>> {
+        if let Some(found) = self.cached(&snapshot.tree, object) {
+            return Ok(found);
+        }
+        let built = Arc::new(build(&snapshot.model, object)?);
+        let mut trees = self.lock();
+        let position = trees.iter().position(|(tree, _)| *tree == snapshot.tree);
+        let index = match position {
+            Some(index) => index,
+            None => {
+                trees.insert(0, (snapshot.tree.clone(), HashMap::new()));
+                trees.truncate(TREES_KEPT);
+                0
+            }
+        };
+        let plans = &mut trees[index].1;
+        Ok(Arc::clone(
+            plans.entry(object.clone()).or_insert_with(|| built),
+        ))
+    }
+
+    fn cached(&self, tree: &str, object: &QualifiedName) -> Option<Arc<ObjectPlan>> {
+        let trees = self.lock();
+        let (_, plans) = trees.iter().find(|(t, _)| t == tree)?;
+        plans.get(object).cloned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, TreePlans)>> {
+        self.trees
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 /// Builds the plan of an object (which must exist in the model).

@@ -7,6 +7,7 @@ mod body;
 mod conformance;
 mod console;
 mod deploy;
+mod dry_run;
 mod errors;
 mod faults;
 mod hfx;

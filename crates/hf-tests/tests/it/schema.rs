@@ -569,10 +569,8 @@ impl Service {
             .unwrap();
         let store = Arc::new(hf_metastore::Store::open_or_init(metadata, "main").unwrap());
         let state = hf_server::AppState {
-            pool,
+            app: hf_app::App::new(pool, Arc::clone(&store)),
             metadata_path: metadata.display().to_string(),
-            store: Arc::clone(&store),
-            live_branch: "main".to_owned(),
             auth: Arc::new(auth),
             embedded: None,
         };

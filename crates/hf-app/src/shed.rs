@@ -4,8 +4,8 @@
 //! Password hashing (argon2id: ~19 MiB and a core for ~50-100 ms each) runs on at most half the
 //! cores, so other requests keep a core, and HFX compiles at most one per core. Without a bound, a flood of logins queued behind the semaphore and every
 //! request waited its turn (a 3.7 s median at 256 concurrent logins). A [`WorkQueue`] admits at
-//! most `max_waiting` requests into the wait, each for at most `max_wait`; the rest get 503
-//! `OVERLOADED` with `Retry-After` immediately, so a client learns within milliseconds to come
+//! most `max_waiting` requests into the wait, each for at most `max_wait`; the rest are refused
+//! immediately ([`Error::Overloaded`], which the HTTP service answers 503 with `Retry-After`), so a client learns within milliseconds to come
 //! back, and the work already admitted finishes in bounded time.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::error::{ApiError, Code};
+use crate::Error;
 
 /// A semaphore with a bounded number of waiters and a bounded wait.
 #[derive(Debug)]
@@ -45,10 +45,10 @@ impl WorkQueue {
         }
     }
 
-    /// A permit to run one piece of work, or 503 `OVERLOADED` when the queue is full or the
+    /// A permit to run one piece of work, or [`Error::Overloaded`] when the queue is full or the
     /// wait would be longer than allowed. The permit is owned, so it can travel with work that
     /// outlives its request.
-    pub async fn enter(&self) -> Result<OwnedSemaphorePermit, ApiError> {
+    pub async fn enter(&self) -> Result<OwnedSemaphorePermit, Error> {
         if let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() {
             return Ok(permit);
         }
@@ -61,17 +61,20 @@ impl WorkQueue {
                 .await
             {
                 Ok(Ok(permit)) => Ok(permit),
-                Ok(Err(_closed)) => Err(ApiError::internal()),
+                Ok(Err(_closed)) => Err(Error::Internal(format!(
+                    "the queue of {} is closed",
+                    self.what
+                ))),
                 Err(_elapsed) => Err(self.overloaded()),
             };
         drop(waiter);
         admitted
     }
 
-    /// Refuses at once (503 `OVERLOADED`) when no slot is free and the wait is full, so a
+    /// Refuses at once ([`Error::Overloaded`]) when no slot is free and the wait is full, so a
     /// request can be turned away before it spends anything (database round trips) on work it
     /// would not get to do. A later [`WorkQueue::enter`] may still refuse.
-    pub fn refuse_if_full(&self) -> Result<(), ApiError> {
+    pub fn refuse_if_full(&self) -> Result<(), Error> {
         let full = self.permits.available_permits() == 0
             && self.waiting.load(Ordering::SeqCst) >= self.max_waiting;
         if full {
@@ -81,15 +84,8 @@ impl WorkQueue {
         }
     }
 
-    fn overloaded(&self) -> ApiError {
-        ApiError::new(
-            Code::Overloaded,
-            format!(
-                "The service is busy with other {}; try again in a moment.",
-                self.what
-            ),
-        )
-        .with_retry_after(1)
+    fn overloaded(&self) -> Error {
+        Error::Overloaded { what: self.what }
     }
 }
 
@@ -131,7 +127,7 @@ mod tests {
         }
         let started = std::time::Instant::now();
         let refused = queue.enter().await.unwrap_err();
-        assert_eq!(refused.entries()[0].code, "OVERLOADED");
+        assert!(matches!(refused, Error::Overloaded { .. }));
         assert!(started.elapsed() < Duration::from_secs(1));
         assert!(queue.refuse_if_full().is_err());
         drop(running);
@@ -146,6 +142,6 @@ mod tests {
         let queue = WorkQueue::new("tests", 1, 10, Duration::from_millis(50));
         let _running = queue.enter().await.unwrap();
         let refused = queue.enter().await.unwrap_err();
-        assert_eq!(refused.entries()[0].code, "OVERLOADED");
+        assert!(matches!(refused, Error::Overloaded { .. }));
     }
 }

@@ -1,0 +1,102 @@
+//! The application layer of hf: the use cases, one home for each rule, shared by the HTTP
+//! service (`hf-server`, which only translates HTTP to these calls and their errors to
+//! responses) and the command line (`hf plan`, `hf apply`, ...), so a tool cannot go around a
+//! rule the service keeps.
+//!
+//! [`App`] holds what the use cases share: the database pool, the metadata store, and the
+//! process's caches and bounds (the compile limiter and module cache, the records' statement
+//! plans) as state of the value
+//! rather than statics, so two applications in one process (tests, a second instance) do not
+//! share them by accident. It knows nothing of HTTP.
+
+pub mod auth;
+pub mod compile;
+pub mod deploy;
+pub mod error;
+pub mod metadata;
+pub mod query;
+pub mod records;
+pub mod shed;
+
+use std::sync::Arc;
+
+use hf_metastore::{Snapshot, Store};
+use hf_storage::Pool;
+
+pub use compile::Compiler;
+pub use error::{Error, ErrorKind, Result};
+pub use metadata::{Edit, FileWritten, MetadataWritten, WriteOptions};
+pub use query::{QueryAnswer, QueryInput};
+pub use shed::WorkQueue;
+
+/// The application: cheap to clone (one shared inside).
+#[derive(Clone)]
+pub struct App {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Pool,
+    store: Arc<Store>,
+    compiler: Compiler,
+    plans: hf_storage::records::PlanCache,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App")
+            .field("store", &self.inner.store)
+            .finish_non_exhaustive()
+    }
+}
+
+impl App {
+    /// The application over a pool and a metadata store; the store's live branch is the one the
+    /// database reflects.
+    pub fn new(pool: Pool, store: Arc<Store>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                pool,
+                store,
+                compiler: Compiler::default(),
+                plans: hf_storage::records::PlanCache::default(),
+            }),
+        }
+    }
+
+    /// The database pool.
+    pub fn pool(&self) -> &Pool {
+        &self.inner.pool
+    }
+
+    /// The metadata store.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.inner.store
+    }
+
+    /// The branch the database reflects.
+    pub fn live_branch(&self) -> &str {
+        self.inner.store.live_branch()
+    }
+
+    /// The compile limiter and module cache.
+    pub fn compiler(&self) -> &Compiler {
+        &self.inner.compiler
+    }
+
+    /// The current snapshot of a branch.
+    pub async fn snapshot(&self, branch: &str) -> Result<Arc<Snapshot>> {
+        let store = Arc::clone(self.store());
+        let branch = branch.to_owned();
+        Ok(blocking(move || store.snapshot(&branch)).await??)
+    }
+}
+
+/// Runs metadata store work (git) off the async executor.
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|error| Error::Internal(format!("a metadata task failed: {error}")))
+}

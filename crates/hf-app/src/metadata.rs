@@ -1,0 +1,572 @@
+//! Writing metadata: modules, objects, fields, screens and vendored files, with every rule a
+//! write must keep, whoever asks (the HTTP service or a tool).
+//!
+//! The rules, in the order they are checked:
+//! - a screen's HFX compiles (bounded like every compile, see [`crate::compile`]);
+//! - a screen imports only screens and vendored files the branch has, and its literal `{#query}`
+//!   texts name only objects and fields the branch has (located in the screen source);
+//! - the edit itself (keys, missing or existing items, references) and the model's validation:
+//!   a write may not add a validation problem;
+//! - a write that breaks another screen (a query that named only existing things now names a
+//!   missing one, or an import of a screen the write deletes) is refused as `IN_USE`, naming the
+//!   screen; screens already broken do not block other writes;
+//! - on the live branch, the DDL runs with the commit (`hf_storage::deploy::write_live`) and a
+//!   plan that loses data needs `allow_destructive`.
+//!
+//! A dry run ([`WriteOptions::dry_run`]) checks all of it against the branch's current model,
+//! plans the DDL of a live-branch write, and writes nothing: no commit, no object in the
+//! repository, no statement that changes the database.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use hf_ddl::{ApplyStats, Plan};
+use hf_metastore::Snapshot;
+use hf_model::{Change, Field, Model, Module, Object, QualifiedName, Screen, Target};
+
+use crate::{blocking, App, Error, Result};
+
+/// Longest vendored path, in bytes.
+pub const MAX_VENDOR_PATH_BYTES: usize = 255;
+
+/// One edit of a branch's metadata.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Edit {
+    /// Creates a module.
+    CreateModule(Module),
+    /// Replaces a module's definition.
+    ReplaceModule(Module),
+    /// Deletes a module that has no objects or screens left.
+    DeleteModule(String),
+    /// Creates an object in a module.
+    CreateObject {
+        /// The module key.
+        module: String,
+        /// The new object.
+        object: Object,
+    },
+    /// Replaces an object's definition (its fields stay).
+    ReplaceObject {
+        /// The module key.
+        module: String,
+        /// The new definition.
+        object: Object,
+    },
+    /// Deletes an object nothing extends or looks up.
+    DeleteObject(QualifiedName),
+    /// Creates a field.
+    CreateField {
+        /// The object.
+        object: QualifiedName,
+        /// The new field.
+        field: Field,
+    },
+    /// Replaces a field's definition.
+    ReplaceField {
+        /// The object.
+        object: QualifiedName,
+        /// The new definition.
+        field: Field,
+    },
+    /// Deletes a field nothing refers to.
+    DeleteField {
+        /// The object.
+        object: QualifiedName,
+        /// The field key.
+        field: String,
+    },
+    /// Creates a screen; its HFX must compile and its queries name what the branch has.
+    CreateScreen {
+        /// The module key.
+        module: String,
+        /// The new screen.
+        screen: Screen,
+    },
+    /// Replaces a screen; checked like a new one.
+    ReplaceScreen {
+        /// The module key.
+        module: String,
+        /// The new screen.
+        screen: Screen,
+    },
+    /// Deletes a screen no other screen imports.
+    DeleteScreen {
+        /// The module key.
+        module: String,
+        /// The screen key.
+        screen: String,
+    },
+}
+
+impl Edit {
+    /// Applies the edit to `model`; the model's edit helpers say what changed.
+    pub fn apply(&self, model: &mut Model) -> Result<Change, hf_model::Error> {
+        match self {
+            Edit::CreateModule(module) => model.create_module(module.clone()),
+            Edit::ReplaceModule(module) => model.replace_module(module.clone()),
+            Edit::DeleteModule(key) => model.delete_module(key),
+            Edit::CreateObject { module, object } => model.create_object(module, object.clone()),
+            Edit::ReplaceObject { module, object } => model.replace_object(module, object.clone()),
+            Edit::DeleteObject(name) => model.delete_object(name),
+            Edit::CreateField { object, field } => model.create_field(object, field.clone()),
+            Edit::ReplaceField { object, field } => model.replace_field(object, field.clone()),
+            Edit::DeleteField { object, field } => model.delete_field(object, field),
+            Edit::CreateScreen { module, screen } => model.create_screen(module, screen.clone()),
+            Edit::ReplaceScreen { module, screen } => model.replace_screen(module, screen.clone()),
+            Edit::DeleteScreen { module, screen } => model.delete_screen(module, screen),
+        }
+    }
+
+    /// The screen a create or replace writes, with its module.
+    fn written_screen(&self) -> Option<(&str, &Screen)> {
+        match self {
+            Edit::CreateScreen { module, screen } | Edit::ReplaceScreen { module, screen } => {
+                Some((module, screen))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// How a write runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Allow a live-branch write whose DDL loses data (dropping a column or table).
+    pub allow_destructive: bool,
+    /// Check everything and plan the DDL, but write nothing.
+    pub dry_run: bool,
+}
+
+/// What a metadata write did, or (dry run) would do.
+#[derive(Debug, Clone)]
+pub struct MetadataWritten {
+    /// The branch written.
+    pub branch: String,
+    /// What the edit did to which item.
+    pub change: Change,
+    /// The item's file, relative to the metadata directory.
+    pub file: String,
+    /// The DDL of a live-branch write: what ran, or for a dry run what would run.
+    pub apply: Option<ApplyStats>,
+    /// The DDL plan of a live-branch dry run.
+    pub plan: Option<Plan>,
+    /// Whether nothing was written.
+    pub dry_run: bool,
+}
+
+/// What a vendored-file write did, or (dry run) would do.
+#[derive(Debug, Clone)]
+pub struct FileWritten {
+    /// The branch written.
+    pub branch: String,
+    /// The file, relative to the metadata directory.
+    pub file: String,
+    /// Whether the file existed before.
+    pub existed: bool,
+    /// Whether nothing was written.
+    pub dry_run: bool,
+}
+
+impl App {
+    /// Writes one edit to `branch` as `author`, keeping every rule of the module comment; on the
+    /// live branch the DDL runs in the same step. A branch that does not exist is forked from the
+    /// live branch.
+    pub async fn write_metadata(
+        &self,
+        branch: &str,
+        author: &str,
+        edit: Edit,
+        options: WriteOptions,
+    ) -> Result<MetadataWritten> {
+        if let Some((module, screen)) = edit.written_screen() {
+            let output = self.check_compiles(screen).await?;
+            self.check_queries(branch, module, &output, screen).await?;
+        }
+        let edit = keeping_screen_queries(move |model: &mut Model| Ok(edit.apply(model)?));
+        let live = branch == self.live_branch();
+        if options.dry_run {
+            return self.dry_run(branch, live, options, edit).await;
+        }
+        if live {
+            let written = hf_storage::deploy::write_live(
+                self.pool(),
+                self.store(),
+                author,
+                options.allow_destructive,
+                edit,
+            )
+            .await?;
+            return Ok(MetadataWritten {
+                branch: branch.to_owned(),
+                change: written.change,
+                file: written.file,
+                apply: Some(written.stats),
+                plan: None,
+                dry_run: false,
+            });
+        }
+        let store = Arc::clone(self.store());
+        let (b, author) = (branch.to_owned(), author.to_owned());
+        let written = blocking(move || store.write(&b, &author, edit)).await??;
+        Ok(MetadataWritten {
+            branch: branch.to_owned(),
+            change: written.change,
+            file: written.file,
+            apply: None,
+            plan: None,
+            dry_run: false,
+        })
+    }
+
+    /// The write without its commit: the edit and the model's validation on the branch's
+    /// current model (the live one for a branch that does not exist yet, as a write would fork
+    /// it), and on the live branch the DDL plan and its refusals.
+    async fn dry_run<F>(
+        &self,
+        branch: &str,
+        live: bool,
+        options: WriteOptions,
+        mut edit: F,
+    ) -> Result<MetadataWritten>
+    where
+        F: FnMut(&mut Model) -> Result<Change, hf_metastore::Error>,
+    {
+        let base = self.branch_or_live(branch).await?;
+        let mut model = Model::clone(&base.model);
+        let change = edit(&mut model)?;
+        let problems = hf_model::new_problems(&base.model, &model);
+        if !problems.is_empty() {
+            return Err(hf_metastore::Error::Invalid {
+                branch: branch.to_owned(),
+                diagnostics: problems,
+            }
+            .into());
+        }
+        let (apply, plan) = if live {
+            let client = self.pool().get().await.map_err(hf_storage::Error::from)?;
+            let plan = hf_storage::deploy::plan_model(&**client, &model, Some(&base.model)).await?;
+            hf_ddl::refusal(&**client, &plan, options.allow_destructive)
+                .await
+                .map_err(hf_storage::Error::Ddl)?;
+            let stats = ApplyStats {
+                tables_created: plan.summary.tables_created,
+                columns_added: plan.summary.columns_added,
+                ddl_executed: plan.summary.ddl_statements,
+            };
+            (Some(stats), Some(plan))
+        } else {
+            (None, None)
+        };
+        Ok(MetadataWritten {
+            branch: branch.to_owned(),
+            file: change.file(),
+            change,
+            apply,
+            plan,
+            dry_run: true,
+        })
+    }
+
+    /// Stores (`Some`) or removes (`None`) the vendored file `path` of `module` on `branch`; one
+    /// commit. The module must exist; a file that a screen of the module imports cannot be
+    /// removed ([`Error::FileInUse`]), nor one that does not exist ([`Error::FileNotFound`]).
+    pub async fn write_vendor_file(
+        &self,
+        branch: &str,
+        author: &str,
+        module: &str,
+        path: &str,
+        content: Option<Vec<u8>>,
+        dry_run: bool,
+    ) -> Result<FileWritten> {
+        check_vendor_path(path)?;
+        let base = self.branch_or_live(branch).await?;
+        let found =
+            base.model
+                .modules
+                .get(module)
+                .ok_or_else(|| hf_model::Error::ModuleNotFound {
+                    module: module.to_owned(),
+                })?;
+        if content.is_none() {
+            if let Some(screen) = importing_screen(found, path) {
+                return Err(Error::FileInUse {
+                    module: module.to_owned(),
+                    screen,
+                    path: path.to_owned(),
+                });
+            }
+        }
+        let file = vendor_file(module, path);
+        let deleting = content.is_none();
+        let existed = if dry_run {
+            let store = Arc::clone(self.store());
+            let (tree, f) = (base.tree.clone(), file.clone());
+            blocking(move || store.read_file(&tree, &f))
+                .await??
+                .is_some()
+        } else {
+            let store = Arc::clone(self.store());
+            let (b, f, author) = (branch.to_owned(), file.clone(), author.to_owned());
+            blocking(move || store.write_file(&b, &author, &f, content.as_deref()))
+                .await??
+                .existed
+        };
+        if deleting && !existed {
+            return Err(Error::FileNotFound {
+                module: module.to_owned(),
+                path: path.to_owned(),
+            });
+        }
+        Ok(FileWritten {
+            branch: branch.to_owned(),
+            file,
+            existed,
+            dry_run,
+        })
+    }
+
+    /// The branch's snapshot, or the live branch's when the branch does not exist yet (a write
+    /// forks it from there).
+    pub(crate) async fn branch_or_live(&self, branch: &str) -> Result<Arc<Snapshot>> {
+        let store = Arc::clone(self.store());
+        let branch = branch.to_owned();
+        Ok(blocking(move || match store.snapshot(&branch) {
+            Err(hf_metastore::Error::BranchNotFound { .. }) => store.live(),
+            other => other,
+        })
+        .await??)
+    }
+
+    /// A screen whose HFX does not compile is not written.
+    async fn check_compiles(&self, screen: &Screen) -> Result<hf_hfx::CompileOutput> {
+        let output = self
+            .compiler()
+            .compile(
+                screen.hfx_source.clone(),
+                screen.sidecar.clone(),
+                hf_hfx::CompileOptions::default(),
+            )
+            .await?;
+        if output.diagnostics.is_empty() {
+            Ok(output)
+        } else {
+            Err(Error::Hfx {
+                diagnostics: output.diagnostics,
+            })
+        }
+    }
+
+    /// A screen that imports a screen the branch does not have, or a vendored file its module
+    /// does not have (`<moduleKey>/vendor/<path>`), or whose `{#query}` names an object or field
+    /// the branch does not have, is not written: [`Error::Hfx`] located in the screen source.
+    /// The query's `:parameters` are bound to null for this check, so only names are checked
+    /// here (types are checked when it runs).
+    async fn check_queries(
+        &self,
+        branch: &str,
+        module_key: &str,
+        output: &hf_hfx::CompileOutput,
+        screen: &Screen,
+    ) -> Result<()> {
+        let source = screen.hfx_source.as_str();
+        if output.queries.is_empty()
+            && output.screen_imports.is_empty()
+            && output.vendor_imports.is_empty()
+        {
+            return Ok(());
+        }
+        let snapshot = self.snapshot(branch).await?;
+        let mut problems = Vec::new();
+        for import in &output.vendor_imports {
+            let path = &import.specifier;
+            let exists = check_vendor_path(path).is_ok() && {
+                let store = Arc::clone(self.store());
+                let tree = snapshot.tree.clone();
+                let file = vendor_file(module_key, path);
+                blocking(move || store.read_file(&tree, &file))
+                    .await??
+                    .is_some()
+            };
+            if !exists {
+                problems.push(import.diagnostic(
+                    hf_hfx::DiagnosticCode::InvalidImport,
+                    format!(
+                        "`{path}` is not a vendored file of module `{module_key}`; upload it with PUT /metadata@<branch>/{module_key}/vendor/{path}"
+                    ),
+                    source,
+                    screen.sidecar.as_deref(),
+                ));
+            }
+        }
+        for import in &output.screen_imports {
+            let exists = snapshot
+                .model
+                .modules
+                .get(&import.module)
+                .is_some_and(|module| module.screens.contains_key(&import.screen));
+            if !exists {
+                problems.push(hf_hfx::Diagnostic::at(
+                    hf_hfx::DiagnosticCode::InvalidImport,
+                    format!(
+                        "there is no screen `{}/{}` in this branch",
+                        import.module, import.screen
+                    ),
+                    hf_hfx::SourceFile::Screen,
+                    source,
+                    import.offset,
+                ));
+            }
+        }
+        for query in &output.queries {
+            let params = null_parameters(&query.text);
+            let checked =
+                hf_hoqs::compile_query(&snapshot.model, &query.text, &params).map_err(|error| {
+                    Error::Internal(format!(
+                        "the branch's metadata cannot be compiled to SQL: {error}"
+                    ))
+                })?;
+            let unknown = checked
+                .diagnostics
+                .iter()
+                .filter(|diagnostic| diagnostic.code == hf_hoqs::Code::UnknownName);
+            for diagnostic in unknown {
+                problems.push(hf_hfx::Diagnostic::at(
+                    hf_hfx::DiagnosticCode::QueryUnknownName,
+                    diagnostic.message.clone(),
+                    hf_hfx::SourceFile::Screen,
+                    source,
+                    query.offset + diagnostic.span.start,
+                ));
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Hfx {
+                diagnostics: problems,
+            })
+        }
+    }
+}
+
+/// Wraps a metadata edit so that it is refused with `IN_USE`, naming the screen, when it breaks a
+/// screen: a `{#query}` that named only existing objects and fields before the edit and names a
+/// missing one after it (a deleted or renamed field), or an import of a screen the edit deletes.
+/// Screens already broken do not block other writes, and a write of the screen itself is checked
+/// by `check_queries`.
+fn keeping_screen_queries<F>(
+    mut edit: F,
+) -> impl FnMut(&mut Model) -> Result<Change, hf_metastore::Error> + Clone + Send + 'static
+where
+    F: FnMut(&mut Model) -> Result<Change, hf_metastore::Error> + Clone + Send + 'static,
+{
+    move |model: &mut Model| {
+        let before = screens_with_unknown_names(model);
+        let change = edit(model)?;
+        let after = screens_with_unknown_names(model);
+        let written = |module: &str, screen: &str| matches!(&change.target, Target::Screen { module: m, screen: s } if m == module && s == screen);
+        let newly_broken = after
+            .difference(&before)
+            .find(|(module, screen)| !written(module, screen));
+        match newly_broken {
+            Some((module, screen)) => Err(hf_model::Error::InUse {
+                target: Box::new(change.target.clone()),
+                referrer: Box::new(Target::screen(module, screen)),
+            }
+            .into()),
+            None => Ok(change),
+        }
+    }
+}
+
+/// The screens of `model` (module, screen) with a literal `{#query}` that names an object or
+/// field `model` does not have, or an import of a screen it does not have.
+pub(crate) fn screens_with_unknown_names(model: &Model) -> BTreeSet<(String, String)> {
+    let mut broken = BTreeSet::new();
+    for (module_key, module) in &model.modules {
+        for (screen_key, screen) in &module.screens {
+            if !screen.hfx_source.contains("{#query") && !screen.hfx_source.contains("screen:") {
+                continue;
+            }
+            let output = hf_hfx::compile(&screen.hfx_source, screen.sidecar.as_deref());
+            let missing_import = output.screen_imports.iter().any(|import| {
+                !model
+                    .modules
+                    .get(&import.module)
+                    .is_some_and(|m| m.screens.contains_key(&import.screen))
+            });
+            let unknown = missing_import
+                || output.queries.iter().any(|query| {
+                    let params = null_parameters(&query.text);
+                    hf_hoqs::compile_query(model, &query.text, &params).is_ok_and(|checked| {
+                        checked
+                            .diagnostics
+                            .iter()
+                            .any(|d| d.code == hf_hoqs::Code::UnknownName)
+                    })
+                });
+            if unknown {
+                broken.insert((module_key.clone(), screen_key.clone()));
+            }
+        }
+    }
+    broken
+}
+
+/// Every `:name` parameter of a query bound to null: enough to check its names and types.
+fn null_parameters(text: &str) -> hf_hoqs::RequestParams {
+    hf_hoqs_syntax::parameter_names(text)
+        .into_iter()
+        .filter_map(|name| {
+            let null = serde_json::value::to_raw_value(&serde_json::Value::Null).ok()?;
+            Some((name.to_owned(), null))
+        })
+        .collect()
+}
+
+/// Checks a vendored path: `[a-z0-9._-]` segments separated by `/`, none empty, `.` or `..`, and
+/// not a `.json5` file (the branch's metadata files end in `.json5`).
+pub fn check_vendor_path(path: &str) -> Result<()> {
+    let segments_ok = path.split('/').all(|segment| {
+        !segment.is_empty()
+            && segment != "."
+            && segment != ".."
+            && segment.bytes().all(|b| {
+                b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
+            })
+    });
+    if segments_ok && path.len() <= MAX_VENDOR_PATH_BYTES && !path.ends_with(".json5") {
+        return Ok(());
+    }
+    Err(Error::InvalidPath {
+        path: path.chars().take(100).collect(),
+        max_bytes: MAX_VENDOR_PATH_BYTES,
+    })
+}
+
+/// The file of a vendored module in the branch, relative to the metadata directory.
+pub fn vendor_file(module_key: &str, path: &str) -> String {
+    format!("{module_key}/vendor/{path}")
+}
+
+/// The first screen of `module` whose script or sidecar imports the vendored `path`. A screen is
+/// compiled only when its source or sidecar mentions the path at all. (A screen written at the same moment may slip
+/// past this check; it then fails at its next write, as an import of a missing file.)
+fn importing_screen(module: &Module, path: &str) -> Option<String> {
+    module
+        .screens
+        .iter()
+        .filter(|(_, screen)| {
+            screen.hfx_source.contains(path)
+                || screen.sidecar.as_deref().is_some_and(|s| s.contains(path))
+        })
+        .find(|(_, screen)| {
+            hf_hfx::compile(&screen.hfx_source, screen.sidecar.as_deref())
+                .vendor_imports
+                .iter()
+                .any(|import| import.specifier == path)
+        })
+        .map(|(key, _)| key.clone())
+}
