@@ -170,6 +170,31 @@ async fn hf_apply_refuses_a_branch_that_breaks_a_screen() {
     let (ok, out, err) = hf(&db, &["apply", "--metadata-path", metadata]);
     assert!(ok, "{out}{err}");
 
+    // `hf query` runs through the same use case as `POST /data/query`: `$User` is the principal.
+    let admin = format!("u{}_cli_query", &db.name()[8..20]);
+    let (ok, _, err) = hf(&db, &["principal", "create", &admin, "--admin"]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = hf(
+        &db,
+        &[
+            "query",
+            "SELECT id, name FROM crm.account WHERE createdBy = $User.id",
+            "--as",
+            &admin,
+            "--metadata-path",
+            metadata,
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("(0 records)"), "{out}");
+    // Roles are cluster-wide: drop it (the last administrator cannot be deleted).
+    let role = hf_sql::quote_ident(&admin).unwrap();
+    db.client()
+        .await
+        .batch_execute(&format!("DROP OWNED BY {role}; DROP ROLE {role}"))
+        .await
+        .unwrap();
+
     write("broken", &|m| m.delete_field(&account, "name"));
     let (ok, out, err) = hf(
         &db,
