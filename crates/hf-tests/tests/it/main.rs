@@ -16,6 +16,7 @@ mod isolation;
 mod limits;
 mod metadata;
 mod openapi;
+mod picklists;
 mod query;
 mod query_apps;
 mod records;
