@@ -49,48 +49,51 @@ pub fn check_expression(model: &Model, object: &QualifiedName, text: &str) -> Ve
         .map(|diagnostic| located(&diagnostic.message, diagnostic.span.start))
         .collect();
     expr.walk(&mut |node| {
+        let at = |problem: String| (problem, node.span.start);
         let problem = match &node.kind {
-            ExprKind::Param(name) => Some(format!(
+            ExprKind::Param(name) => Some(at(format!(
                 "parameters such as `:{name}` are only allowed in queries"
-            )),
+            ))),
             ExprKind::Call { name, args } => {
                 let aggregate =
                     lookup(&name.name).is_some_and(|f| f.kind == FunctionKind::Aggregate);
                 let star = matches!(args, CallArgs::Star);
                 match (aggregate, star) {
-                    (true, _) => Some(format!(
+                    (true, _) => Some(at(format!(
                         "the aggregate {} is not allowed here: to aggregate child records, use a rollup field",
                         name.name.to_ascii_uppercase()
-                    )),
-                    (false, true) => Some(format!("`*` is only allowed in COUNT(*), not in {}", name.name)),
+                    ))),
+                    (false, true) => Some(at(format!("`*` is only allowed in COUNT(*), not in {}", name.name))),
                     (false, false) => regex_literal_problem(&name.name, args),
                 }
             }
-            ExprKind::Path(path) => path_problem(model, object, path),
+            ExprKind::Path(path) => path_problem(model, object, path).map(at),
             _ => None,
         };
-        if let Some(problem) = problem {
-            problems.push(located(&problem, node.span.start));
+        if let Some((problem, offset)) = problem {
+            problems.push(located(&problem, offset));
         }
     });
     problems
 }
 
 /// A `REGEX(text, 'pattern')` whose pattern literal PostgreSQL would refuse, so a rule with a
-/// broken pattern is refused when it is written rather than failing every write.
-fn regex_literal_problem(name: &str, args: &CallArgs) -> Option<String> {
+/// broken pattern is refused when it is written rather than failing every write; located at
+/// the pattern literal (its byte offset), where the mistake is.
+fn regex_literal_problem(name: &str, args: &CallArgs) -> Option<(String, usize)> {
     if !name.eq_ignore_ascii_case("REGEX") {
         return None;
     }
     let CallArgs::List { items, .. } = args else {
         return None;
     };
-    match items.get(1).map(|item| &item.kind) {
-        Some(ExprKind::Literal(Literal::String(pattern))) => {
-            regex_problem(pattern).map(|problem| {
-                format!("the pattern of REGEX is not a valid regular expression: {problem}")
-            })
-        }
+    let pattern = items.get(1)?;
+    match &pattern.kind {
+        ExprKind::Literal(Literal::String(text)) => regex_problem(text).map(|problem| {
+            let message =
+                format!("the pattern of REGEX is not a valid regular expression: {problem}");
+            (message, pattern.span.start)
+        }),
         _ => None,
     }
 }
