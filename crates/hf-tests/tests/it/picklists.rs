@@ -289,6 +289,67 @@ async fn queries_test_keys_and_show_labels() {
 }
 
 #[tokio::test]
+async fn formulas_and_rules_read_picklists() {
+    let (server, token) = start().await;
+    let path = "/metadata@main/crm/objects/deal";
+    let formula = json!({
+        "fieldKind": "formula",
+        "label": "Stage label",
+        "fieldType": "text",
+        "formula": "TOLABEL(stage) || ' (' || TEXT(ISPICKVAL(stage, 'won')) || ')'",
+    });
+    ok(
+        send(
+            &server,
+            &token,
+            Method::POST,
+            &format!("{path}/fields/stage_label"),
+            formula,
+        )
+        .await,
+        201,
+    )
+    .await;
+    let object = json!({
+        "label": "Deal",
+        "rules": {"won_is_hot": {
+            "assert": "NOT ISPICKVAL(stage, 'won') OR tags INCLUDES ('hot', 'vip')",
+            "message": "A won deal is hot or VIP.",
+            "field": "tags",
+        }},
+    });
+    ok(send(&server, &token, Method::PUT, path, object).await, 200).await;
+    let record = create(&server, &token, json!({"stage": "won", "tags": ["vip"]})).await;
+    assert_eq!(record["stage_label"], "Closed – won (true)", "{record}");
+    let answer = assert_envelope(
+        send(
+            &server,
+            &token,
+            Method::POST,
+            "/data/crm/deal",
+            json!({"stage": "won", "tags": ["q4"]}),
+        )
+        .await,
+        422,
+        "RULE_FAILED",
+    )
+    .await;
+    assert_eq!(answer["errors"][0]["target"], "tags", "{answer}");
+    // A rule naming a key that is not a choice is refused when it is written.
+    let object = json!({
+        "label": "Deal",
+        "rules": {"bad": {"assert": "NOT ISPICKVAL(stage, 'wonn')", "message": "x"}},
+    });
+    let response = send(&server, &token, Method::PUT, path, object).await;
+    assert!(
+        response.status().is_client_error(),
+        "{}",
+        response.text().await.unwrap()
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn removing_a_choice_that_rows_hold_is_destructive() {
     let (server, token) = start().await;
     let lost = create(
