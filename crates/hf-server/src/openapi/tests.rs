@@ -156,7 +156,17 @@ fn field_bodies_are_satisfiable_objects_selected_by_field_kind() {
     }
     kinds.sort();
     assert_eq!(kinds, ["formula", "lookup", "rollup", "scalar"]);
-    assert_eq!(schemas["FieldType"]["enum"].as_array().unwrap().len(), 9);
+    assert_eq!(
+        schemas["FieldType"]["enum"].as_array().unwrap().len(),
+        hf_model::ScalarType::ALL.len()
+    );
+    let scalar = &schemas["ScalarBody"]["properties"];
+    assert_eq!(
+        scalar["values"]["type"],
+        serde_json::json!(["array", "null"]),
+        "{scalar}"
+    );
+    assert!(scalar.get("defaultValue").is_some(), "{scalar}");
     assert_eq!(
         schemas["RollupFunctionName"]["enum"],
         serde_json::json!(["count", "sum", "min", "max", "avg"])
