@@ -199,6 +199,22 @@ impl Compiler<'_> {
         Some(Frag::new(sql, Type::Boolean))
     }
 
+    /// When `operand` is a picklist field, reports each text literal among `others` that is not
+    /// one of its keys (`stage = 'wonn'`; for a multi-select field each `;`-joined key); true
+    /// when there is nothing to report.
+    fn literal_choices(&mut self, row: &Row, operand: &Expr, others: &[Expr]) -> bool {
+        let Some((field, choices)) = self.path_choices(row, operand) else {
+            return true;
+        };
+        let mut known = true;
+        for other in others {
+            if let ExprKind::Literal(Literal::String(text)) = &other.kind {
+                known &= self.known_keys(text.split(';'), &field, &choices, other.span);
+            }
+        }
+        known
+    }
+
     /// Reports each key that is not a choice of the picklist `field`; true when all are.
     pub(crate) fn known_keys<'k>(
         &mut self,
@@ -599,8 +615,14 @@ impl Compiler<'_> {
                 Type::Boolean,
             ));
         }
+        let known = !matches!(op, BinaryOp::Eq | BinaryOp::NotEq)
+            || (self.literal_choices(row, left, std::slice::from_ref(right))
+                && self.literal_choices(row, right, std::slice::from_ref(left)));
         let (l, r) = self.pair(level, row, left, right, cx);
         let (l, r) = (l?, r?);
+        if !known {
+            return None;
+        }
         match op {
             BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
                 self.arithmetic(op, l, r, span)
@@ -812,7 +834,11 @@ impl Compiler<'_> {
         let mut exprs = vec![operand];
         exprs.extend(items.iter());
         let what = if negated { "NOT IN" } else { "IN" };
+        let known = self.literal_choices(row, operand, items);
         let (sql, _) = self.uniform(level, row, &exprs, cx, what)?;
+        if !known {
+            return None;
+        }
         let (value, list) = sql.split_first()?;
         Some(Frag::new(
             format!("({value} {what} ({}))", list.join(", ")),

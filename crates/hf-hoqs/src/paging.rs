@@ -8,13 +8,16 @@
 //! much as the first (an index on the sort keys serves every page).
 //!
 //! A cursor is `<values>.<tag>`, both base64url: the values as JSON and the first 16 bytes of
-//! SHA-256 over the query's binding (its text, parameters and time zone) and the values. A cursor
-//! of another query, or one truncated or edited, does not match its tag and is refused. The values
-//! are not secret, and a cursor built by hand for the same query only moves the start of the page:
-//! each value is still checked against its key's type and bound as a parameter.
+//! HMAC-SHA-256 over the query's binding (its text, parameters and time zone) and the values,
+//! keyed with the server's secret ([`Binding::signed`]). A cursor of another query, or one
+//! truncated, edited or forged, does not match its tag and is refused. The values are not
+//! secret; without the key nobody can make a cursor the server accepts, and even a forged one
+//! would only move the start of the page: each value is still checked against its key's type
+//! and bound as a parameter.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
+use hmac::{Hmac, Mac};
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
@@ -26,9 +29,22 @@ const TAG_BYTES: usize = 16;
 /// The longest cursor accepted, in bytes (the values of one record's sort keys).
 pub const MAX_CURSOR_BYTES: usize = 16 * 1024;
 
-/// What ties cursors to one query: a digest of its text, parameters and time zone.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Binding([u8; 32]);
+/// What ties cursors to one query: a digest of its text, parameters and time zone, and the key
+/// that signs its cursors.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Binding {
+    digest: [u8; 32],
+    key: Vec<u8>,
+}
+
+impl std::fmt::Debug for Binding {
+    /// Shows the digest, never the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Binding")
+            .field("digest", &URL_SAFE_NO_PAD.encode(self.digest))
+            .finish_non_exhaustive()
+    }
+}
 
 impl Binding {
     /// The binding of a query as a request states it (parameters in key order, so the order
@@ -49,14 +65,33 @@ impl Binding {
             hasher.update(b"\0");
         }
         hasher.update(time_zone.as_bytes());
-        Binding(hasher.finalize().into())
+        Binding {
+            digest: hasher.finalize().into(),
+            key: Vec::new(),
+        }
+    }
+
+    /// The same binding with its cursors signed by `secret`, a key the server keeps (every
+    /// instance the same one, so a cursor works on any of them). Without it the tag only binds
+    /// the cursor to its query, and anyone can compute it.
+    pub fn signed(self, secret: &[u8]) -> Binding {
+        Binding {
+            key: secret.to_vec(),
+            ..self
+        }
+    }
+
+    fn mac(&self, values: &str) -> Hmac<Sha256> {
+        // HMAC takes keys of any length, so this never fails.
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key)
+            .unwrap_or_else(|_| unreachable!("HMAC accepts keys of any length"));
+        mac.update(&self.digest);
+        mac.update(values.as_bytes());
+        mac
     }
 
     fn tag(&self, values: &str) -> [u8; TAG_BYTES] {
-        let mut hasher = Sha256::new();
-        hasher.update(self.0);
-        hasher.update(values.as_bytes());
-        let digest = hasher.finalize();
+        let digest = self.mac(values).finalize().into_bytes();
         let mut tag = [0; TAG_BYTES];
         tag.copy_from_slice(&digest[..TAG_BYTES]);
         tag
@@ -80,11 +115,11 @@ impl Binding {
         let (values, tag) = cursor.split_once('.')?;
         let values = String::from_utf8(URL_SAFE_NO_PAD.decode(values).ok()?).ok()?;
         let tag = URL_SAFE_NO_PAD.decode(tag).ok()?;
-        // Comparing digests of attacker-chosen input leaks nothing worth a constant-time compare:
-        // the tag is no secret.
-        if tag != self.tag(&values) {
+        if tag.len() != TAG_BYTES {
             return None;
         }
+        // Constant-time, so timing does not reveal how much of a forged tag was right.
+        self.mac(&values).verify_truncated_left(&tag).ok()?;
         serde_json::from_str(&values).ok()
     }
 }
@@ -121,5 +156,25 @@ mod tests {
         let c = Binding::new("q", &params(r#"{"a": 1, "b": 3}"#), "UTC");
         assert_eq!(a, b);
         assert_ne!(a, c);
+    }
+
+    #[test]
+    fn signed_cursors_need_the_server_secret() {
+        let query = || Binding::new("SELECT name FROM crm.account", &params("{}"), "UTC");
+        let signed = query().signed(b"server secret");
+        let values = "[\"Acme\",\"6f9619ff-8b86-d011-b42d-00c04fc964ff\"]";
+        let cursor = signed.encode(values);
+        assert!(signed.decode(&cursor).is_some());
+        // Another instance with the same secret accepts it.
+        assert!(query().signed(b"server secret").decode(&cursor).is_some());
+        // A cursor computed without the secret, or with another one, is refused.
+        assert!(signed.decode(&query().encode(values)).is_none());
+        assert!(query().signed(b"other").decode(&cursor).is_none());
+        assert!(query().decode(&cursor).is_none());
+        // A tag cut short is refused, not checked on fewer bytes.
+        let (body, tag) = cursor.split_once('.').unwrap();
+        let short = format!("{body}.{}", &tag[..8]);
+        assert!(signed.decode(&short).is_none());
+        assert!(!format!("{signed:?}").contains("secret"));
     }
 }

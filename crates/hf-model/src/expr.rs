@@ -7,7 +7,7 @@
 //! checked by `hf-hoqs` (which this crate cannot depend on); names are what a write must get
 //! right. Each check is a parse and a few map lookups, so validating a whole model stays fast.
 
-use hf_hoqs_syntax::ast::{CallArgs, ExprKind, Literal, Path};
+use hf_hoqs_syntax::ast::{BinaryOp, CallArgs, Expr, ExprKind, Literal, Path};
 use hf_hoqs_syntax::functions::{
     check_function_names, did_you_mean, lookup, regex_problem, FunctionKind,
 };
@@ -15,7 +15,7 @@ use hf_hoqs_syntax::location::locate;
 use hf_hoqs_syntax::parse_expression;
 
 use crate::key::QualifiedName;
-use crate::model::{FieldKind, Model};
+use crate::model::{Field, FieldKind, Model};
 
 /// The system fields every record has, as expressions write them.
 const SYSTEM_FIELDS: [&str; 5] = ["id", "createdAt", "updatedAt", "createdBy", "updatedBy"];
@@ -49,48 +49,131 @@ pub fn check_expression(model: &Model, object: &QualifiedName, text: &str) -> Ve
         .map(|diagnostic| located(&diagnostic.message, diagnostic.span.start))
         .collect();
     expr.walk(&mut |node| {
+        let at = |problem: String| (problem, node.span.start);
         let problem = match &node.kind {
-            ExprKind::Param(name) => Some(format!(
+            ExprKind::Param(name) => Some(at(format!(
                 "parameters such as `:{name}` are only allowed in queries"
-            )),
+            ))),
             ExprKind::Call { name, args } => {
                 let aggregate =
                     lookup(&name.name).is_some_and(|f| f.kind == FunctionKind::Aggregate);
                 let star = matches!(args, CallArgs::Star);
                 match (aggregate, star) {
-                    (true, _) => Some(format!(
+                    (true, _) => Some(at(format!(
                         "the aggregate {} is not allowed here: to aggregate child records, use a rollup field",
                         name.name.to_ascii_uppercase()
-                    )),
-                    (false, true) => Some(format!("`*` is only allowed in COUNT(*), not in {}", name.name)),
+                    ))),
+                    (false, true) => Some(at(format!("`*` is only allowed in COUNT(*), not in {}", name.name))),
                     (false, false) => regex_literal_problem(&name.name, args),
                 }
             }
-            ExprKind::Path(path) => path_problem(model, object, path),
+            ExprKind::Path(path) => path_problem(model, object, path).map(at),
             _ => None,
         };
-        if let Some(problem) = problem {
-            problems.push(located(&problem, node.span.start));
+        if let Some((problem, offset)) = problem {
+            problems.push(located(&problem, offset));
+        }
+        for (problem, offset) in choice_problems(model, object, node) {
+            problems.push(located(&problem, offset));
         }
     });
     problems
 }
 
+/// Text literals that stand for keys of a picklist field but are not among its choices:
+/// `stage = 'wonn'`, `stage IN (...)`, `ISPICKVAL(stage, 'wonn')`, `tags INCLUDES ('hot;q5')`.
+/// A key is like a name: a rule that tests one the field does not have can never hold as
+/// meant, so the write is refused.
+fn choice_problems(model: &Model, object: &QualifiedName, node: &Expr) -> Vec<(String, usize)> {
+    let (operand, literals): (&Expr, Vec<&Expr>) = match &node.kind {
+        ExprKind::Binary {
+            op: BinaryOp::Eq | BinaryOp::NotEq,
+            left,
+            right,
+        } => match (&left.kind, &right.kind) {
+            (ExprKind::Path(_), _) => (left, vec![right]),
+            (_, ExprKind::Path(_)) => (right, vec![left]),
+            _ => return Vec::new(),
+        },
+        ExprKind::InList { operand, items, .. } | ExprKind::Includes { operand, items, .. } => {
+            (operand, items.iter().collect())
+        }
+        ExprKind::Call {
+            name,
+            args: CallArgs::List { items, .. },
+        } if name.name.eq_ignore_ascii_case("ISPICKVAL") && items.len() == 2 => {
+            (&items[0], vec![&items[1]])
+        }
+        _ => return Vec::new(),
+    };
+    let ExprKind::Path(path) = &operand.kind else {
+        return Vec::new();
+    };
+    let Some(field) = path_field(model, object, path) else {
+        return Vec::new();
+    };
+    if !field.value_type().is_picklist() {
+        return Vec::new();
+    }
+    let keys: Vec<&str> = field
+        .picklist_values()
+        .iter()
+        .map(|value| value.key.as_str())
+        .collect();
+    let mut problems = Vec::new();
+    for literal in literals {
+        let ExprKind::Literal(Literal::String(text)) = &literal.kind else {
+            continue;
+        };
+        for key in text.split(';').filter(|key| !keys.contains(key)) {
+            let shown: String = key.chars().take(80).collect();
+            let hint = match did_you_mean(key, &keys) {
+                Some(candidate) => format!(" — did you mean `{candidate}`?"),
+                None => String::new(),
+            };
+            let message = format!(
+                "`{shown}` is not a choice of `{}` ({}){hint}",
+                field.key,
+                keys.join(", ")
+            );
+            problems.push((message, literal.span.start));
+        }
+    }
+    problems
+}
+
+/// The field a path names from `object`, following lookups; `None` when it names none.
+fn path_field<'m>(model: &'m Model, object: &QualifiedName, path: &Path) -> Option<&'m Field> {
+    let (last, lookups) = path.segments.split_last()?;
+    let mut current = object.clone();
+    for segment in lookups {
+        match &model.effective_field(&current, &segment.name)?.field.kind {
+            FieldKind::Lookup { target, .. } => current = target.clone(),
+            _ => return None,
+        }
+    }
+    model
+        .effective_field(&current, &last.name)
+        .map(|effective| effective.field)
+}
+
 /// A `REGEX(text, 'pattern')` whose pattern literal PostgreSQL would refuse, so a rule with a
-/// broken pattern is refused when it is written rather than failing every write.
-fn regex_literal_problem(name: &str, args: &CallArgs) -> Option<String> {
+/// broken pattern is refused when it is written rather than failing every write; located at
+/// the pattern literal (its byte offset), where the mistake is.
+fn regex_literal_problem(name: &str, args: &CallArgs) -> Option<(String, usize)> {
     if !name.eq_ignore_ascii_case("REGEX") {
         return None;
     }
     let CallArgs::List { items, .. } = args else {
         return None;
     };
-    match items.get(1).map(|item| &item.kind) {
-        Some(ExprKind::Literal(Literal::String(pattern))) => {
-            regex_problem(pattern).map(|problem| {
-                format!("the pattern of REGEX is not a valid regular expression: {problem}")
-            })
-        }
+    let pattern = items.get(1)?;
+    match &pattern.kind {
+        ExprKind::Literal(Literal::String(text)) => regex_problem(text).map(|problem| {
+            let message =
+                format!("the pattern of REGEX is not a valid regular expression: {problem}");
+            (message, pattern.span.start)
+        }),
         _ => None,
     }
 }

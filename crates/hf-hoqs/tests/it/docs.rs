@@ -1,5 +1,5 @@
-//! Every example of docs/hoqs.md and docs/formulas.md compiles against the demo CRM (and the
-//! database test runs them), so the language reference cannot drift from the compiler.
+//! Every example of docs/hoqs.md and docs/formulas.md compiles against the demo CRM (the
+//! picklist examples against the `sales` test model; the database test runs them all), so the language reference cannot drift from the compiler.
 
 use crate::support::{compile_doc, doc_queries, render};
 

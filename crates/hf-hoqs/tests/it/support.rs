@@ -119,7 +119,13 @@ pub fn compile_doc(query: &str, params: &hf_hoqs::RequestParams) -> hf_hoqs::Que
         caller: Some(&caller),
         page: None,
     };
-    hf_hoqs::compile_query_with(demo(), query, options).unwrap()
+    // The picklist examples read the `sales` test model; every other one the demo CRM.
+    let model = if query.contains("FROM sales.") {
+        sales()
+    } else {
+        demo()
+    };
+    hf_hoqs::compile_query_with(model, query, options).unwrap()
 }
 
 /// Compiles a query fixture; `-- page: first` compiles it as the first keyset page, and

@@ -189,3 +189,15 @@ fn a_required_query_parameter_is_documented_as_required() {
     let code = parameters.iter().find(|p| p["name"] == "code").unwrap();
     assert_eq!(code["required"], true, "{code}");
 }
+
+#[test]
+fn scalar_field_bodies_document_picklist_choices() {
+    let doc = crate::app::openapi();
+    let scalar = &doc["components"]["schemas"]["ScalarBody"]["properties"];
+    assert_eq!(
+        scalar["values"]["type"],
+        serde_json::json!(["array", "null"]),
+        "{scalar}"
+    );
+    assert!(scalar.get("defaultValue").is_some(), "{scalar}");
+}

@@ -17,6 +17,7 @@ mod isolation;
 mod limits;
 mod metadata;
 mod openapi;
+mod picklists;
 mod query;
 mod query_apps;
 mod records;
