@@ -4,7 +4,8 @@
 # through 3 instances against through 1 (every acknowledged write checked present), on a working
 # branch and on the live branch (with its DDL); the time from a write's answer through instance A
 # until instance B serves it (p50/p99 over 200 writes, both kinds of branch); the cold start of an
-# instance with an empty data directory on a repository of 500 objects.
+# instance with an empty data directory on a repository of 500 objects, and live writes again once
+# those 500 tables are in the schema.
 # Run with `cargo xtask bench instances`.
 # Needs: curl, psql, python3, a PostgreSQL server (BENCH_DATABASE_URL, default the local one),
 # a release build of hf (built here).
@@ -48,30 +49,13 @@ wait_up() {
 ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 post() { curl -sf -o /dev/null -X POST "$1" -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' -d "$2"; }
 
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 A=http://127.0.0.1:$PORT; B=http://127.0.0.1:$((PORT + 1)); C=http://127.0.0.1:$((PORT + 2))
 PIDS+=("$(start a "$PORT" --demo)"); wait_up "$PORT"
 PIDS+=("$(start b $((PORT + 1)) --demo)"); PIDS+=("$(start c $((PORT + 2)) --demo)")
 wait_up $((PORT + 1)); wait_up $((PORT + 2))
 TOKEN=$(curl -sf -X POST "$A/auth/login" -H 'content-type: application/json' \
   -d "{\"username\":\"$ADMIN\",\"password\":\"$PASSWORD\"}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
-
-echo "== cold start on a repository of 500 objects"
-# 500 objects on a working branch made from the live head, then applied: the live branch has them.
-post "$A/metadata@seed/big" '{"label":"Big"}'
-for n in $(seq 1 500); do post "$A/metadata@seed/big/objects/o$n" '{"label":"O"}'; done
-t0=$(date +%s%N); post "$A/apply" '{"branch":"seed"}'; echo "apply of 500 tables: $(ms_since "$t0") ms"
-COLD=()
-for round in $(seq 1 "${BENCH_COLD_ROUNDS:-3}"); do
-  port=$((PORT + 3))
-  t0=$(date +%s%N); pid=$(start "cold$round" $port); wait_up $port; up=$(ms_since "$t0")
-  count=$(curl -s "http://127.0.0.1:$port/metadata/big/objects" -H "Authorization: Bearer $TOKEN" \
-    | python3 -c 'import json,sys; answer = json.load(sys.stdin); print(len(answer) if isinstance(answer, list) else answer)')
-  served=$(ms_since "$t0")
-  [ "$count" = 500 ] || { echo "the cold instance serves $count objects, not 500"; exit 1; }
-  kill -TERM "$pid"; while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
-  echo "round $round: listening after $up ms, served the 500 objects after $served ms"
-  COLD+=("$up/$served")
-done
 
 echo "== metadata writes, c=8, ${SECONDS_PER_RUN} s each"
 # Live writes add a column each: spread them over 8 objects per run so no table nears 1600.
@@ -91,13 +75,37 @@ PW=$(python3 bench/instances.py propagation --token "$TOKEN" --root metadata@pro
 PL=$(python3 bench/instances.py propagation --token "$TOKEN" --root metadata@main --object prop --prefix pl "$A" "$B")
 echo "$PW"; echo "$PL"
 
+echo "== cold start on a repository of 500 objects"
+# 500 objects on a working branch made from the live head, then applied: the live branch has them.
+post "$A/metadata@seed/big" '{"label":"Big"}'
+for n in $(seq 1 500); do post "$A/metadata@seed/big/objects/o$n" '{"label":"O"}'; done
+t0=$(date +%s%N); post "$A/apply" '{"branch":"seed"}'; echo "apply of 500 tables: $(ms_since "$t0") ms"
+COLD=()
+for round in $(seq 1 "${BENCH_COLD_ROUNDS:-3}"); do
+  port=$((PORT + 3))
+  t0=$(date +%s%N); pid=$(start "cold$round" $port); wait_up $port; up=$(ms_since "$t0")
+  count=$(curl -s "http://127.0.0.1:$port/metadata/big/objects" -H "Authorization: Bearer $TOKEN" \
+    | python3 -c 'import json,sys; answer = json.load(sys.stdin); print(len(answer) if isinstance(answer, list) else answer)')
+  served=$(ms_since "$t0")
+  [ "$count" = 500 ] || { echo "the cold instance serves $count objects, not 500"; exit 1; }
+  kill -TERM "$pid"; while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+  echo "round $round: listening after $up ms, served the 500 objects after $served ms"
+  COLD+=("$up/$served")
+done
+
+echo "== live metadata writes with the 500 tables in the schema, c=8, ${SECONDS_PER_RUN} s"
+for n in 0 1 2 3 4 5 6 7; do post "$A/metadata@main/crm/objects/lb_$n" '{"label":"L"}'; done
+LB=$(writes --root metadata@main --objects lb_0,lb_1,lb_2,lb_3,lb_4,lb_5,lb_6,lb_7 --prefix lb "$A" "$B" "$C")
+echo "$LB"
+
 field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
 echo
 echo "| measure | 1 instance | 3 instances |"
 echo "|---|---|---|"
 echo "| metadata writes/s, working branch, c=8 | $(field "$W1" writes_per_s) | $(field "$W3" writes_per_s) |"
 echo "| metadata writes/s, live branch (DDL), c=8 | $(field "$L1" writes_per_s) | $(field "$L3" writes_per_s) |"
-echo "| acknowledged writes lost | $(( $(field "$W1" lost) + $(field "$L1" lost) )) | $(( $(field "$W3" lost) + $(field "$L3" lost) )) |"
+echo "| the same with 500 more tables in the schema | | $(field "$LB" writes_per_s) |"
+echo "| acknowledged writes lost | $(( $(field "$W1" lost) + $(field "$L1" lost) )) | $(( $(field "$W3" lost) + $(field "$L3" lost) + $(field "$LB" lost) )) |"
 echo
 echo "| propagation A → B (200 writes) | p50 ms | p99 ms | max ms |"
 echo "|---|---|---|---|"
