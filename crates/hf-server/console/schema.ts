@@ -56,20 +56,25 @@ function writePath(branch: string, ...parts: string[]): string {
   return "/metadata@" + encodeURIComponent(branch) + "/" + parts.map(encodeURIComponent).join("/");
 }
 
-function destructive(allow: boolean): string {
-  return allow ? "?allowDestructive=true" : "";
+/**
+ * The query of a write: `allowDestructive` when the person said so, and `dryRun` for a write that
+ * commits nothing and answers what the real one would (the checks as an expression is typed).
+ */
+function writeQuery(allow: boolean, dryRun: boolean): string {
+  const parts = [allow ? "allowDestructive=true" : "", dryRun ? "dryRun=true" : ""].filter(Boolean);
+  return parts.length ? "?" + parts.join("&") : "";
 }
 
 export async function writeModule(branch: string, method: string, m: string, body?: unknown, allow = false): Promise<Reply> {
-  return api(method, writePath(branch, m) + destructive(allow), body);
+  return api(method, writePath(branch, m) + writeQuery(allow, false), body);
 }
 
-export async function writeObject(branch: string, method: string, m: string, o: string, body?: unknown, allow = false): Promise<Reply> {
-  return api(method, writePath(branch, m, "objects", o) + destructive(allow), body);
+export async function writeObject(branch: string, method: string, m: string, o: string, body?: unknown, allow = false, dryRun = false): Promise<Reply> {
+  return api(method, writePath(branch, m, "objects", o) + writeQuery(allow, dryRun), body);
 }
 
-export async function writeField(branch: string, method: string, m: string, o: string, f: string, body?: unknown, allow = false): Promise<Reply> {
-  return api(method, writePath(branch, m, "objects", o, "fields", f) + destructive(allow), body);
+export async function writeField(branch: string, method: string, m: string, o: string, f: string, body?: unknown, allow = false, dryRun = false): Promise<Reply> {
+  return api(method, writePath(branch, m, "objects", o, "fields", f) + writeQuery(allow, dryRun), body);
 }
 
 /** The body of an object write: everything a `PUT` replaces. */

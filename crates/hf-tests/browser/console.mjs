@@ -370,8 +370,15 @@ const scenarios = {
           await page.getByLabel("Type").selectOption("decimal");
           await page.getByLabel("Formula").fill("(total * 2");
           check("schema: an open parenthesis is shown as you type, at its place", await eventually(page.locator('.field-error[data-field="formula"]'), "This `(` is not closed. (line 1, column 1)"), await page.locator(".panel").textContent());
+          // Names and types are the service's to check: the same write is sent as a dry run.
+          await page.getByLabel("Formula").fill("totl * 2");
+          check("schema: an unknown name is found as you type (a dry run of the write), at its place", await eventually(page.locator('.field-error[data-field="formula"]'), /column 1\)/), await page.locator(".panel").textContent());
+          check("schema: underlined as you type", await eventually(page.locator(".panel mark.at"), "totl"), await page.locator(".panel").textContent());
+          const fields = await call(admin, "GET", "/metadata@feature1/crm/objects/invoice/fields");
+          check("schema: the dry run wrote nothing", fields.status === 200 && !fields.body.some((f) => f.fieldKey === "doubled"), JSON.stringify(fields.body));
+          await page.getByLabel("Formula").fill("total * 2");
+          check("schema: and goes when it is right", await eventuallyCount(page.locator('.field-error[data-field="formula"]'), 0));
           await page.getByLabel("Formula").fill("total *+ 2");
-          check("schema: and goes when it is closed", await eventuallyCount(page.locator('.field-error[data-field="formula"]'), 0));
         });
         check("schema: a formula error is shown at its place", await eventually(page.locator('.field-error[data-field="formula"]'), /column/), await page.locator(".panel").textContent());
         check("schema: underlined", (await page.locator(".panel mark.at").count()) === 1);
@@ -445,6 +452,8 @@ const scenarios = {
         // A validation rule: first written wrong, then right.
         await page.getByRole("button", { name: "Add rule" }).click();
         await page.getByLabel("Key").fill("total_positive");
+        await page.getByLabel("Must hold").fill("totl > 0");
+        check("schema: a rule naming an unknown field is refused as it is typed", await eventually(page.locator('.field-error[data-field="assert"]'), /column 1\)/), await page.locator(".panel").textContent());
         await page.getByLabel("Must hold").fill("total >");
         await page.getByLabel("Message when it fails").fill("The total must be positive.");
         await page.getByLabel("Shown next to field").selectOption("total");
