@@ -83,7 +83,7 @@ t0=$(date +%s%N); post "$A/apply" '{"branch":"seed"}'; echo "apply of 500 tables
 COLD=()
 for round in $(seq 1 "${BENCH_COLD_ROUNDS:-3}"); do
   port=$((PORT + 3))
-  t0=$(date +%s%N); pid=$(start "cold$round" $port); wait_up $port; up=$(ms_since "$t0")
+  t0=$(date +%s%N); pid=$(start "cold$round" $port); PIDS+=("$pid"); wait_up $port; up=$(ms_since "$t0")
   count=$(curl -s "http://127.0.0.1:$port/metadata/big/objects" -H "Authorization: Bearer $TOKEN" \
     | python3 -c 'import json,sys; answer = json.load(sys.stdin); print(len(answer) if isinstance(answer, list) else answer)')
   served=$(ms_since "$t0")

@@ -1127,46 +1127,76 @@ async fn instances_killed_during_live_writes_lose_no_acknowledged_write() {
 /// 503 meanwhile rather than anything worse, and loses no acknowledged write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn instances_recover_when_every_database_connection_is_cut_under_load() {
+    connections_cut_under_load(false).await;
+}
+
+/// The same with live metadata written through all three as well: afterwards every instance
+/// serves every acknowledged field, they agree with each other and with the schema, and a live
+/// write through each reaches the others within the contract's second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs the metadata store in PostgreSQL"]
+async fn instances_recover_when_every_database_connection_is_cut_during_metadata_writes() {
+    connections_cut_under_load(true).await;
+}
+
+async fn connections_cut_under_load(metadata: bool) {
     let fleet = Fleet::start(3).await;
     let token = fleet.admin_token(0).await;
     let bases: Vec<String> = fleet.instances.iter().map(|i| i.base_url.clone()).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let acknowledged = Arc::new(Mutex::new(Vec::new()));
+    let fields = Arc::new(Mutex::new(BTreeSet::new()));
     let outcomes = Arc::new(Mutex::new(BTreeMap::<String, usize>::new()));
-    let writers: Vec<_> = (0..6)
+    // Six writers of records (and three of live metadata), spread over the instances.
+    let writers: Vec<_> = (0..if metadata { 9 } else { 6 })
         .map(|writer| {
             let (http, token, base) =
                 (fleet.http.clone(), token.clone(), bases[writer % 3].clone());
-            let (stop, acknowledged, outcomes) = (
+            let (stop, acknowledged, fields, outcomes) = (
                 Arc::clone(&stop),
                 Arc::clone(&acknowledged),
+                Arc::clone(&fields),
                 Arc::clone(&outcomes),
             );
             tokio::spawn(async move {
                 let mut n = 0;
                 while !stop.load(Ordering::Relaxed) {
                     n += 1;
-                    let body = json!({"name": format!("cut {writer} {n}")});
-                    let outcome = match try_call(
-                        &http,
-                        Method::POST,
-                        &format!("{base}/data/crm/account"),
-                        Some(&token),
-                        Some(body),
-                    )
-                    .await
-                    {
-                        Ok((201, created)) => {
-                            acknowledged
-                                .lock()
-                                .unwrap()
-                                .push(created["id"].as_str().unwrap().to_owned());
-                            "201".to_owned()
-                        }
-                        Ok((status, body)) => format!("{status} {}", body["errors"][0]["code"]),
-                        Err(error) => format!("no answer: {error}"),
+                    let (what, url, body) = if writer < 6 {
+                        (
+                            "record",
+                            format!("{base}/data/crm/account"),
+                            json!({"name": format!("cut {writer} {n}")}),
+                        )
+                    } else {
+                        let key = format!("m_{writer}_{n}");
+                        (
+                            "field",
+                            format!("{base}/metadata@main/crm/objects/account/fields/{key}"),
+                            json!({"fieldKind": "scalar", "label": key, "fieldType": "integer"}),
+                        )
                     };
-                    *outcomes.lock().unwrap().entry(outcome).or_default() += 1;
+                    let outcome =
+                        match try_call(&http, Method::POST, &url, Some(&token), Some(body)).await {
+                            Ok((201, created)) => {
+                                if writer < 6 {
+                                    acknowledged
+                                        .lock()
+                                        .unwrap()
+                                        .push(created["id"].as_str().unwrap().to_owned());
+                                } else {
+                                    fields.lock().unwrap().insert(format!("m_{writer}_{n}"));
+                                }
+                                "201".to_owned()
+                            }
+                            Ok((status, body)) => format!("{status} {}", body["errors"][0]["code"]),
+                            Err(error) => format!("no answer: {error}"),
+                        };
+                    *outcomes
+                        .lock()
+                        .unwrap()
+                        .entry(format!("{what} {outcome}"))
+                        .or_default() += 1;
                 }
             })
         })
@@ -1196,7 +1226,7 @@ async fn instances_recover_when_every_database_connection_is_cut_under_load() {
     eprintln!("{cut} connections cut; outcomes: {outcomes:#?}");
     let unexpected: Vec<_> = outcomes
         .keys()
-        .filter(|o| *o != "201" && *o != "503 \"DATABASE_UNAVAILABLE\"")
+        .filter(|o| !o.ends_with(" 201") && !o.ends_with(" 503 \"DATABASE_UNAVAILABLE\""))
         .collect();
     assert!(unexpected.is_empty(), "{outcomes:#?}\n{}", fleet.logs());
 
@@ -1276,4 +1306,55 @@ async fn instances_recover_when_every_database_connection_is_cut_under_load() {
         )
         .await;
     }
+
+    // Every acknowledged live field is served by every instance, which agree with each other and
+    // with the schema; a live write through each after the cut reaches the others within the
+    // contract's second.
+    let fields = fields.lock().unwrap().clone();
+    if !metadata {
+        return;
+    }
+    assert!(!fields.is_empty(), "no metadata write got through");
+    for (n, base) in bases.iter().enumerate() {
+        let key = format!("after_cut_{n}");
+        let (status, body) = call(
+            &fleet.http,
+            Method::POST,
+            &format!("{base}/metadata@main/crm/objects/account/fields/{key}"),
+            Some(&token),
+            Some(json!({"fieldKind": "scalar", "label": key, "fieldType": "integer"})),
+        )
+        .await;
+        assert_eq!(status, 201, "{base}: {body}");
+        for other in &bases {
+            expect_status(
+                &fleet.http,
+                &format!("{other}/metadata/crm/objects/account/fields/{key}"),
+                &token,
+                200,
+                Promptness::Within(PROPAGATION),
+                &format!("{key} written through {base}, served by {other}"),
+            )
+            .await;
+        }
+    }
+    let mut answers = Vec::new();
+    for base in &bases {
+        let (keys, body) = account_fields(&fleet.http, base, &token, None).await;
+        let lost: Vec<_> = fields.difference(&keys).collect();
+        assert!(lost.is_empty(), "{base} lost acknowledged fields {lost:?}");
+        answers.push(body);
+    }
+    assert_eq!(answers[0], answers[1]);
+    assert_eq!(answers[0], answers[2]);
+    let (status, plan) = call(
+        &fleet.http,
+        Method::POST,
+        &fleet.url(0, "/plan"),
+        Some(&token),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{plan}");
+    assert_eq!(plan["changes"], json!([]), "{plan}");
 }
