@@ -21,7 +21,9 @@ use crate::DatabaseArgs;
 /// Where the metadata is: the same flags and variables as `hf serve`.
 #[derive(Debug, Clone, Args)]
 pub struct MetadataArgs {
-    /// The metadata git repository; default `<data dir>/metadata`.
+    /// This machine's cache of the metadata objects (the metadata itself is in the database);
+    /// a git repository found there when the database has no branch yet is imported first.
+    /// Default `<data dir>/metadata`.
     #[arg(long, env = "HF_METADATA_PATH")]
     pub metadata_path: Option<PathBuf>,
     /// The branch the database reflects.
@@ -59,8 +61,9 @@ pub struct ApplyArgs {
 
 /// Runs `hf plan`: prints the plan and changes nothing.
 pub fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
-    let store = open_store(&args.metadata, &args.database)?;
-    crate::principal::with_database(&args.database, |pool| async move {
+    let cache = cache_path(&args.metadata, &args.database);
+    crate::principal::with_database_url(&args.database, |pool, url| async move {
+        let store = open_store(&pool, &url, &cache, &args.metadata.live_branch).await?;
         let branch = args
             .branch
             .unwrap_or_else(|| store.live_branch().to_owned());
@@ -79,8 +82,9 @@ pub fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
 
 /// Runs `hf apply`: applies the plan in one transaction and prints what ran.
 pub fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
-    let store = open_store(&args.metadata, &args.database)?;
-    crate::principal::with_database(&args.database, |pool| async move {
+    let cache = cache_path(&args.metadata, &args.database);
+    crate::principal::with_database_url(&args.database, |pool, url| async move {
+        let store = open_store(&pool, &url, &cache, &args.metadata.live_branch).await?;
         let branch = args
             .branch
             .unwrap_or_else(|| store.live_branch().to_owned());
@@ -136,8 +140,8 @@ fn render(plan: &Plan) -> String {
     text
 }
 
-/// Says so when the database does not reflect the live branch (a crash between the ref move and
-/// the database commit); `hf apply` repairs that.
+/// Says so when the database does not reflect the live branch (the live branch was imported or
+/// moved outside hf); `hf apply` brings the database to it.
 async fn report_drift(pool: &Pool, store: &Arc<Store>) {
     match hf_storage::deploy::drift(pool, store).await {
         Ok(None) => {}
@@ -150,19 +154,29 @@ async fn report_drift(pool: &Pool, store: &Arc<Store>) {
     }
 }
 
-/// Opens the existing metadata repository; unlike `hf serve`, a tool does not create one.
-fn open_store(metadata: &MetadataArgs, database: &DatabaseArgs) -> anyhow::Result<Arc<Store>> {
-    let path = metadata
+/// Opens the metadata store in the database (importing an old on-disk repository first, as
+/// `hf serve` does), for one command: no listener, no poll.
+pub async fn open_store(
+    pool: &Pool,
+    database_url: &str,
+    path: &std::path::Path,
+    live_branch: &str,
+) -> anyhow::Result<Arc<Store>> {
+    let options = hf_storage::metadata::SharedOptions {
+        listen: false,
+        poll_interval: None,
+    };
+    let (store, _) =
+        hf_storage::metadata::open_store_importing(pool, database_url, path, live_branch, &options)
+            .await
+            .with_context(|| format!("opening the metadata store (cache {})", path.display()))?;
+    Ok(store)
+}
+
+/// Where this machine caches metadata objects: `--metadata-path`, else `<data dir>/metadata`.
+pub fn cache_path(metadata: &MetadataArgs, database: &DatabaseArgs) -> PathBuf {
+    metadata
         .metadata_path
         .clone()
-        .unwrap_or_else(|| database.data_dir.join("metadata"));
-    if !path.exists() {
-        anyhow::bail!(
-            "there is no metadata repository at {}; set HF_METADATA_PATH (or --metadata-path)",
-            path.display()
-        );
-    }
-    let store = Store::open_or_init(&path, &metadata.live_branch)
-        .with_context(|| format!("opening the metadata repository {}", path.display()))?;
-    Ok(Arc::new(store))
+        .unwrap_or_else(|| database.data_dir.join("metadata"))
 }

@@ -10,7 +10,6 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use hf_metastore::Store;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -35,7 +34,7 @@ pub struct QueryArgs {
     /// Print `{"records":[...]}` as `POST /data/query` answers instead of a table.
     #[arg(long)]
     json: bool,
-    /// The metadata git repository; default `<data dir>/metadata`.
+    /// This machine's cache of the metadata objects; default `<data dir>/metadata`.
     #[arg(long, env = "HF_METADATA_PATH")]
     metadata_path: Option<PathBuf>,
     /// The branch the database reflects.
@@ -48,28 +47,24 @@ pub struct QueryArgs {
 /// Runs `hf query`.
 pub fn run(args: QueryArgs) -> anyhow::Result<()> {
     let params = parse_params(&args.params)?;
-    let path = args
+    let cache = args
         .metadata_path
         .clone()
         .unwrap_or_else(|| args.database.data_dir.join("metadata"));
-    if !path.exists() {
-        anyhow::bail!(
-            "there is no metadata repository at {}; set HF_METADATA_PATH (or --metadata-path)",
-            path.display()
-        );
-    }
-    let store = Store::open_or_init(&path, &args.live_branch)
-        .with_context(|| format!("opening the metadata repository {}", path.display()))?;
-    let snapshot = store.live().context("reading the live metadata")?;
-    let output = hf_hoqs::compile_query(&snapshot.model, &args.query, &params)
-        .context("compiling the query")?;
-    let Some(compiled) = output.query else {
-        for diagnostic in &output.diagnostics {
-            eprintln!("{}", diagnostic.render(&args.query));
-        }
-        anyhow::bail!("the query has {} problem(s)", output.diagnostics.len());
-    };
-    crate::principal::with_database(&args.database, |pool| async move {
+    crate::principal::with_database_url(&args.database, |pool, url| async move {
+        let store = crate::plan::open_store(&pool, &url, &cache, &args.live_branch).await?;
+        let snapshot = tokio::task::spawn_blocking(move || store.live())
+            .await
+            .context("reading the live metadata")?
+            .context("reading the live metadata")?;
+        let output = hf_hoqs::compile_query(&snapshot.model, &args.query, &params)
+            .context("compiling the query")?;
+        let Some(compiled) = output.query else {
+            for diagnostic in &output.diagnostics {
+                eprintln!("{}", diagnostic.render(&args.query));
+            }
+            anyhow::bail!("the query has {} problem(s)", output.diagnostics.len());
+        };
         let principals = hf_storage::auth::list_principals(&pool).await?;
         if !principals.iter().any(|p| p.name == args.principal) {
             anyhow::bail!(
