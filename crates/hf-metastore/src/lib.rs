@@ -8,8 +8,9 @@
 //!   index, no work tree) and authored by the principal; the branch moves by compare-and-swap so
 //!   concurrent writers serialize and none is lost; a write to a missing branch forks it from the
 //!   live branch;
-//! - the two halves of a write ([`Store::prepare`], [`Store::advance`]) for the live branch,
-//!   whose ref may only move once the database DDL has committed;
+//! - the two halves of a write ([`Store::prepare`], then publishing [`Store::objects_added`]
+//!   with the branch move inside the caller's own transaction, or [`Store::advance`]) for the
+//!   live branch, whose move must commit together with its database DDL;
 //! - sharing ([`Store::open_shared`]): branch heads and objects in a [`Remote`] (PostgreSQL,
 //!   implemented by `hf-storage`), the repository on disk only a cache filled on demand;
 //! - seeding a fresh repository from a directory ([`Store::seed_from_dir`]);

@@ -7,9 +7,12 @@
 //! call blocks on disk I/O; async callers run it inside `spawn_blocking`.
 //!
 //! Writes serialize per branch in two layers. In this process, a per-branch mutex makes writers
-//! take turns, so none wastes work. Across processes (or across `Store` values), the branch ref
-//! moves by compare-and-swap (`reference_matching` with the expected old head): a writer that
-//! loses the race re-reads the branch and applies its edit again, so no write is ever lost.
+//! take turns, so none wastes work. Across processes (or across `Store` values), the branch
+//! moves by compare-and-swap: a writer that loses the race re-reads the branch and applies its
+//! edit again, so no write is ever lost. Without a remote the ref is the repository's
+//! (`reference_matching` with the expected old head); with one ([`Store::open_shared`]) it is the
+//! remote's, the heads are read from memory and objects missing from the repository (then only
+//! a cache) are fetched from the remote as they are needed.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -70,7 +73,8 @@ pub struct Written {
 }
 
 /// A commit written but not yet on its branch: the first half of a live-branch write, whose
-/// database DDL must commit together with the ref move ([`Store::advance`]).
+/// database DDL must commit together with the branch move (publishing
+/// [`Store::objects_added`] in the same transaction, or [`Store::advance`]).
 #[derive(Debug, Clone)]
 pub struct Prepared {
     /// The branch the commit is for.
@@ -407,8 +411,9 @@ impl Store {
     }
 
     /// Applies `edit` and writes the commit without moving the branch: the first half of a
-    /// write whose ref move must wait (for the live branch's DDL transaction). Finish it with
-    /// [`Store::advance`]; if that reports a conflict, prepare again.
+    /// write whose branch move must wait (for the live branch's DDL transaction). Finish it by
+    /// publishing [`Store::objects_added`] with the move inside that transaction (a shared
+    /// store), or with [`Store::advance`]; after a conflict, prepare again.
     pub fn prepare<E, F>(&self, branch: &str, author: &str, mut edit: F) -> Result<Prepared, E>
     where
         E: From<Error>,
@@ -930,14 +935,16 @@ fn open_repository(path: &Path, live_branch: &str) -> Result<Repository, Error> 
     }
 }
 
-/// Records `head` unless a newer version of the branch is known.
+/// Records `head` unless the same or a newer version of the branch is known; returns whether
+/// the head commit changed.
 fn cache_head(heads: &mut HashMap<String, (Oid, i64)>, head: &Head) -> bool {
     let id = remote::oid(&head.commit);
     match heads.get(&head.branch) {
-        Some((known, version)) if *version > head.version || *known == id => false,
-        _ => {
+        Some((_, version)) if *version >= head.version => false,
+        known => {
+            let changed = known.is_none_or(|(known, _)| *known != id);
             heads.insert(head.branch.clone(), (id, head.version));
-            true
+            changed
         }
     }
 }
@@ -1321,5 +1328,35 @@ impl Store {
         })();
         self.give_back(repo);
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(commit: u8, version: i64) -> Head {
+        Head {
+            branch: "main".to_owned(),
+            commit: [commit; 20],
+            version,
+        }
+    }
+
+    #[test]
+    fn a_late_announcement_never_moves_a_head_back() {
+        let mut heads = HashMap::new();
+        assert!(cache_head(&mut heads, &head(1, 3)));
+        assert!(cache_head(&mut heads, &head(2, 5)), "newer");
+        assert!(!cache_head(&mut heads, &head(1, 4)), "older: ignored");
+        assert!(
+            !cache_head(&mut heads, &head(2, 7)),
+            "same commit, newer version"
+        );
+        assert!(
+            !cache_head(&mut heads, &head(3, 6)),
+            "older than the version just kept"
+        );
+        assert_eq!(heads.get("main").map(|h| h.1), Some(7));
     }
 }

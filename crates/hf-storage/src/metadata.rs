@@ -9,7 +9,7 @@
 //!   [`publish_in`], which `deploy` calls inside its DDL transaction, so the live branch and the
 //!   schema commit together.
 //! - A trigger announces every move on channel `hf_metadata`; each instance listens (through the
-//!   listener shared with the principal cache, [`crate::listen`]) and keeps every head in memory,
+//!   listener shared with the principal cache, `listen.rs`) and keeps every head in memory,
 //!   so reading a head costs no I/O. While the listener is down the heads table is polled
 //!   instead ([`SharedOptions::poll_interval`]), and read again in full when it comes back.
 //! - [`import`] loads an ordinary git repository (an instance's old on-disk store at first start,
