@@ -274,10 +274,31 @@ impl Store {
     /// naming the file and line when a file on the branch cannot be read.
     pub fn snapshot(&self, branch: &str) -> Result<Arc<Snapshot>, Error> {
         check_branch(branch)?;
+        if let Some(snapshot) = self.cached_snapshot(branch) {
+            return Ok(snapshot);
+        }
         let repo = self.take()?;
         let result = self.snapshot_in(&repo, branch);
         self.give_back(repo);
         result
+    }
+
+    /// A shared store's snapshot of a branch whose head, tree and model are all in memory (the
+    /// common case of every request), without taking a repository handle.
+    fn cached_snapshot(&self, branch: &str) -> Option<Arc<Snapshot>> {
+        self.remote.as_ref()?;
+        let commit = {
+            let heads = self.heads.read().unwrap_or_else(|e| e.into_inner());
+            heads.get(branch).map(|(id, _)| *id)?
+        };
+        let tree = self.cache.tree_of(commit)?;
+        let model = self.cache.get(tree)?;
+        Some(Arc::new(Snapshot {
+            branch: branch.to_owned(),
+            commit: commit.to_string(),
+            tree: tree.to_string(),
+            model,
+        }))
     }
 
     /// The current snapshot of the live branch.
