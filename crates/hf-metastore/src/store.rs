@@ -201,11 +201,15 @@ impl Store {
         if self.remote.is_none() {
             return false;
         }
-        let changed = {
+        let (changed, current) = {
             let mut heads = self.heads.write().unwrap_or_else(|e| e.into_inner());
-            cache_head(&mut heads, head)
+            let changed = cache_head(&mut heads, head);
+            let current = heads.get(&head.branch).map(|(id, _)| *id);
+            (changed, current == Some(remote::oid(&head.commit)))
         };
-        if changed {
+        // Mirrored even when another thread recorded the head first (the announcement of this
+        // store's own move can beat the writer): the writer returns only once the ref is written.
+        if current {
             self.mirror_ref(&head.branch);
         }
         changed
