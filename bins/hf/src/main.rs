@@ -1,11 +1,12 @@
 //! The `hf` command line: `hf serve` runs the service; the other subcommands are the tools a
-//! user of the service reaches for (plan, apply, compile, query, principal, keys).
+//! user of the service reaches for (plan, apply, compile, query, principal, keys, metadata).
 //!
 //! `anyhow` lives here and in xtask only: this is where errors become messages for people.
 
 mod compile;
 mod keys;
 mod memory;
+mod metadata;
 mod plan;
 mod principal;
 mod query;
@@ -39,6 +40,8 @@ enum Command {
     Query(query::QueryArgs),
     /// Compile an HFX screen (and its sidecar) and print the module, or the errors.
     Compile(compile::CompileArgs),
+    /// Export the metadata (every branch, full history) as a git repository, or import one.
+    Metadata(metadata::MetadataArgs),
 }
 
 /// Where the database is: shared by `hf serve` and the tools, so they always find the same one.
@@ -61,7 +64,9 @@ pub struct ServeArgs {
     /// Where the database is.
     #[command(flatten)]
     pub database: DatabaseArgs,
-    /// The metadata git repository (created if missing); default `<data dir>/metadata`.
+    /// This machine's cache of the metadata objects (the metadata itself is in the database); a
+    /// git repository found there when the database has no branch yet is imported at start.
+    /// Default `<data dir>/metadata`.
     #[arg(long, env = "HF_METADATA_PATH")]
     pub metadata_path: Option<PathBuf>,
     /// The branch the database reflects.
@@ -134,6 +139,7 @@ fn main() -> std::process::ExitCode {
         Command::Apply(args) => plan::run_apply(args),
         Command::Query(args) => query::run(args),
         Command::Compile(_) => Ok(()),
+        Command::Metadata(args) => metadata::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -16,13 +16,16 @@ use clap::Args;
 use hf_app::App;
 use hf_ddl::Plan;
 use hf_metastore::Store;
+use hf_storage::Pool;
 
 use crate::DatabaseArgs;
 
 /// Where the metadata is: the same flags and variables as `hf serve`.
 #[derive(Debug, Clone, Args)]
 pub struct MetadataArgs {
-    /// The metadata git repository; default `<data dir>/metadata`.
+    /// This machine's cache of the metadata objects (the metadata itself is in the database);
+    /// a git repository found there when the database has no branch yet is imported first.
+    /// Default `<data dir>/metadata`.
     #[arg(long, env = "HF_METADATA_PATH")]
     pub metadata_path: Option<PathBuf>,
     /// The branch the database reflects.
@@ -60,8 +63,9 @@ pub struct ApplyArgs {
 
 /// Runs `hf plan`: prints the plan and changes nothing.
 pub fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
-    let store = open_store(&args.metadata, &args.database)?;
-    crate::principal::with_database(&args.database, |pool| async move {
+    let cache = cache_path(&args.metadata, &args.database);
+    crate::principal::with_database_url(&args.database, |pool, url| async move {
+        let store = open_store(&pool, &url, &cache, &args.metadata.live_branch).await?;
         let app = App::new(pool, store);
         let branch = args.branch.unwrap_or_else(|| app.live_branch().to_owned());
         report_drift(&app).await;
@@ -80,8 +84,9 @@ pub fn run_plan(args: PlanArgs) -> anyhow::Result<()> {
 
 /// Runs `hf apply`: applies the plan in one transaction and prints what ran.
 pub fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
-    let store = open_store(&args.metadata, &args.database)?;
-    crate::principal::with_database(&args.database, |pool| async move {
+    let cache = cache_path(&args.metadata, &args.database);
+    crate::principal::with_database_url(&args.database, |pool, url| async move {
+        let store = open_store(&pool, &url, &cache, &args.metadata.live_branch).await?;
         let app = App::new(pool, store);
         let branch = args.branch.unwrap_or_else(|| app.live_branch().to_owned());
         let applied = match app.apply(Some(&branch), args.allow_destructive).await {
@@ -137,8 +142,8 @@ fn render(plan: &Plan) -> String {
     text
 }
 
-/// Says so when the database does not reflect the live branch (a crash between the ref move and
-/// the database commit); `hf apply` repairs that.
+/// Says so when the database does not reflect the live branch (the live branch was imported or
+/// moved outside hf); `hf apply` brings the database to it.
 async fn report_drift(app: &App) {
     match app.drift().await {
         Ok(None) => {}
@@ -151,19 +156,29 @@ async fn report_drift(app: &App) {
     }
 }
 
-/// Opens the existing metadata repository; unlike `hf serve`, a tool does not create one.
-fn open_store(metadata: &MetadataArgs, database: &DatabaseArgs) -> anyhow::Result<Arc<Store>> {
-    let path = metadata
+/// Opens the metadata store in the database (importing an old on-disk repository first, as
+/// `hf serve` does), for one command: no listener, no poll.
+pub async fn open_store(
+    pool: &Pool,
+    database_url: &str,
+    path: &std::path::Path,
+    live_branch: &str,
+) -> anyhow::Result<Arc<Store>> {
+    let options = hf_storage::metadata::SharedOptions {
+        listen: false,
+        poll_interval: None,
+    };
+    let (store, _) =
+        hf_storage::metadata::open_store_importing(pool, database_url, path, live_branch, &options)
+            .await
+            .with_context(|| format!("opening the metadata store (cache {})", path.display()))?;
+    Ok(store)
+}
+
+/// Where this machine caches metadata objects: `--metadata-path`, else `<data dir>/metadata`.
+pub fn cache_path(metadata: &MetadataArgs, database: &DatabaseArgs) -> PathBuf {
+    metadata
         .metadata_path
         .clone()
-        .unwrap_or_else(|| database.data_dir.join("metadata"));
-    if !path.exists() {
-        anyhow::bail!(
-            "there is no metadata repository at {}; set HF_METADATA_PATH (or --metadata-path)",
-            path.display()
-        );
-    }
-    let store = Store::open_or_init(&path, &metadata.live_branch)
-        .with_context(|| format!("opening the metadata repository {}", path.display()))?;
-    Ok(Arc::new(store))
+        .unwrap_or_else(|| database.data_dir.join("metadata"))
 }

@@ -245,6 +245,16 @@ where
     F: FnOnce(Pool) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>>,
 {
+    with_database_url(args, |pool, _url| work(pool))
+}
+
+/// [`with_database`], also handing over the database URL (for the connections the metadata
+/// store opens itself).
+pub fn with_database_url<F, Fut>(args: &DatabaseArgs, work: F) -> anyhow::Result<()>
+where
+    F: FnOnce(Pool, String) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
     let mut embedded = match &args.database_url {
         Some(_) => None,
         None => Some(
@@ -279,7 +289,7 @@ where
         hf_server::prepare_database(&pool)
             .await
             .context("preparing the database")?;
-        work(pool).await
+        work(pool, url).await
     });
     drop(runtime);
     if let Some(cluster) = embedded.as_mut() {

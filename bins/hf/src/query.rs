@@ -7,12 +7,10 @@
 //! `$User`, and run as the principal's role, so its grants and row-level security apply.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
 use hf_app::{App, QueryAnswer, QueryInput};
-use hf_metastore::Store;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -37,7 +35,7 @@ pub struct QueryArgs {
     /// Print `{"records":[...]}` as `POST /data/query` answers instead of a table.
     #[arg(long)]
     json: bool,
-    /// The metadata git repository; default `<data dir>/metadata`.
+    /// This machine's cache of the metadata objects; default `<data dir>/metadata`.
     #[arg(long, env = "HF_METADATA_PATH")]
     metadata_path: Option<PathBuf>,
     /// The branch the database reflects.
@@ -50,19 +48,12 @@ pub struct QueryArgs {
 /// Runs `hf query`.
 pub fn run(args: QueryArgs) -> anyhow::Result<()> {
     let params = parse_params(&args.params)?;
-    let path = args
+    let cache = args
         .metadata_path
         .clone()
         .unwrap_or_else(|| args.database.data_dir.join("metadata"));
-    if !path.exists() {
-        anyhow::bail!(
-            "there is no metadata repository at {}; set HF_METADATA_PATH (or --metadata-path)",
-            path.display()
-        );
-    }
-    let store = Store::open_or_init(&path, &args.live_branch)
-        .with_context(|| format!("opening the metadata repository {}", path.display()))?;
-    crate::principal::with_database(&args.database, |pool| async move {
+    crate::principal::with_database_url(&args.database, |pool, url| async move {
+        let store = crate::plan::open_store(&pool, &url, &cache, &args.live_branch).await?;
         let principals = hf_storage::auth::list_principals(&pool).await?;
         let Some(principal) = principals.into_iter().find(|p| p.name == args.principal) else {
             anyhow::bail!(
@@ -70,7 +61,7 @@ pub fn run(args: QueryArgs) -> anyhow::Result<()> {
                 args.principal
             );
         };
-        let app = App::new(pool, Arc::new(store));
+        let app = App::new(pool, store);
         let input = QueryInput {
             query: &args.query,
             params: &params,

@@ -78,20 +78,35 @@ async fn serve(
         .clone()
         .unwrap_or_else(|| args.database.data_dir.join("metadata"));
     hf_metastore::disable_git_object_cache();
-    let store = Arc::new(
-        hf_metastore::Store::open_or_init(&metadata_path, &args.live_branch).with_context(
-            || {
-                format!(
-                    "opening the metadata repository {}",
-                    metadata_path.display()
-                )
-            },
-        )?,
-    );
-    // A crash can leave a branch's ref lock behind; a stale one would block every write.
-    if let Err(error) = store.clear_stale_locks() {
-        tracing::error!(%error, "a ref lock blocks metadata writes; /status reports it");
+    // The metadata lives in the database; the repository on disk only caches its objects. An
+    // instance whose metadata used to live there imports it on its first start.
+    let opened = Instant::now();
+    let (store, imported) = hf_storage::metadata::open_store_importing(
+        &pool,
+        &database_url,
+        &metadata_path,
+        &args.live_branch,
+        &hf_storage::metadata::SharedOptions::default(),
+    )
+    .await
+    .with_context(|| {
+        format!(
+            "opening the metadata store (cache {})",
+            metadata_path.display()
+        )
+    })?;
+    if let Some(report) = imported {
+        tracing::info!(
+            branches = report.created.len(),
+            objects = report.objects,
+            from = %metadata_path.display(),
+            "imported the on-disk metadata repository into the database"
+        );
     }
+    tracing::debug!(
+        ms = opened.elapsed().as_millis() as u64,
+        "metadata store open"
+    );
     if args.demo {
         load_demo(&pool, &store).await?;
     }

@@ -1,5 +1,5 @@
-//! The `hf` binary's principal tools against a real database, as an operator runs them: with
-//! no service running and no password at hand.
+//! The `hf` binary's principal and metadata tools against a real database, as an operator runs
+//! them: with no service running and no password at hand.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
 
@@ -221,4 +221,90 @@ async fn hf_apply_refuses_a_branch_that_breaks_a_screen() {
         .unwrap()
         .get(0);
     assert_eq!(column, 1, "nothing was applied");
+}
+
+/// A repository with `main` at `base` plus one commit writing `file`, cloned from `base`.
+fn grown_from(base: &std::path::Path, into: &std::path::Path, branch: &str, file: &str) -> String {
+    let status = std::process::Command::new("git")
+        .args(["clone", "-q", "--bare"])
+        .arg(base)
+        .arg(into)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let store = hf_metastore::Store::open_or_init(into, "main").unwrap();
+    store
+        .write_file(branch, "elsewhere", file, Some(b"x"))
+        .unwrap()
+        .snapshot
+        .commit
+        .clone()
+}
+
+/// `hf metadata export` writes a repository `git log` reads; `hf metadata import` creates and
+/// fast-forwards branches, and refuses everything when a branch diverged, naming it and both
+/// commits.
+#[tokio::test]
+async fn metadata_is_exported_and_imported_fast_forward_only() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base");
+    {
+        let store = hf_metastore::Store::open_or_init(&base, "main").unwrap();
+        for n in 0..3 {
+            store
+                .write_file("main", "old", &format!("f{n}.txt"), Some(b"1"))
+                .unwrap();
+        }
+    }
+    let base_arg = base.to_str().unwrap();
+    let (ok, out, err) = hf(&db, &["metadata", "import", base_arg]);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("created main at"), "{out}");
+
+    let ahead = dir.path().join("ahead");
+    let ahead_head = grown_from(&base, &ahead, "main", "ahead.txt");
+    let (ok, out, err) = hf(&db, &["metadata", "import", ahead.to_str().unwrap()]);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains(&format!("to {ahead_head}")), "{out}");
+
+    let other = dir.path().join("other");
+    let other_head = grown_from(&base, &other, "main", "other.txt");
+    grown_from_existing(&other, "extra", "extra.txt");
+    let (ok, out, err) = hf(&db, &["metadata", "import", other.to_str().unwrap()]);
+    assert!(!ok, "{out}{err}");
+    assert!(err.contains("branch `main` has diverged"), "{err}");
+    assert!(
+        err.contains(&ahead_head) && err.contains(&other_head),
+        "{err}"
+    );
+
+    let exported = dir.path().join("exported");
+    let (ok, out, err) = hf(&db, &["metadata", "export", exported.to_str().unwrap()]);
+    assert!(ok, "{out}{err}");
+    assert!(
+        !out.contains("extra"),
+        "nothing of the refused import: {out}"
+    );
+    let log = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(&exported)
+        .args(["log", "--format=%H"])
+        .output()
+        .unwrap();
+    let log = String::from_utf8(log.stdout).unwrap();
+    assert_eq!(log.lines().next(), Some(ahead_head.as_str()));
+    assert_eq!(
+        log.lines().count(),
+        5,
+        "the first commit, 3 writes and one more"
+    );
+}
+
+/// Adds a commit on `branch` of an existing local repository.
+fn grown_from_existing(repo: &std::path::Path, branch: &str, file: &str) {
+    let store = hf_metastore::Store::open_or_init(repo, "main").unwrap();
+    store
+        .write_file(branch, "elsewhere", file, Some(b"x"))
+        .unwrap();
 }

@@ -781,7 +781,6 @@ async fn instances_started_together_on_an_empty_database_all_come_up() {
 /// Everything one instance writes to metadata, another serves: here one that starts afterwards
 /// with an empty data directory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "needs the metadata store in PostgreSQL"]
 async fn an_instance_with_an_empty_data_dir_serves_what_the_others_wrote() {
     let fleet = Fleet::start(2).await;
     let token = fleet.admin_token(0).await;
@@ -847,7 +846,6 @@ async fn an_instance_with_an_empty_data_dir_serves_what_the_others_wrote() {
 /// on the live branch: every acknowledged write is kept, and every instance serves the same
 /// metadata within a second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "needs the metadata store in PostgreSQL"]
 async fn concurrent_metadata_writes_through_all_instances_are_kept_and_seen_everywhere() {
     let fleet = Fleet::start(3).await;
     let token = fleet.admin_token(0).await;
@@ -1006,7 +1004,6 @@ async fn concurrent_metadata_writes_through_all_instances_are_kept_and_seen_ever
 /// branch, and come back with empty data directories. Afterwards the live branch and the
 /// database schema agree, and every acknowledged write is there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "needs the metadata store in PostgreSQL"]
 async fn instances_killed_during_live_writes_lose_no_acknowledged_write() {
     const KILLS: usize = 12;
     let mut fleet = Fleet::start(3).await;
@@ -1134,7 +1131,6 @@ async fn instances_recover_when_every_database_connection_is_cut_under_load() {
 /// serves every acknowledged field, they agree with each other and with the schema, and a live
 /// write through each reaches the others within the contract's second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "needs the metadata store in PostgreSQL"]
 async fn instances_recover_when_every_database_connection_is_cut_during_metadata_writes() {
     connections_cut_under_load(true).await;
 }

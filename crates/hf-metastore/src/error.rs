@@ -87,6 +87,12 @@ pub enum Error {
         /// The lock file.
         lock: crate::RefLock,
     },
+    /// The shared home of the metadata (PostgreSQL) failed or holds something unreadable.
+    #[error("metadata database: {message}")]
+    Remote {
+        /// What failed.
+        message: String,
+    },
     /// libgit2 failed (I/O, a corrupt repository...).
     #[error("git: {0}")]
     Git(#[from] git2::Error),
@@ -145,6 +151,7 @@ impl Error {
             Error::Invalid { .. } => ErrorKind::InvalidMetadata,
             Error::Conflict { .. } | Error::Contention { .. } => ErrorKind::Conflict,
             Error::Locked { .. } => ErrorKind::Locked,
+            Error::Remote { .. } => ErrorKind::Storage,
             Error::Git(error)
                 if matches!(
                     error.class(),

@@ -7,20 +7,24 @@
 //! call blocks on disk I/O; async callers run it inside `spawn_blocking`.
 //!
 //! Writes serialize per branch in two layers. In this process, a per-branch mutex makes writers
-//! take turns, so none wastes work. Across processes (or across `Store` values), the branch ref
-//! moves by compare-and-swap (`reference_matching` with the expected old head): a writer that
-//! loses the race re-reads the branch and applies its edit again, so no write is ever lost.
+//! take turns, so none wastes work. Across processes (or across `Store` values), the branch
+//! moves by compare-and-swap: a writer that loses the race re-reads the branch and applies its
+//! edit again, so no write is ever lost. Without a remote the ref is the repository's
+//! (`reference_matching` with the expected old head); with one ([`Store::open_shared`]) it is the
+//! remote's, the heads are read from memory and objects missing from the repository (then only
+//! a cache) are fetched from the remote as they are needed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
-use git2::{ErrorCode, Oid, Repository, RepositoryInitOptions, Signature};
+use git2::{ErrorCode, ObjectType, Odb, Oid, Repository, RepositoryInitOptions, Signature};
 use hf_model::key::check_branch_id;
 use hf_model::{files, new_problems, validate, Change, Model};
 
 use crate::cache::ModelCache;
 use crate::error::Error;
+use crate::remote::{self, Head, Object, ObjectKind, Published, Remote};
 use crate::tree;
 
 /// How many times a write applies its edit before giving up on a branch that keeps moving.
@@ -69,7 +73,8 @@ pub struct Written {
 }
 
 /// A commit written but not yet on its branch: the first half of a live-branch write, whose
-/// database DDL must commit together with the ref move ([`Store::advance`]).
+/// database DDL must commit together with the branch move (publishing
+/// [`Store::objects_added`] in the same transaction, or [`Store::advance`]).
 #[derive(Debug, Clone)]
 pub struct Prepared {
     /// The branch the commit is for.
@@ -100,6 +105,15 @@ pub struct Store {
     cache: ModelCache,
     pool: Mutex<Vec<Repository>>,
     branch_locks: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    /// Where branch heads and objects live when shared; `None`: in the local repository.
+    remote: Option<Arc<dyn Remote>>,
+    /// With a remote: every branch head and its version, kept current by the owner of the
+    /// remote ([`Store::set_cached_head`], [`Store::replace_cached_heads`]) and by this store's
+    /// own moves, so reading a head costs no I/O.
+    heads: RwLock<HashMap<String, (Oid, i64)>>,
+    /// Taken while the repository's ref of a branch is set to the cached head (see
+    /// [`Store::mirror_ref`]), so two mirrors never write an older head last.
+    mirror: Mutex<()>,
 }
 
 impl std::fmt::Debug for Store {
@@ -107,6 +121,7 @@ impl std::fmt::Debug for Store {
         f.debug_struct("Store")
             .field("path", &self.path)
             .field("live_branch", &self.live_branch)
+            .field("shared", &self.remote.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -114,36 +129,46 @@ impl std::fmt::Debug for Store {
 impl Store {
     /// Opens the repository at `path`, creating a bare one if the path is missing or an empty
     /// directory. The live branch is created with an empty first commit if it does not exist.
+    /// Branch heads live in this repository: a store for one process (tests, tools).
     pub fn open_or_init(path: impl AsRef<Path>, live_branch: &str) -> Result<Store, Error> {
+        Self::open_with(path.as_ref(), live_branch, None)
+    }
+
+    /// Opens a store whose branch heads and objects live in `remote`; the repository at `path`
+    /// (created like [`Store::open_or_init`]'s) only caches objects, filled on demand, so it
+    /// can be deleted at any time. Reads the heads once; the caller keeps them current with
+    /// [`Store::set_cached_head`] and [`Store::replace_cached_heads`]. The live branch is created
+    /// in the remote with an empty first commit if it does not exist.
+    pub fn open_shared(
+        path: impl AsRef<Path>,
+        live_branch: &str,
+        remote: Arc<dyn Remote>,
+    ) -> Result<Store, Error> {
+        Self::open_with(path.as_ref(), live_branch, Some(remote))
+    }
+
+    fn open_with(
+        path: &Path,
+        live_branch: &str,
+        remote: Option<Arc<dyn Remote>>,
+    ) -> Result<Store, Error> {
         check_branch(live_branch)?;
-        let path = path.as_ref().to_path_buf();
-        let repo = match Repository::open(&path) {
-            Ok(repo) => repo,
-            Err(error) if error.code() == ErrorCode::NotFound => {
-                let empty_or_missing = std::fs::read_dir(&path)
-                    .map(|mut entries| entries.next().is_none())
-                    .unwrap_or(true);
-                if !empty_or_missing {
-                    return Err(Error::NotARepository {
-                        path: path.display().to_string(),
-                    });
-                }
-                let mut options = RepositoryInitOptions::new();
-                options
-                    .bare(true)
-                    .initial_head(&format!("refs/heads/{live_branch}"));
-                Repository::init_opts(&path, &options)?
-            }
-            Err(error) => return Err(error.into()),
-        };
+        let path = path.to_path_buf();
+        let repo = open_repository(&path, live_branch)?;
         let store = Store {
             path,
             live_branch: live_branch.to_owned(),
             cache: ModelCache::default(),
             pool: Mutex::new(Vec::new()),
             branch_locks: Mutex::new(HashMap::new()),
+            remote,
+            heads: RwLock::new(HashMap::new()),
+            mirror: Mutex::new(()),
         };
-        if head_of(&repo, live_branch)?.is_none() {
+        if let Some(remote) = &store.remote {
+            store.replace_cached_heads(&remote.heads()?);
+        }
+        if store.head(&repo, live_branch)?.is_none() {
             let signature = signature("hf")?;
             let empty = repo.find_tree(repo.treebuilder(None)?.write()?)?;
             let commit = repo.commit(
@@ -155,12 +180,88 @@ impl Store {
                 &[],
             )?;
             // Another process may have initialised it meanwhile; its commit is as good as ours.
-            if let Err(Error::Git(error)) = store.advance_in(&repo, live_branch, None, commit) {
-                return Err(Error::Git(error));
+            match store.move_ref(&repo, live_branch, None, commit) {
+                Ok(()) | Err(Error::Conflict { .. } | Error::Locked { .. }) => {}
+                Err(error) => return Err(error),
             }
         }
         store.give_back(repo);
         Ok(store)
+    }
+
+    /// Whether branch heads live in a shared remote rather than the local repository.
+    pub fn is_shared(&self) -> bool {
+        self.remote.is_some()
+    }
+
+    /// Records a branch head announced by the remote, unless a newer one (a higher version) is
+    /// known already, so announcements arriving late never move a head back. Returns whether
+    /// the head changed. Does nothing for a store without a remote.
+    pub fn set_cached_head(&self, head: &Head) -> bool {
+        if self.remote.is_none() {
+            return false;
+        }
+        let (changed, current) = {
+            let mut heads = self.heads.write().unwrap_or_else(|e| e.into_inner());
+            let changed = cache_head(&mut heads, head);
+            let current = heads.get(&head.branch).map(|(id, _)| *id);
+            (changed, current == Some(remote::oid(&head.commit)))
+        };
+        // Mirrored even when another thread recorded the head first (the announcement of this
+        // store's own move can beat the writer): the writer returns only once the ref is written.
+        if current {
+            self.mirror_ref(&head.branch);
+        }
+        changed
+    }
+
+    /// Points the repository's own ref of a branch at the cached head when the repository has
+    /// that commit, so the cache is an ordinary git repository (`git log main` works on it, and
+    /// it can be imported again). Best effort: the refs here are never read while a remote
+    /// holds the heads, so a failure (a lock file, a read-only disk) is only logged.
+    fn mirror_ref(&self, branch: &str) {
+        let _turn = self.mirror.lock().unwrap_or_else(|e| e.into_inner());
+        let head = {
+            let heads = self.heads.read().unwrap_or_else(|e| e.into_inner());
+            heads.get(branch).map(|(id, _)| *id)
+        };
+        let Some(head) = head else {
+            return;
+        };
+        let Ok(repo) = self.take() else {
+            return;
+        };
+        let present = repo.odb().map(|odb| odb.exists(head)).unwrap_or(false);
+        if present {
+            let name = format!("refs/heads/{branch}");
+            if let Err(error) = repo.reference(&name, head, true, "hf: cached head") {
+                tracing::debug!(branch, %error, "could not mirror a branch head into the cache");
+            }
+        }
+        self.give_back(repo);
+    }
+
+    /// Records every branch head the remote holds (a full read), forgetting branches it no
+    /// longer has. A head older than the one known is kept, as in [`Store::set_cached_head`],
+    /// and so is a branch known at a version newer than any read.
+    pub fn replace_cached_heads(&self, all: &[Head]) {
+        if self.remote.is_none() {
+            return;
+        }
+        let mut heads = self.heads.write().unwrap_or_else(|e| e.into_inner());
+        // A head newer than everything read was set after the read began (this store's own
+        // write, say): the read says nothing about that branch.
+        let newest = all
+            .iter()
+            .map(|head| head.version)
+            .max()
+            .unwrap_or(i64::MAX);
+        heads.retain(|branch, (_, version)| {
+            *version > newest || all.iter().any(|head| head.branch == *branch)
+        });
+        for head in all {
+            cache_head(&mut heads, head);
+        }
     }
 
     /// The repository's path.
@@ -177,10 +278,31 @@ impl Store {
     /// naming the file and line when a file on the branch cannot be read.
     pub fn snapshot(&self, branch: &str) -> Result<Arc<Snapshot>, Error> {
         check_branch(branch)?;
+        if let Some(snapshot) = self.cached_snapshot(branch) {
+            return Ok(snapshot);
+        }
         let repo = self.take()?;
         let result = self.snapshot_in(&repo, branch);
         self.give_back(repo);
         result
+    }
+
+    /// A shared store's snapshot of a branch whose head, tree and model are all in memory (the
+    /// common case of every request), without taking a repository handle.
+    fn cached_snapshot(&self, branch: &str) -> Option<Arc<Snapshot>> {
+        self.remote.as_ref()?;
+        let commit = {
+            let heads = self.heads.read().unwrap_or_else(|e| e.into_inner());
+            heads.get(branch).map(|(id, _)| *id)?
+        };
+        let tree = self.cache.tree_of(commit)?;
+        let model = self.cache.get(tree)?;
+        Some(Arc::new(Snapshot {
+            branch: branch.to_owned(),
+            commit: commit.to_string(),
+            tree: tree.to_string(),
+            model,
+        }))
     }
 
     /// The current snapshot of the live branch.
@@ -196,11 +318,17 @@ impl Store {
             id: tree.to_owned(),
         };
         let id = parse_id(tree).ok_or_else(unknown)?;
+        if let Some(model) = self.cache.get(id) {
+            return Ok(model);
+        }
         let repo = self.take()?;
-        let result = match repo.find_tree(id) {
+        let result = match self
+            .ensure_tree(&repo, id)
+            .and_then(|()| Ok(repo.find_tree(id)?))
+        {
             Ok(_) => self.model_in(&repo, id),
-            Err(error) if error.code() == ErrorCode::NotFound => Err(unknown()),
-            Err(error) => Err(error.into()),
+            Err(Error::Git(error)) if error.code() == ErrorCode::NotFound => Err(unknown()),
+            Err(error) => Err(error),
         };
         self.give_back(repo);
         result
@@ -208,6 +336,19 @@ impl Store {
 
     /// Every branch with its head, sorted by branch id.
     pub fn branches(&self) -> Result<Vec<BranchInfo>, Error> {
+        if self.remote.is_some() {
+            let heads = self.heads.read().unwrap_or_else(|e| e.into_inner());
+            let mut list: Vec<BranchInfo> = heads
+                .iter()
+                .map(|(branch, (commit, _))| BranchInfo {
+                    branch: branch.clone(),
+                    commit: commit.to_string(),
+                    live: *branch == self.live_branch,
+                })
+                .collect();
+            list.sort_by(|a, b| a.branch.cmp(&b.branch));
+            return Ok(list);
+        }
         let repo = self.take()?;
         let result = (|| {
             let mut list = Vec::new();
@@ -267,7 +408,7 @@ impl Store {
                 kind: "commit",
                 id: prepared.commit.clone(),
             })?;
-            match self.advance_in(repo, branch, prepared.expected_old.as_deref(), commit) {
+            match self.move_ref(repo, branch, prepared.expected_old.as_deref(), commit) {
                 Ok(()) => {
                     let snapshot = Arc::new(Snapshot {
                         branch: branch.to_owned(),
@@ -295,8 +436,9 @@ impl Store {
     }
 
     /// Applies `edit` and writes the commit without moving the branch: the first half of a
-    /// write whose ref move must wait (for the live branch's DDL transaction). Finish it with
-    /// [`Store::advance`]; if that reports a conflict, prepare again.
+    /// write whose branch move must wait (for the live branch's DDL transaction). Finish it by
+    /// publishing [`Store::objects_added`] with the move inside that transaction (a shared
+    /// store), or with [`Store::advance`]; after a conflict, prepare again.
     pub fn prepare<E, F>(&self, branch: &str, author: &str, mut edit: F) -> Result<Prepared, E>
     where
         E: From<Error>,
@@ -320,13 +462,16 @@ impl Store {
         E: From<Error>,
         F: FnMut(&mut Model) -> Result<Change, E>,
     {
-        let expected_old = head_of(repo, branch)?;
+        let expected_old = self.head(repo, branch)?;
         let parent_id = match expected_old {
             Some(head) => head,
-            None => head_of(repo, &self.live_branch)?.ok_or_else(|| Error::BranchNotFound {
-                branch: self.live_branch.clone(),
-            })?,
+            None => self
+                .head(repo, &self.live_branch)?
+                .ok_or_else(|| Error::BranchNotFound {
+                    branch: self.live_branch.clone(),
+                })?,
         };
+        self.ensure_commit(repo, parent_id)?;
         let parent = repo.find_commit(parent_id).map_err(Error::from)?;
         let base_tree = parent.tree().map_err(Error::from)?;
         let base = self.model_in(repo, base_tree.id())?;
@@ -386,7 +531,7 @@ impl Store {
         let id = parse_id(new_commit).ok_or_else(unknown)?;
         let repo = self.take()?;
         let result = match repo.find_commit(id) {
-            Ok(_) => self.advance_in(&repo, branch, expected_old, id),
+            Ok(_) => self.move_ref(&repo, branch, expected_old, id),
             Err(error) if error.code() == ErrorCode::NotFound => Err(unknown()),
             Err(error) => Err(error.into()),
         };
@@ -464,6 +609,10 @@ impl Store {
     /// crashed writer leaves them; returns the removed ones. Called at start-up.
     pub fn clear_stale_locks(&self) -> Result<Vec<crate::RefLock>, Error> {
         let mut cleared = Vec::new();
+        if self.remote.is_some() {
+            // Heads live in the remote; the repository's refs are not used.
+            return Ok(cleared);
+        }
         for (lock, age) in crate::locks::list(&self.path) {
             if age < crate::locks::STALE_LOCK_AGE {
                 continue;
@@ -480,6 +629,9 @@ impl Store {
     /// The branch ref lock files older than a writer at work would hold them: what blocks
     /// writes now. Empty in normal operation.
     pub fn held_locks(&self) -> Vec<crate::RefLock> {
+        if self.remote.is_some() {
+            return Vec::new();
+        }
         crate::locks::list(&self.path)
             .into_iter()
             .filter(|(_, age)| *age >= crate::locks::LOCK_PATIENCE)
@@ -530,9 +682,12 @@ impl Store {
         let _turn = lock.lock().unwrap_or_else(|e| e.into_inner());
         let repo = self.take()?;
         let result = (|| {
-            let head = head_of(&repo, &live)?.ok_or_else(|| Error::BranchNotFound {
-                branch: live.clone(),
-            })?;
+            let head = self
+                .head(&repo, &live)?
+                .ok_or_else(|| Error::BranchNotFound {
+                    branch: live.clone(),
+                })?;
+            self.ensure_commit(&repo, head)?;
             let parent = repo.find_commit(head)?;
             if !parent.tree()?.is_empty() {
                 return Ok(None);
@@ -542,7 +697,7 @@ impl Store {
             let signature = signature(author)?;
             let message = format!("seed metadata from {source}");
             let commit = repo.commit(None, &signature, &signature, &message, &tree, &[&parent])?;
-            self.advance_in(&repo, &live, Some(&head.to_string()), commit)?;
+            self.move_ref(&repo, &live, Some(&head.to_string()), commit)?;
             let model = Arc::new(model);
             self.cache.insert(tree_id, Arc::clone(&model));
             Ok(Some(Arc::new(Snapshot {
@@ -557,13 +712,15 @@ impl Store {
     }
 
     fn snapshot_in(&self, repo: &Repository, branch: &str) -> Result<Arc<Snapshot>, Error> {
-        let commit_id = head_of(repo, branch)?.ok_or_else(|| Error::BranchNotFound {
-            branch: branch.to_owned(),
-        })?;
+        let commit_id = self
+            .head(repo, branch)?
+            .ok_or_else(|| Error::BranchNotFound {
+                branch: branch.to_owned(),
+            })?;
         let tree_id = match self.cache.tree_of(commit_id) {
             Some(tree_id) => tree_id,
             None => {
-                let tree_id = repo.find_commit(commit_id)?.tree_id();
+                let tree_id = self.ensure_commit(repo, commit_id)?;
                 self.cache.remember_tree(commit_id, tree_id);
                 tree_id
             }
@@ -582,6 +739,7 @@ impl Store {
         if let Some(model) = self.cache.get(tree_id) {
             return Ok(model);
         }
+        self.ensure_tree(repo, tree_id)?;
         let tree = repo.find_tree(tree_id)?;
         let model = Arc::new(tree::load_model(repo, &tree)?);
         self.cache.insert(tree_id, Arc::clone(&model));
@@ -607,6 +765,347 @@ impl Store {
         let mut locks = self.branch_locks.lock().unwrap_or_else(|e| e.into_inner());
         Arc::clone(locks.entry(branch.to_owned()).or_default())
     }
+
+    /// The head commit of a branch, or `None` if the branch does not exist: from memory with a
+    /// remote, else from the repository's ref.
+    fn head(&self, repo: &Repository, branch: &str) -> Result<Option<Oid>, Error> {
+        if self.remote.is_none() {
+            return head_of(repo, branch);
+        }
+        let heads = self.heads.read().unwrap_or_else(|e| e.into_inner());
+        Ok(heads.get(branch).map(|(id, _)| *id))
+    }
+
+    /// Moves a branch by compare-and-swap: the repository's ref, or with a remote, publishes the
+    /// commit's new objects and moves the remote's head in one step.
+    fn move_ref(
+        &self,
+        repo: &Repository,
+        branch: &str,
+        expected_old: Option<&str>,
+        new_commit: Oid,
+    ) -> Result<(), Error> {
+        let Some(remote) = &self.remote else {
+            return self.advance_in(repo, branch, expected_old, new_commit);
+        };
+        let old = match expected_old {
+            Some(old) => {
+                Some(
+                    parse_id(old)
+                        .map(remote::raw)
+                        .ok_or_else(|| Error::UnknownObject {
+                            kind: "commit",
+                            id: old.to_owned(),
+                        })?,
+                )
+            }
+            None => None,
+        };
+        let objects = objects_added(repo, new_commit)?;
+        match remote.publish(branch, old.as_ref(), &remote::raw(new_commit), &objects)? {
+            Published::Moved { version } => {
+                self.set_cached_head(&Head {
+                    branch: branch.to_owned(),
+                    commit: remote::raw(new_commit),
+                    version,
+                });
+                Ok(())
+            }
+            Published::Conflict { actual } => {
+                if let Some(head) = &actual {
+                    self.set_cached_head(head);
+                } else {
+                    let mut heads = self.heads.write().unwrap_or_else(|e| e.into_inner());
+                    heads.remove(branch);
+                }
+                Err(Error::Conflict {
+                    branch: branch.to_owned(),
+                    expected: expected_old.map(str::to_owned),
+                    actual: actual.map(|head| remote::to_hex(&head.commit)),
+                })
+            }
+        }
+    }
+
+    /// The objects a commit adds to its first parent (itself included), for publishing it: the
+    /// parent's objects are published already. A live-branch write publishes them inside its
+    /// own database transaction.
+    pub fn objects_added(&self, commit: &str) -> Result<Vec<Object>, Error> {
+        let id = parse_id(commit).ok_or_else(|| Error::UnknownObject {
+            kind: "commit",
+            id: commit.to_owned(),
+        })?;
+        let repo = self.take()?;
+        let result = objects_added(&repo, id);
+        self.give_back(repo);
+        result
+    }
+
+    /// Makes sure a commit and everything its tree reaches are in the repository, fetching what
+    /// is missing from the remote; returns its tree.
+    fn ensure_commit(&self, repo: &Repository, commit: Oid) -> Result<Oid, Error> {
+        let Some(remote) = &self.remote else {
+            return Ok(repo.find_commit(commit)?.tree_id());
+        };
+        let odb = repo.odb()?;
+        if odb.exists(commit) {
+            let tree = repo.find_commit(commit)?.tree_id();
+            self.ensure_tree_in(repo, &odb, remote.as_ref(), tree)?;
+            return Ok(tree);
+        }
+        let object = remote
+            .fetch(&[remote::raw(commit)])?
+            .into_iter()
+            .find(|o| o.id == remote::raw(commit) && o.kind == ObjectKind::Commit)
+            .ok_or_else(|| Error::UnknownObject {
+                kind: "commit",
+                id: commit.to_string(),
+            })?;
+        let tree = intact(&object)
+            .and_then(|()| remote::commit_tree(&object.data).ok_or_else(|| malformed(&object)))?;
+        self.ensure_tree_in(repo, &odb, remote.as_ref(), tree)?;
+        odb.write(ObjectType::Commit, &object.data)?;
+        Ok(tree)
+    }
+
+    /// Makes sure a tree and everything it reaches are in the repository (fetching from the
+    /// remote what is missing); an unknown tree is [`Error::UnknownObject`].
+    fn ensure_tree(&self, repo: &Repository, tree: Oid) -> Result<(), Error> {
+        let Some(remote) = &self.remote else {
+            return Ok(());
+        };
+        let odb = repo.odb()?;
+        self.ensure_tree_in(repo, &odb, remote.as_ref(), tree)
+    }
+
+    /// Fetches the missing part of a tree level by level (one round trip per directory depth),
+    /// then installs it deepest first, so a tree in the repository always has every object it
+    /// names: finding a tree present proves its whole content is.
+    fn ensure_tree_in(
+        &self,
+        _repo: &Repository,
+        odb: &Odb<'_>,
+        remote: &dyn Remote,
+        tree: Oid,
+    ) -> Result<(), Error> {
+        if odb.exists(tree) {
+            return Ok(());
+        }
+        let mut levels: Vec<Vec<Object>> = Vec::new();
+        let mut wanted = vec![tree];
+        let mut seen: HashSet<Oid> = HashSet::from([tree]);
+        while !wanted.is_empty() {
+            let ids: Vec<remote::ObjectId> = wanted.iter().map(|id| remote::raw(*id)).collect();
+            let mut fetched: HashMap<Oid, Object> = remote
+                .fetch(&ids)?
+                .into_iter()
+                .map(|object| (remote::oid(&object.id), object))
+                .collect();
+            let mut level = Vec::with_capacity(wanted.len());
+            let mut next = Vec::new();
+            for id in &wanted {
+                let Some(object) = fetched.remove(id) else {
+                    if *id == tree {
+                        return Err(Error::UnknownObject {
+                            kind: "tree",
+                            id: tree.to_string(),
+                        });
+                    }
+                    return Err(Error::Remote {
+                        message: format!("object {id} is missing from the metadata database"),
+                    });
+                };
+                intact(&object)?;
+                if object.kind == ObjectKind::Tree {
+                    for (child, _) in remote::tree_entries(&object.data)? {
+                        if seen.insert(child) && !odb.exists(child) {
+                            next.push(child);
+                        }
+                    }
+                }
+                level.push(object);
+            }
+            levels.push(level);
+            wanted = next;
+        }
+        for level in levels.iter().rev() {
+            for object in level {
+                odb.write(object.kind.git(), &object.data)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Opens the repository at `path`, creating a bare one if the path is missing or empty.
+fn open_repository(path: &Path, live_branch: &str) -> Result<Repository, Error> {
+    match Repository::open(path) {
+        Ok(repo) => Ok(repo),
+        Err(error) if error.code() == ErrorCode::NotFound => {
+            let empty_or_missing = std::fs::read_dir(path)
+                .map(|mut entries| entries.next().is_none())
+                .unwrap_or(true);
+            if !empty_or_missing {
+                return Err(Error::NotARepository {
+                    path: path.display().to_string(),
+                });
+            }
+            let mut options = RepositoryInitOptions::new();
+            options
+                .bare(true)
+                .initial_head(&format!("refs/heads/{live_branch}"));
+            Ok(Repository::init_opts(path, &options)?)
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Records `head` unless the same or a newer version of the branch is known; returns whether
+/// the head commit changed.
+fn cache_head(heads: &mut HashMap<String, (Oid, i64)>, head: &Head) -> bool {
+    let id = remote::oid(&head.commit);
+    match heads.get(&head.branch) {
+        Some((_, version)) if *version >= head.version => false,
+        known => {
+            let changed = known.is_none_or(|(known, _)| *known != id);
+            heads.insert(head.branch.clone(), (id, head.version));
+            changed
+        }
+    }
+}
+
+fn intact(object: &Object) -> Result<(), Error> {
+    if object.is_intact() {
+        Ok(())
+    } else {
+        Err(Error::Remote {
+            message: format!(
+                "object {} does not match its content",
+                remote::to_hex(&object.id)
+            ),
+        })
+    }
+}
+
+fn malformed(object: &Object) -> Error {
+    Error::Remote {
+        message: format!("object {} is malformed", remote::to_hex(&object.id)),
+    }
+}
+
+/// One object of the repository, read raw.
+fn read_object(odb: &Odb<'_>, id: Oid) -> Result<Object, Error> {
+    let object = odb.read(id)?;
+    let kind = ObjectKind::of_git(object.kind()).ok_or_else(|| Error::Remote {
+        message: format!("object {id} has an unexpected kind"),
+    })?;
+    Ok(Object {
+        id: remote::raw(id),
+        kind,
+        data: object.data().to_vec(),
+    })
+}
+
+/// The commit and the trees and blobs its tree has that its first parent's tree has not.
+fn objects_added(repo: &Repository, commit: Oid) -> Result<Vec<Object>, Error> {
+    let odb = repo.odb()?;
+    let found = repo.find_commit(commit)?;
+    let before = match found.parent_ids().next() {
+        Some(parent) => Some(repo.find_commit(parent)?.tree_id()),
+        None => None,
+    };
+    let mut out = vec![read_object(&odb, commit)?];
+    tree_added(repo, &odb, found.tree_id(), before, &mut out)?;
+    Ok(out)
+}
+
+fn tree_added(
+    repo: &Repository,
+    odb: &Odb<'_>,
+    tree: Oid,
+    before: Option<Oid>,
+    out: &mut Vec<Object>,
+) -> Result<(), Error> {
+    if before == Some(tree) {
+        return Ok(());
+    }
+    out.push(read_object(odb, tree)?);
+    let tree = repo.find_tree(tree)?;
+    let before = match before {
+        Some(id) => Some(repo.find_tree(id)?),
+        None => None,
+    };
+    for entry in tree.iter() {
+        let old = before
+            .as_ref()
+            .and_then(|old| old.get_name_bytes(entry.name_bytes()))
+            .map(|old| (old.id(), old.kind()));
+        if old.map(|(id, _)| id) == Some(entry.id()) {
+            continue;
+        }
+        match entry.kind() {
+            Some(ObjectType::Tree) => {
+                let old_tree = old
+                    .filter(|(_, kind)| *kind == Some(ObjectType::Tree))
+                    .map(|(id, _)| id);
+                tree_added(repo, odb, entry.id(), old_tree, out)?;
+            }
+            Some(ObjectType::Blob) => out.push(read_object(odb, entry.id())?),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Whether `descendant` has `ancestor` in its history, walking parents through the repository
+/// and fetching the commits it lacks from the remote (one round trip per generation), which are
+/// then kept.
+fn descends_via(
+    repo: &Repository,
+    remote: &dyn Remote,
+    descendant: Oid,
+    ancestor: Oid,
+) -> Result<bool, Error> {
+    let odb = repo.odb()?;
+    let mut seen: HashSet<Oid> = HashSet::from([descendant]);
+    let mut frontier = vec![descendant];
+    while !frontier.is_empty() {
+        if frontier.contains(&ancestor) {
+            return Ok(true);
+        }
+        let missing: Vec<remote::ObjectId> = frontier
+            .iter()
+            .filter(|id| !odb.exists(**id))
+            .map(|id| remote::raw(*id))
+            .collect();
+        let mut fetched: HashMap<Oid, Vec<Oid>> = HashMap::new();
+        if !missing.is_empty() {
+            for object in remote.fetch(&missing)? {
+                if object.kind == ObjectKind::Commit && object.is_intact() {
+                    fetched.insert(
+                        remote::oid(&object.id),
+                        remote::commit_parents(&object.data),
+                    );
+                    // A commit without its tree is fine in the repository: reading one always
+                    // makes sure of its tree (`ensure_commit`).
+                    odb.write(ObjectType::Commit, &object.data)?;
+                }
+            }
+        }
+        let mut next = Vec::new();
+        for id in frontier {
+            let parents = match fetched.remove(&id) {
+                Some(parents) => parents,
+                None => match repo.find_commit(id) {
+                    Ok(commit) => commit.parent_ids().collect(),
+                    Err(_) => Vec::new(),
+                },
+            };
+            next.extend(parents.into_iter().filter(|p| seen.insert(*p)));
+        }
+        frontier = next;
+    }
+    Ok(false)
 }
 
 fn check_branch(branch: &str) -> Result<(), Error> {
@@ -671,9 +1170,12 @@ impl Store {
             return Ok(true);
         }
         let repo = self.take()?;
-        let result = repo
-            .graph_descendant_of(descendant, ancestor)
-            .map_err(Error::from);
+        let result = match &self.remote {
+            Some(remote) => descends_via(&repo, remote.as_ref(), descendant, ancestor),
+            None => repo
+                .graph_descendant_of(descendant, ancestor)
+                .map_err(Error::from),
+        };
         self.give_back(repo);
         result
     }
@@ -754,13 +1256,17 @@ impl Store {
         content: Option<&[u8]>,
     ) -> Result<FileWritten, Error> {
         for _ in 0..MAX_ATTEMPTS {
-            let expected_old = head_of(repo, branch)?;
+            let expected_old = self.head(repo, branch)?;
             let parent_id = match expected_old {
                 Some(head) => head,
-                None => head_of(repo, &self.live_branch)?.ok_or_else(|| Error::BranchNotFound {
-                    branch: self.live_branch.clone(),
-                })?,
+                None => {
+                    self.head(repo, &self.live_branch)?
+                        .ok_or_else(|| Error::BranchNotFound {
+                            branch: self.live_branch.clone(),
+                        })?
+                }
             };
+            self.ensure_commit(repo, parent_id)?;
             let parent = repo.find_commit(parent_id)?;
             let base_tree = parent.tree()?;
             let existed = base_tree.get_path(Path::new(path)).is_ok();
@@ -794,7 +1300,7 @@ impl Store {
                 &[&parent],
             )?;
             let old = expected_old.map(|id| id.to_string());
-            match self.advance_in(repo, branch, old.as_deref(), commit) {
+            match self.move_ref(repo, branch, old.as_deref(), commit) {
                 Ok(()) => {
                     return Ok(FileWritten {
                         snapshot: Arc::new(Snapshot {
@@ -827,10 +1333,15 @@ impl Store {
         let id = parse_id(tree).ok_or_else(unknown)?;
         let repo = self.take()?;
         let result = (|| {
-            let root = match repo.find_tree(id) {
+            let root = match self
+                .ensure_tree(&repo, id)
+                .and_then(|()| Ok(repo.find_tree(id)?))
+            {
                 Ok(root) => root,
-                Err(error) if error.code() == ErrorCode::NotFound => return Err(unknown()),
-                Err(error) => return Err(error.into()),
+                Err(Error::Git(error)) if error.code() == ErrorCode::NotFound => {
+                    return Err(unknown())
+                }
+                Err(error) => return Err(error),
             };
             let Ok(entry) = root.get_path(Path::new(path)) else {
                 return Ok(None);
@@ -842,5 +1353,35 @@ impl Store {
         })();
         self.give_back(repo);
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(commit: u8, version: i64) -> Head {
+        Head {
+            branch: "main".to_owned(),
+            commit: [commit; 20],
+            version,
+        }
+    }
+
+    #[test]
+    fn a_late_announcement_never_moves_a_head_back() {
+        let mut heads = HashMap::new();
+        assert!(cache_head(&mut heads, &head(1, 3)));
+        assert!(cache_head(&mut heads, &head(2, 5)), "newer");
+        assert!(!cache_head(&mut heads, &head(1, 4)), "older: ignored");
+        assert!(
+            !cache_head(&mut heads, &head(2, 7)),
+            "same commit, newer version"
+        );
+        assert!(
+            !cache_head(&mut heads, &head(3, 6)),
+            "older than the version just kept"
+        );
+        assert_eq!(heads.get("main").map(|h| h.1), Some(7));
     }
 }

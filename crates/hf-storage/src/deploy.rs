@@ -1,20 +1,23 @@
 //! Keeping the database in step with the metadata: plan a branch against the live database,
 //! apply it, and write to the live branch with its DDL applied atomically.
 //!
-//! Order of a live write (crash-safe, see docs/ddl.md): one database transaction takes an
-//! advisory lock that serialises live writes across instances, the metadata commit is written
-//! (no ref moved yet), the DDL runs and the applied commit is recorded in `hf.schema_state`, the
-//! branch ref moves by compare-and-swap, and only then the transaction commits. A failure before
-//! the ref move leaves both sides unchanged; a crash between the ref move and the commit leaves
-//! the branch ahead of the database, which [`drift`] reports at start and `/apply` repairs.
+//! A live write is ONE database transaction (see docs/ddl.md): it takes an advisory lock that
+//! serialises live writes across instances, reads the live head, has the store build the
+//! metadata commit (objects computed locally, nothing published), runs the DDL, records the
+//! applied commit in `hf.schema_state`, and publishes the commit (its new objects, the branch
+//! move by compare-and-swap, the announcement to other instances) with
+//! [`crate::metadata::publish_in`]; then it commits. The live branch and the schema move
+//! together or not at all, whatever fails or crashes at any point, so there is nothing to
+//! repair. [`drift`] still reports a database whose recorded state disagrees with the live head
+//! (a `hf metadata import` that moved the live branch, or changes made outside hf).
 //!
-//! With the test-only feature `failpoints`, [`failpoints`] can stop a live write exactly there,
-//! so the tests exercise that repair for real.
+//! These functions need a store opened with [`crate::metadata::open_store`].
 
 use std::sync::Arc;
 
 use hf_ddl::{ApplyOptions, ApplyStats, Plan};
-use hf_metastore::{Prepared, Snapshot, Store};
+use hf_metastore::remote::from_hex;
+use hf_metastore::{Head, ObjectId, Prepared, Published, Snapshot, Store};
 use hf_model::{Change, Model};
 use tokio_postgres::GenericClient;
 
@@ -73,8 +76,8 @@ pub struct AppliedState {
     pub tree: String,
 }
 
-/// The live branch and the database disagree (a crash between the ref move and the commit, or
-/// an apply that never happened).
+/// The live branch and the database disagree (the live branch was imported or moved outside hf,
+/// or `hf.schema_state` was changed by hand).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Drift {
     /// The live branch's head.
@@ -104,11 +107,13 @@ pub async fn apply(
     branch: &str,
     allow_destructive: bool,
 ) -> Result<Applied> {
+    require_shared(store)?;
     let mut client = pool.get().await?;
     let transaction = client.transaction().await?;
     transaction
         .execute("SELECT pg_advisory_xact_lock($1)", &[&APPLY_LOCK_KEY])
         .await?;
+    refresh_heads(&transaction, store, &[store.live_branch(), branch]).await?;
     let live = snapshot(store, store.live_branch()).await?;
     let target = snapshot(store, branch).await?;
     if target.branch != live.branch {
@@ -131,16 +136,32 @@ pub async fn apply(
     };
     let stats = hf_ddl::apply(&transaction, &plan, &options).await?;
     record_applied(&transaction, &target).await?;
+    let mut moved = None;
     if target.branch != live.branch {
-        let store = Arc::clone(store);
-        let (live_branch, old, new) = (
-            live.branch.clone(),
-            live.commit.clone(),
-            target.commit.clone(),
-        );
-        blocking(move || store.advance(&live_branch, Some(&old), &new)).await?;
+        // The target is a branch head, so its objects are in the database already.
+        let (old, new) = (object_id(&live.commit)?, object_id(&target.commit)?);
+        match crate::metadata::publish_in(&transaction, &live.branch, Some(&old), &new, &[]).await?
+        {
+            Published::Moved { version } => {
+                moved = Some(Head {
+                    branch: live.branch.clone(),
+                    commit: new,
+                    version,
+                });
+            }
+            Published::Conflict { actual } => {
+                return Err(Error::Metadata(hf_metastore::Error::Conflict {
+                    branch: live.branch.clone(),
+                    expected: Some(live.commit.clone()),
+                    actual: actual.map(|head| hf_metastore::remote::to_hex(&head.commit)),
+                }))
+            }
+        }
     }
     transaction.commit().await?;
+    if let Some(head) = moved {
+        store.set_cached_head(&head);
+    }
     Ok(Applied {
         branch: target.branch.clone(),
         commit: target.commit.clone(),
@@ -163,12 +184,14 @@ pub async fn write_live<F>(
 where
     F: FnMut(&mut Model) -> Result<Change, hf_metastore::Error> + Clone + Send + 'static,
 {
+    require_shared(store)?;
     for _ in 0..MAX_LIVE_ATTEMPTS {
         let mut client = pool.get().await?;
         let transaction = client.transaction().await?;
         transaction
             .execute("SELECT pg_advisory_xact_lock($1)", &[&APPLY_LOCK_KEY])
             .await?;
+        refresh_heads(&transaction, store, &[store.live_branch()]).await?;
         let prepared: Prepared = blocking({
             let store = Arc::clone(store);
             let (branch, author, edit) = (
@@ -191,53 +214,43 @@ where
             tree: prepared.tree.clone(),
         };
         write_applied_state(&transaction, &applied).await?;
-        let moved = blocking({
+        let objects = blocking({
             let store = Arc::clone(store);
-            let prepared = prepared.clone();
-            move || {
-                store.advance(
-                    &prepared.branch,
-                    prepared.expected_old.as_deref(),
-                    &prepared.commit,
-                )
-            }
+            let commit = prepared.commit.clone();
+            move || store.objects_added(&commit)
         })
-        .await;
-        match moved {
-            Ok(()) => {}
-            // Another process moved the branch between prepare and advance: nothing of ours is
-            // visible yet, so roll back (dropping the transaction) and try again on the new head.
-            Err(Error::Metadata(hf_metastore::Error::Conflict { .. })) => continue,
-            Err(error) => return Err(error),
-        }
-        #[cfg(feature = "failpoints")]
-        if failpoints::take_crash_after_ref_move(store.path()) {
-            // As if the process died here: the ref has moved, the transaction is dropped (rolled
-            // back), and nothing puts the ref back.
-            return Err(Error::Internal(
-                "failpoint crash_after_ref_move: stopped between the ref move and the commit"
-                    .to_owned(),
-            ));
-        }
-        if let Err(error) = transaction.commit().await {
-            // The ref moved but the DDL did not commit: put the ref back if nobody moved it since,
-            // so git and the database agree again. If that fails too, start-up drift detection
-            // reports it and /apply repairs it.
-            let store = Arc::clone(store);
-            let prepared_back = prepared.clone();
-            let reverted = blocking(move || {
-                store.advance(
-                    &prepared_back.branch,
-                    Some(&prepared_back.commit),
-                    &prepared_back.parent,
-                )
-            })
-            .await;
-            if let Err(revert_error) = reverted {
-                tracing::error!(%revert_error, "live branch is ahead of the database; run /apply");
+        .await?;
+        let old = prepared
+            .expected_old
+            .as_deref()
+            .map(object_id)
+            .transpose()?;
+        let new = object_id(&prepared.commit)?;
+        let version = match crate::metadata::publish_in(
+            &transaction,
+            &prepared.branch,
+            old.as_ref(),
+            &new,
+            &objects,
+        )
+        .await?
+        {
+            Published::Moved { version } => version,
+            // Another writer moved the branch without the lock (a seed, an import): nothing of
+            // ours is kept (dropping the transaction rolls it back); prepare again on its head.
+            Published::Conflict { actual } => {
+                if let Some(head) = actual {
+                    store.set_cached_head(&head);
+                }
+                continue;
             }
-            return Err(error.into());
-        }
+        };
+        transaction.commit().await?;
+        store.set_cached_head(&Head {
+            branch: prepared.branch.clone(),
+            commit: new,
+            version,
+        });
         return Ok(LiveWrite {
             change: prepared.change,
             file: prepared.file,
@@ -335,6 +348,44 @@ pub async fn plan_model<C: GenericClient>(
     Ok(hf_ddl::plan(&current, &desired, &hints))
 }
 
+/// Refuses a store whose heads are not in the database: the branch and the schema could not
+/// move in one transaction.
+fn require_shared(store: &Store) -> Result<()> {
+    if store.is_shared() {
+        Ok(())
+    } else {
+        Err(Error::Config(
+            "the live branch can only be written through the metadata store in the database \
+             (hf_storage::metadata::open_store)"
+                .to_owned(),
+        ))
+    }
+}
+
+/// Reads the heads of `branches` inside the transaction (after its lock), so what the store
+/// builds on is current even if this instance has not heard of the latest move yet.
+async fn refresh_heads(
+    transaction: &tokio_postgres::Transaction<'_>,
+    store: &Store,
+    branches: &[&str],
+) -> Result<()> {
+    for branch in branches {
+        if let Some(head) = crate::metadata::head(transaction, branch).await? {
+            store.set_cached_head(&head);
+        }
+    }
+    Ok(())
+}
+
+fn object_id(hex: &str) -> Result<ObjectId> {
+    from_hex(hex).ok_or_else(|| {
+        Error::Metadata(hf_metastore::Error::UnknownObject {
+            kind: "commit",
+            id: hex.to_owned(),
+        })
+    })
+}
+
 async fn snapshot(store: &Arc<Store>, branch: &str) -> Result<Arc<Snapshot>> {
     let store = Arc::clone(store);
     let branch = branch.to_owned();
@@ -351,46 +402,4 @@ where
         .await
         .map_err(|error| Error::Internal(format!("a metadata task failed: {error}")))?
         .map_err(Error::Metadata)
-}
-
-/// Test-only failpoints (feature `failpoints`, never enabled in the service's own build): stop a
-/// live write at a precise step, as a crash there would, so that drift detection and repair are
-/// tested for real. Each is armed for one metadata repository, so tests running side by side in
-/// one process do not trip each other's.
-#[cfg(feature = "failpoints")]
-pub mod failpoints {
-    use std::path::{Path, PathBuf};
-    use std::sync::Mutex;
-
-    /// Repositories whose next live write stops after the ref move.
-    static CRASH_AFTER_REF_MOVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
-
-    /// Makes the next live write on the metadata repository at `store_path` stop after moving the
-    /// branch ref and before committing the database transaction: the branch is then ahead of
-    /// the database, as after a `kill -9` between the two steps.
-    pub fn crash_after_ref_move(store_path: &Path) {
-        let mut armed = CRASH_AFTER_REF_MOVE
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        armed.push(normalise(store_path));
-    }
-
-    /// Whether the failpoint is armed for this repository; disarms it.
-    pub(crate) fn take_crash_after_ref_move(store_path: &Path) -> bool {
-        let mut armed = CRASH_AFTER_REF_MOVE
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let path = normalise(store_path);
-        match armed.iter().position(|p| *p == path) {
-            Some(index) => {
-                armed.remove(index);
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn normalise(path: &Path) -> PathBuf {
-        path.canonicalize().unwrap_or_else(|_| path.to_owned())
-    }
 }

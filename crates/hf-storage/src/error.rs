@@ -45,6 +45,20 @@ pub enum Error {
         /// The branch that was to be applied.
         branch: String,
     },
+    /// An import would move a branch that is not an ancestor of the imported head (the two
+    /// histories diverged); nothing was imported.
+    #[error(
+        "branch `{branch}` has diverged: the database has {database}, the imported repository \
+         has {import}, which does not descend from it; nothing was imported"
+    )]
+    ImportDiverged {
+        /// The branch.
+        branch: String,
+        /// Its head in the database.
+        database: String,
+        /// Its head in the imported repository.
+        import: String,
+    },
     /// Reading or writing a file of the embedded cluster failed.
     #[error("{context}: {source}")]
     Io {
@@ -97,9 +111,10 @@ impl Error {
                 ErrorKind::Internal
             }
             // Callers look inside these two; as a kind they are not database failures.
-            Error::Metadata(_) | Error::Ddl(_) | Error::BranchDiverged { .. } => {
-                ErrorKind::Internal
-            }
+            Error::Metadata(_)
+            | Error::Ddl(_)
+            | Error::BranchDiverged { .. }
+            | Error::ImportDiverged { .. } => ErrorKind::Internal,
         }
     }
 

@@ -7,6 +7,8 @@ pub mod auth;
 pub mod deploy;
 mod embedded;
 mod error;
+mod listen;
+pub mod metadata;
 mod migrations;
 mod pool;
 pub mod query;

@@ -260,10 +260,14 @@ impl TestServer {
             .expect("prepare authentication");
         let admin_name = config.auth.admin_name.clone();
         let admin_password = config.auth.admin_password.clone();
-        let store = std::sync::Arc::new(
-            hf_metastore::Store::open_or_init(&metadata, "main")
-                .expect("open the metadata repository"),
-        );
+        let store = hf_storage::metadata::open_store(
+            db.url(),
+            &metadata,
+            "main",
+            &hf_storage::metadata::SharedOptions::default(),
+        )
+        .await
+        .expect("open the metadata store");
         if options.demo {
             let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/demo");
             let seeded = store
@@ -311,10 +315,20 @@ impl TestServer {
         let (auth, _bootstrap) = hf_server::auth::prepare(&pool, self.db.url(), &config.auth)
             .await
             .expect("prepare authentication");
-        let store = std::sync::Arc::new(
-            hf_metastore::Store::open_or_init(self.metadata_path(), "main")
-                .expect("open the metadata repository"),
-        );
+        // Its own cache directory, as on another machine; the metadata is in the database.
+        let cache = std::env::temp_dir().join(format!(
+            "hf-test-metadata-{}-{}",
+            self.db.name(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        let store = hf_storage::metadata::open_store(
+            self.db.url(),
+            &cache,
+            "main",
+            &hf_storage::metadata::SharedOptions::default(),
+        )
+        .await
+        .expect("open the metadata store");
         let state = hf_server::AppState {
             app: hf_app::App::new(pool, store),
             metadata_path: self.metadata_path().display().to_string(),

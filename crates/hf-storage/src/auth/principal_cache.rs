@@ -17,23 +17,18 @@
 //! - A lookup that raced with a change must not put the old row back: every removal bumps a
 //!   generation counter, and a row read from the database is kept only if no removal happened
 //!   while it was being read.
-//! - The listening connection answers a heartbeat every 10 s, so one that died silently is
-//!   noticed within 15 s; entries also expire after [`MAX_AGE`], a bound on staleness if all of
-//!   the above failed.
-//! - `LISTEN` needs a real session: behind a pooler, point the service at it in session mode
-//!   (PgBouncer's transaction mode never delivers notifications; the heartbeat cannot tell).
+//! - The listening connection ([`crate::listen`], shared with the metadata heads) answers a
+//!   heartbeat every 10 s, so one that died silently is noticed within 15 s; entries also
+//!   expire after [`MAX_AGE`], a bound on staleness if all of the above failed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
-use tokio_postgres::AsyncMessage;
-
 use super::principals::{Principal, PrincipalLookup};
 use crate::pool::{connection_config, PoolSettings};
 use crate::tls::Tls;
-use crate::{Error, Pool, Result};
+use crate::{Pool, Result};
 
 /// The notification channel the `hf.principals` trigger announces changes on.
 pub const PRINCIPALS_CHANNEL: &str = "hf_principals";
@@ -45,12 +40,6 @@ const FORGET_ALL: &str = "*";
 pub const MAX_AGE: Duration = Duration::from_secs(60);
 /// Entries kept at most; the cache is emptied when full (an entry is about 200 bytes).
 const MAX_ENTRIES: usize = 65_536;
-/// How often the listening connection is asked whether it is alive.
-const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
-/// How long the answer to a heartbeat may take before the connection counts as dead.
-const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long the listener waits before connecting again after its connection failed.
-const RECONNECT_DELAY: Duration = Duration::from_secs(1);
 /// The `application_name` of the listening connection, to tell it apart in `pg_stat_activity`.
 pub const LISTENER_APPLICATION_NAME: &str = "hf-listen";
 
@@ -207,101 +196,28 @@ impl Drop for ListenerGuard {
     }
 }
 
-/// The listener task: listens, applies notifications, reconnects after failures; ends when the
-/// cache is dropped.
+impl crate::listen::Subscriber for Mutex<Shared> {
+    fn set_listening(&self, listening: bool) {
+        lock(self).set_listening(listening);
+    }
+
+    fn notified(&self, payload: &str) {
+        lock(self).forget((payload != FORGET_ALL).then_some(payload));
+    }
+}
+
+/// The listener task (see [`crate::listen`]); the guard marks it gone when it ends.
 async fn listen(guard: ListenerGuard, config: tokio_postgres::Config, tls: Tls) {
     let shared = guard.0.clone();
-    loop {
-        match listen_once(&shared, &config, &tls).await {
-            Ok(()) => return,
-            Err(error) => {
-                tracing::warn!(%error, "principal cache: listening for changes failed; lookups go to the database until it reconnects");
-            }
-        }
-        match shared.upgrade() {
-            Some(shared) => lock(&shared).set_listening(false),
-            None => return,
-        }
-        tokio::time::sleep(RECONNECT_DELAY).await;
-    }
-}
-
-/// One listening connection's life: `Ok` when the cache was dropped, `Err` when the connection
-/// failed.
-async fn listen_once(
-    shared: &Weak<Mutex<Shared>>,
-    config: &tokio_postgres::Config,
-    tls: &Tls,
-) -> Result<()> {
-    let (client, mut connection) = config.connect(tls.clone()).await?;
-    let (sender, mut notifications) = mpsc::unbounded_channel();
-    // The connection must be polled for the client to make progress; notifications arrive as
-    // its asynchronous messages. The driver ends when the connection does.
-    let driver = tokio::spawn(async move {
-        loop {
-            match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
-                Some(Ok(AsyncMessage::Notification(notification))) => {
-                    if sender.send(Ok(notification)).is_err() {
-                        return;
-                    }
-                }
-                Some(Ok(_notice)) => {}
-                Some(Err(error)) => {
-                    let _ = sender.send(Err(error));
-                    return;
-                }
-                None => return,
-            }
-        }
-    });
-    let _abort_driver = AbortOnDrop(driver);
-    client.batch_execute(LISTEN_STATEMENT).await?;
-    match shared.upgrade() {
-        Some(shared) => lock(&shared).set_listening(true),
-        None => return Ok(()),
-    }
-    tracing::debug!("principal cache: listening for changes");
-    // A connection can die silently (a NAT or firewall dropping it, a failover without a
-    // reset); the heartbeat notices within HEARTBEAT_INTERVAL + HEARTBEAT_TIMEOUT.
-    let mut heartbeat = tokio::time::interval(HEARTBEAT_INTERVAL);
-    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    heartbeat.tick().await;
-    loop {
-        tokio::select! {
-            message = notifications.recv() => {
-                let Some(message) = message else {
-                    return Err(Error::ConnectionLost(
-                        "the connection listening for principal changes".to_owned(),
-                    ));
-                };
-                let notification = message?;
-                let Some(shared) = shared.upgrade() else {
-                    return Ok(());
-                };
-                let payload = notification.payload();
-                lock(&shared).forget((payload != FORGET_ALL).then_some(payload));
-            }
-            _ = heartbeat.tick() => {
-                match tokio::time::timeout(HEARTBEAT_TIMEOUT, client.simple_query("")).await {
-                    Ok(answer) => {
-                        answer?;
-                    }
-                    Err(_) => {
-                        return Err(Error::ConnectionLost(
-                            "the listening connection did not answer its heartbeat".to_owned(),
-                        ))
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Aborts a spawned task when dropped, so the listening connection closes with its listener.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+    crate::listen::run(
+        shared,
+        config,
+        tls,
+        crate::listen::Channel {
+            statement: LISTEN_STATEMENT,
+            what: "principal",
+        },
+    )
+    .await;
+    drop(guard);
 }

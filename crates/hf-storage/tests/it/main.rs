@@ -7,4 +7,5 @@ mod embedded;
 mod migrations;
 mod pool;
 mod principal_cache;
+mod shared_metadata;
 mod tls;

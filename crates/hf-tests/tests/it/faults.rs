@@ -1,5 +1,6 @@
-//! Faults injected for real: an exhausted pool, a read-only metadata repository, a database
-//! connection killed in the middle of a live write, a stale ref lock, a login flood. Each gets
+//! Faults injected for real: an exhausted pool, a read-only metadata cache, a database
+//! connection killed in the middle of a live write, a ref lock file left in the cache, a login
+//! flood. Each gets
 //! its status and code, nothing is lost, and the service is normal afterwards.
 
 use std::time::Duration;
@@ -224,52 +225,19 @@ fn leave_ref_lock(server: &TestServer, age: Duration) -> std::path::PathBuf {
     path
 }
 
+/// Branch heads live in the database, so a ref lock file a crashed process left in the local
+/// repository (only a cache now) blocks nothing: writes go through and `/status` is fine.
 #[tokio::test]
-async fn a_stale_ref_lock_is_cleared_and_a_recent_one_reported() {
+async fn a_ref_lock_left_in_the_cache_blocks_nothing() {
     let server = TestServer::start_demo().await;
     let token = server.admin_token().await;
-
-    // Older than any live writer: removed, and the write goes through.
-    let lock = leave_ref_lock(&server, Duration::from_secs(3600));
+    let lock = leave_ref_lock(&server, Duration::from_secs(10));
     let response = add_field(&server, &token, "first").await;
     assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
-    assert!(!lock.exists(), "the stale lock was removed");
-
-    // Younger than stale but older than a writer at work: reported, in the write and /status.
-    let head = git_head(&server);
-    let lock = leave_ref_lock(&server, Duration::from_secs(10));
-    let response = add_field(&server, &token, "second").await;
-    let retry_after: u64 = response.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!((1..=20).contains(&retry_after), "{retry_after}");
-    let envelope = assert_envelope(response, 503, "METADATA_LOCKED").await;
-    assert!(
-        envelope["errors"][0]["target"].is_null(),
-        "request scope: {envelope}"
-    );
-    let message = envelope["errors"][0]["message"].as_str().unwrap();
-    assert!(message.contains("refs/heads/main.lock"), "{message}");
-    assert_eq!(git_head(&server), head);
-    assert!(!has_column(&server, "second").await);
-    let response = server.http.get(server.url("/status")).send().await.unwrap();
-    assert_eq!(response.status(), 503);
-    let body: Value = response.json().await.unwrap();
-    assert!(
-        body["error"]
-            .as_str()
-            .unwrap()
-            .contains("refs/heads/main.lock"),
-        "{body}"
-    );
-
-    std::fs::remove_file(&lock).unwrap();
-    let response = add_field(&server, &token, "second").await;
-    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+    assert!(has_column(&server, "first").await);
     let response = server.http.get(server.url("/status")).send().await.unwrap();
     assert_eq!(response.status(), 200);
+    std::fs::remove_file(&lock).unwrap();
     server.stop().await;
 }
 

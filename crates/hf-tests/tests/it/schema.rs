@@ -1,14 +1,13 @@
 //! The database schema over HTTP (issue 5): keys that are SQL keywords end to end, lookups between
 //! modules, explicit renames (`renamedFrom`) that keep the data on the live branch and on another
 //! branch, failed applies that leave the database and every branch exactly as before, a held lock
-//! (an apply blocked by another session's lock fails cleanly), and a crash between the ref move and the database commit that a new server
-//! reports in `/status` and `/apply` repairs (F8).
+//! (an apply blocked by another session's lock fails cleanly), and a live write that fails at
+//! `COMMIT`, which moves neither the live branch nor the schema (F8).
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use hf_testkit::{TestDb, TestServer, TEST_ADMIN_PASSWORD};
+use hf_testkit::{TestServer, TEST_ADMIN_PASSWORD};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -543,76 +542,16 @@ async fn a_held_lock_fails_a_live_write_within_the_lock_timeout() {
     server.stop().await;
 }
 
-/// A server of this test, on a database and a metadata repository that outlive it (the test
-/// kit's server owns both, and this test needs a second server on the same ones).
-struct Service {
-    base_url: String,
-    handle: actix_web::dev::ServerHandle,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Service {
-    async fn start(
-        db: &TestDb,
-        metadata: &Path,
-        admin_name: &str,
-    ) -> (Self, Arc<hf_metastore::Store>) {
-        let pool = db.pool();
-        hf_server::prepare_database(&pool).await.unwrap();
-        let mut config = hf_server::ServerConfig::new("127.0.0.1:0", metadata.to_owned());
-        config.workers = Some(1);
-        config.shutdown_timeout = Duration::from_secs(5);
-        config.auth.admin_name = admin_name.to_owned();
-        config.auth.admin_password = Some(TEST_ADMIN_PASSWORD.to_owned());
-        let (auth, _) = hf_server::auth::prepare(&pool, db.url(), &config.auth)
-            .await
-            .unwrap();
-        let store = Arc::new(hf_metastore::Store::open_or_init(metadata, "main").unwrap());
-        let state = hf_server::AppState {
-            app: hf_app::App::new(pool, Arc::clone(&store)),
-            metadata_path: metadata.display().to_string(),
-            auth: Arc::new(auth),
-            embedded: None,
-        };
-        let (sender, receiver) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            actix_web::rt::System::new().block_on(async move {
-                let server = hf_server::bind(&config, state).unwrap();
-                sender.send((server.addr, server.handle())).unwrap();
-                server.run().await.unwrap();
-            });
-        });
-        let (addr, handle) = receiver.recv().unwrap();
-        let service = Service {
-            base_url: format!("http://{addr}"),
-            handle,
-            thread: Some(thread),
-        };
-        (service, store)
-    }
-
-    async fn stop(mut self) {
-        self.handle.stop(true).await;
-        if let Some(thread) = self.thread.take() {
-            tokio::task::spawn_blocking(move || thread.join().unwrap())
-                .await
-                .unwrap();
-        }
-    }
-}
-
-/// A crash after the live branch's ref moved and before the database committed (a failpoint
-/// stops the write there): a new server on the same repository and database reports the drift in
-/// `/status`, `/plan` shows the missing DDL, and `/apply` brings them together.
+/// A live write is one transaction: when it fails at `COMMIT` (after its DDL, the applied state
+/// and the branch move all ran inside it), neither the live branch nor the schema moved, on this
+/// instance or any other. A deferred trigger that refuses the applied state makes `COMMIT` fail
+/// for real. A database whose recorded state disagrees with the live head (changed outside hf)
+/// is still reported by `/status`, and `/apply` brings them together.
 #[tokio::test]
-async fn a_crash_between_ref_move_and_commit_is_reported_and_repaired() {
-    let db = TestDb::new().await;
-    let metadata: PathBuf = std::env::temp_dir().join(format!("hf-test-metadata-{}", db.name()));
-    let admin_name = format!("admin_{}", &db.name()[8..20]);
-    let client = db.client().await;
-
-    let (first, store) = Service::start(&db, &metadata, &admin_name).await;
-    let admin = Admin::login(&first.base_url, &admin_name).await;
+async fn a_live_write_failing_at_commit_moves_neither_branch_nor_schema() {
+    let server = TestServer::start().await;
+    let admin = Admin::of(&server).await;
+    let db = server.db.client().await;
     admin
         .post("/metadata@main/crm", json!({"label": "CRM"}))
         .await;
@@ -622,51 +561,85 @@ async fn a_crash_between_ref_move_and_commit_is_reported_and_repaired() {
             json!({"label": "Account"}),
         )
         .await;
-    let applied = git_head(&metadata, "main").unwrap();
-
-    hf_storage::deploy::failpoints::crash_after_ref_move(store.path());
-    let crashed = admin
+    let head_of_main = "SELECT encode(head, 'hex') FROM hf.metadata_refs WHERE branch = 'main'";
+    let applied: String = db.query_one(head_of_main, &[]).await.unwrap().get(0);
+    let before = database_state(&db).await;
+    db.batch_execute(
+        "CREATE FUNCTION public.refuse_at_commit() RETURNS trigger LANGUAGE plpgsql AS
+             $$ BEGIN RAISE EXCEPTION 'refused at commit'; END $$;
+         CREATE CONSTRAINT TRIGGER refuse_at_commit AFTER INSERT OR UPDATE ON hf.schema_state
+             DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.refuse_at_commit();",
+    )
+    .await
+    .unwrap();
+    let failed = admin
         .send(
             Method::POST,
             "/metadata@main/crm/objects/account/fields/name",
             Some(scalar("Name", "text")),
         )
         .await;
-    assert_envelope(crashed, 500, "INTERNAL").await;
-    let live = git_head(&metadata, "main").unwrap();
-    assert_ne!(live, applied, "the ref moved");
-    assert!(git_show(&metadata, "main", "crm/objects/account.json5").contains("name:"));
-    let column = "SELECT count(*) FROM information_schema.columns
-                   WHERE table_schema = 'crm' AND table_name = 'account' AND column_name = 'name'";
-    let count: i64 = client.query_one(column, &[]).await.unwrap().get(0);
-    assert_eq!(count, 0, "the DDL did not commit");
-    first.stop().await;
-    drop(store);
+    assert!(failed.status().is_server_error(), "{}", failed.status());
+    let head: String = db.query_one(head_of_main, &[]).await.unwrap().get(0);
+    assert_eq!(head, applied, "the branch did not move");
+    assert_eq!(database_state(&db).await, before, "the schema did not move");
+    admin
+        .expect(
+            Method::GET,
+            "/metadata/crm/objects/account/fields/name",
+            None,
+            404,
+        )
+        .await;
+    let other = server.another_instance().await;
+    let response = admin
+        .http
+        .get(other.url("/metadata/crm/objects/account/fields/name"))
+        .bearer_auth(&admin.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+    other.stop().await;
 
-    let (second, _store) = Service::start(&db, &metadata, &admin_name).await;
-    let http = reqwest::Client::new();
-    let status: Value = http
-        .get(format!("{}/status", second.base_url))
+    db.batch_execute("DROP TRIGGER refuse_at_commit ON hf.schema_state")
+        .await
+        .unwrap();
+    let written = admin
+        .post(
+            "/metadata@main/crm/objects/account/fields/name",
+            scalar("Name", "text"),
+        )
+        .await;
+    assert_eq!(written["apply"]["columnsAdded"], 1, "{written}");
+    let live: String = db.query_one(head_of_main, &[]).await.unwrap().get(0);
+
+    // Changed outside hf: reported, and repaired by /apply.
+    db.execute(
+        "UPDATE hf.schema_state SET applied_commit = $1, applied_tree = $1",
+        &[&applied],
+    )
+    .await
+    .unwrap();
+    let status: Value = admin
+        .http
+        .get(server.url("/status"))
         .send()
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
-    assert_eq!(status["status"], "ok");
     assert_eq!(
         status["metadata"],
         json!({"inSync": false, "liveCommit": live, "appliedCommit": applied}),
         "{status}"
     );
-    let admin = Admin::login(&second.base_url, &admin_name).await;
-    let plan = admin.expect(Method::POST, "/plan", None, 200).await;
-    assert_eq!(plan["summary"]["columnsAdded"], 1, "{plan}");
     let repaired = admin.expect(Method::POST, "/apply", None, 200).await;
     assert_eq!(repaired["commit"], live.as_str());
-    assert_eq!(repaired["apply"]["columnsAdded"], 1);
-    let status: Value = http
-        .get(format!("{}/status", second.base_url))
+    let status: Value = admin
+        .http
+        .get(server.url("/status"))
         .send()
         .await
         .unwrap()
@@ -674,17 +647,5 @@ async fn a_crash_between_ref_move_and_commit_is_reported_and_repaired() {
         .await
         .unwrap();
     assert!(status.get("metadata").is_none(), "{status}");
-    let count: i64 = client.query_one(column, &[]).await.unwrap().get(0);
-    assert_eq!(count, 1);
-    second.stop().await;
-
-    // The administrator's role belongs to the whole cluster; drop it with the test.
-    let role = hf_sql::quote_ident(&admin_name).unwrap();
-    client
-        .batch_execute(&format!(
-            "REASSIGN OWNED BY {role} TO CURRENT_USER; DROP OWNED BY {role}; DROP ROLE {role};"
-        ))
-        .await
-        .unwrap();
-    let _ = std::fs::remove_dir_all(&metadata);
+    server.stop().await;
 }

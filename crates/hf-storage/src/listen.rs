@@ -1,0 +1,151 @@
+//! One connection that `LISTEN`s on a notification channel and hands each notification to a
+//! subscriber: the shared machinery of the in-memory caches that PostgreSQL notifications keep
+//! current (principals, metadata branch heads).
+//!
+//! - The subscriber is told when notifications start and stop being received
+//!   ([`Subscriber::set_listening`]): while they are not, it must not trust what it holds
+//!   (notifications may be missed), and it catches up when they resume.
+//! - The connection answers a heartbeat every 10 s, so one that died silently (a NAT or firewall
+//!   dropping it, a failover without a reset) is noticed within 15 s; after a failure the
+//!   listener connects again after a second.
+//! - The listener ends when the subscriber is dropped (it holds only a weak reference).
+//! - `LISTEN` needs a real session: behind a pooler, point the service at it in session mode
+//!   (PgBouncer's transaction mode never delivers notifications; the heartbeat cannot tell).
+
+use std::sync::Weak;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_postgres::AsyncMessage;
+
+use crate::tls::Tls;
+use crate::{Error, Result};
+
+/// How often the listening connection is asked whether it is alive.
+const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
+/// How long the answer to a heartbeat may take before the connection counts as dead.
+const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the listener waits before connecting again after its connection failed.
+const RECONNECT_DELAY: Duration = Duration::from_secs(1);
+
+/// What a listener feeds.
+pub(crate) trait Subscriber: Send + Sync + 'static {
+    /// Notifications are now received (`true`, after `LISTEN` took effect) or may be missed
+    /// (`false`, the connection failed).
+    fn set_listening(&self, listening: bool);
+    /// One notification's payload.
+    fn notified(&self, payload: &str);
+}
+
+/// What to listen to.
+#[derive(Clone)]
+pub(crate) struct Channel {
+    /// The `LISTEN` statement (a constant: channel names are never built from input).
+    pub statement: &'static str,
+    /// What the channel is about, for logs.
+    pub what: &'static str,
+}
+
+/// The listener task: listens, hands on notifications, reconnects after failures; ends when the
+/// subscriber is dropped.
+pub(crate) async fn run<S: Subscriber>(
+    subscriber: Weak<S>,
+    config: tokio_postgres::Config,
+    tls: Tls,
+    channel: Channel,
+) {
+    loop {
+        match listen_once(&subscriber, &config, &tls, &channel).await {
+            Ok(()) => return,
+            Err(error) => {
+                tracing::warn!(%error, what = channel.what, "listening for changes failed; caches are bypassed or polled until it reconnects");
+            }
+        }
+        match subscriber.upgrade() {
+            Some(subscriber) => subscriber.set_listening(false),
+            None => return,
+        }
+        tokio::time::sleep(RECONNECT_DELAY).await;
+    }
+}
+
+/// One listening connection's life: `Ok` when the subscriber was dropped, `Err` when the
+/// connection failed.
+async fn listen_once<S: Subscriber>(
+    subscriber: &Weak<S>,
+    config: &tokio_postgres::Config,
+    tls: &Tls,
+    channel: &Channel,
+) -> Result<()> {
+    let (client, mut connection) = config.connect(tls.clone()).await?;
+    let (sender, mut notifications) = mpsc::unbounded_channel();
+    // The connection must be polled for the client to make progress; notifications arrive as
+    // its asynchronous messages. The driver ends when the connection does.
+    let driver = tokio::spawn(async move {
+        loop {
+            match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                Some(Ok(AsyncMessage::Notification(notification))) => {
+                    if sender.send(Ok(notification)).is_err() {
+                        return;
+                    }
+                }
+                Some(Ok(_notice)) => {}
+                Some(Err(error)) => {
+                    let _ = sender.send(Err(error));
+                    return;
+                }
+                None => return,
+            }
+        }
+    });
+    let _abort_driver = AbortOnDrop(driver);
+    client.batch_execute(channel.statement).await?;
+    match subscriber.upgrade() {
+        Some(subscriber) => subscriber.set_listening(true),
+        None => return Ok(()),
+    }
+    tracing::debug!(what = channel.what, "listening for changes");
+    let mut heartbeat = tokio::time::interval(HEARTBEAT_INTERVAL);
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    heartbeat.tick().await;
+    loop {
+        tokio::select! {
+            message = notifications.recv() => {
+                let Some(message) = message else {
+                    return Err(Error::ConnectionLost(format!(
+                        "the connection listening for {} changes", channel.what
+                    )));
+                };
+                let notification = message?;
+                let Some(subscriber) = subscriber.upgrade() else {
+                    return Ok(());
+                };
+                subscriber.notified(notification.payload());
+            }
+            _ = heartbeat.tick() => {
+                match tokio::time::timeout(HEARTBEAT_TIMEOUT, client.simple_query("")).await {
+                    Ok(answer) => {
+                        answer?;
+                    }
+                    Err(_) => {
+                        return Err(Error::ConnectionLost(
+                            "the listening connection did not answer its heartbeat".to_owned(),
+                        ))
+                    }
+                }
+                if subscriber.strong_count() == 0 {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// Aborts a spawned task when dropped, so the listening connection closes with its listener.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
