@@ -195,7 +195,10 @@ async fn hf_apply_refuses_a_branch_that_breaks_a_screen() {
         .await
         .unwrap();
 
+    // The broken branch is committed with git tools, then loaded as any repository is.
     write("broken", &|m| m.delete_field(&account, "name"));
+    let (ok, out, err) = hf(&db, &["metadata", "import", metadata]);
+    assert!(ok, "{out}{err}");
     let (ok, out, err) = hf(
         &db,
         &[

@@ -16,8 +16,15 @@ async fn app(db: &TestDb) -> (App, tempfile::TempDir) {
     hf_storage::migrate(&mut client).await.unwrap();
     drop(client);
     let dir = tempfile::tempdir().unwrap();
-    let store = hf_metastore::Store::open_or_init(dir.path().join("metadata"), "main").unwrap();
-    (App::new(pool, Arc::new(store)), dir)
+    let options = hf_storage::metadata::SharedOptions {
+        listen: false,
+        poll_interval: None,
+    };
+    let store =
+        hf_storage::metadata::open_store(db.url(), &dir.path().join("metadata"), "main", &options)
+            .await
+            .unwrap();
+    (App::new(pool, store), dir)
 }
 
 fn text_field(key: &str) -> Field {

@@ -130,6 +130,9 @@ pub enum ErrorKind {
     /// The file system refused to read or write the repository (read-only, full, permissions):
     /// the service cannot store metadata until an operator fixes it.
     Storage,
+    /// The database that holds the shared metadata could not be asked (a lost connection, a
+    /// restart); retrying shortly may succeed.
+    Unavailable,
     /// The repository failed otherwise (corrupt objects, a bug).
     Internal,
 }
@@ -151,7 +154,7 @@ impl Error {
             Error::Invalid { .. } => ErrorKind::InvalidMetadata,
             Error::Conflict { .. } | Error::Contention { .. } => ErrorKind::Conflict,
             Error::Locked { .. } => ErrorKind::Locked,
-            Error::Remote { .. } => ErrorKind::Storage,
+            Error::Remote { .. } => ErrorKind::Unavailable,
             Error::Git(error)
                 if matches!(
                     error.class(),

@@ -481,6 +481,14 @@ impl From<hf_metastore::Error> for ApiError {
                 )
                 .with_retry_after(wait)
             }
+            other if other.kind() == hf_metastore::ErrorKind::Unavailable => {
+                tracing::warn!(error = %other, "metadata database unavailable");
+                ApiError::new(
+                    Code::DatabaseUnavailable,
+                    "The database is unavailable; try again shortly.",
+                )
+                .with_retry_after(1)
+            }
             other if other.kind() == hf_metastore::ErrorKind::Storage => {
                 tracing::error!(error = %other, "metadata repository storage failure");
                 ApiError::new(
