@@ -37,6 +37,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "principal_notify",
         sql: include_str!("../migrations/0003_principal_notify.sql"),
     },
+    Migration {
+        version: 5,
+        name: "server_secrets",
+        sql: include_str!("../migrations/0005_server_secrets.sql"),
+    },
 ];
 
 /// The advisory lock key that serialises migration runs ("hf-migr" in ASCII).
