@@ -635,3 +635,54 @@ async fn cursors_are_signed_with_a_key_every_instance_shares() {
     assert_eq!(answer["records"], json!([{"name": "Initech"}]), "{answer}");
     assert_eq!(answer["nextCursor"], Value::Null, "{answer}");
 }
+
+#[tokio::test]
+async fn queries_run_with_the_callers_principal_id_as_record_reads_do() {
+    let server = demo_with_records().await;
+    let reader = server
+        .create_principal(&crate::auth::unique_name(&server, "qcaller"), false)
+        .await;
+    // Rows are visible only to a statement that runs with this principal's id as
+    // `hf.caller_id`; without it a query would see nothing.
+    let admin = server.db.client().await;
+    admin
+        .batch_execute(&format!(
+            "ALTER TABLE crm.account ENABLE ROW LEVEL SECURITY; \
+             CREATE POLICY caller_only ON crm.account FOR SELECT TO \"hf:authenticated\" \
+               USING (current_setting('hf.caller_id', true) = '{}');",
+            reader.id
+        ))
+        .await
+        .unwrap();
+    let query = json!({"query": "SELECT name FROM crm.account ORDER BY name"}).to_string();
+    // Queries and record reads alternate on the same connections.
+    for _ in 0..3 {
+        let response = post_text(&server, &reader.token, &query).await;
+        assert_eq!(response.status(), 200);
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(
+            answer["records"],
+            json!([{"name": "Acme"}, {"name": "Globex"}, {"name": "Initech"}]),
+            "{answer}"
+        );
+        let response = server
+            .http
+            .get(server.url("/data/crm/account/00000000-0000-0000-0000-0000000000a2"))
+            .bearer_auth(&reader.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    // `$User.id` is the same principal.
+    let body =
+        json!({"query": "SELECT name FROM crm.account WHERE $User.id = :id ORDER BY name LIMIT 1",
+                      "params": {"id": reader.id}})
+        .to_string();
+    let answer: Value = post_text(&server, &reader.token, &body)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["records"], json!([{"name": "Acme"}]), "{answer}");
+}
