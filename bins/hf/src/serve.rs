@@ -136,8 +136,14 @@ async fn serve(
         args.public_url.as_deref(),
         &args.trusted_proxies,
     )?;
+    let app = hf_app::App::new(pool, store);
+    // The shared secrets (the cursor-signing key) are read now, so a database that cannot give
+    // them stops the start rather than the first paged query.
+    app.load_secrets()
+        .await
+        .context("reading the shared secrets from the database")?;
     let state = AppState {
-        app: hf_app::App::new(pool, store),
+        app,
         metadata_path: metadata_path.display().to_string(),
         auth: Arc::new(auth),
         embedded: embedded.map(Supervised::watch),

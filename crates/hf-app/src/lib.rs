@@ -3,7 +3,8 @@
 //! responses) and the command line (`hf plan`, `hf apply`, ...), so a tool cannot go around a
 //! rule the service keeps.
 //!
-//! [`App`] holds what the use cases share: the database pool, the metadata store, and the
+//! [`App`] holds what the use cases share: the database pool, the metadata store, the secret
+//! that signs paging cursors (shared by every instance through the database), and the
 //! process's caches and bounds (the compile limiter and module cache, the records' statement
 //! plans) as state of the value
 //! rather than statics, so two applications in one process (tests, a second instance) do not
@@ -40,6 +41,8 @@ struct Inner {
     store: Arc<Store>,
     compiler: Compiler,
     plans: hf_storage::records::PlanCache,
+    /// The key of paging cursors, read from the database once (see [`App::load_secrets`]).
+    cursor_key: tokio::sync::OnceCell<Vec<u8>>,
 }
 
 impl std::fmt::Debug for App {
@@ -60,6 +63,7 @@ impl App {
                 store,
                 compiler: Compiler::default(),
                 plans: hf_storage::records::PlanCache::default(),
+                cursor_key: tokio::sync::OnceCell::new(),
             }),
         }
     }
@@ -77,6 +81,29 @@ impl App {
     /// The branch the database reflects.
     pub fn live_branch(&self) -> &str {
         self.inner.store.live_branch()
+    }
+
+    /// Reads the secrets every instance shares from the database (making them on the first
+    /// start), so a start-up fails here rather than on the first request. A use case that
+    /// needs a secret not loaded yet loads it itself.
+    pub async fn load_secrets(&self) -> Result<()> {
+        self.cursor_key().await.map(|_| ())
+    }
+
+    /// The key that signs and checks paging cursors: the same on every instance on this
+    /// database, so a cursor one instance gave works on any other.
+    pub(crate) async fn cursor_key(&self) -> Result<&[u8]> {
+        let key = self
+            .inner
+            .cursor_key
+            .get_or_try_init(|| {
+                hf_storage::secrets::server_secret(
+                    &self.inner.pool,
+                    hf_storage::secrets::CURSOR_SECRET,
+                )
+            })
+            .await?;
+        Ok(key)
     }
 
     /// The compile limiter and module cache.

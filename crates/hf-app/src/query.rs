@@ -2,8 +2,11 @@
 //!
 //! The query is compiled against the live branch's model (`hf-hoqs`), with the caller for
 //! `$User`, the request's time zone and, for keyset paging, the cursor it was given; the one
-//! statement runs as the principal's role (`hf-storage`), so its grants and row-level security
-//! decide what it sees. Records stay the JSON text PostgreSQL built.
+//! statement runs as the principal's role (`hf-storage`), with its id as `hf.caller_id`, so its
+//! grants and row-level security decide what it sees. Records stay the JSON text PostgreSQL
+//! built. Cursors are signed with a key every instance on the database shares
+//! ([`App::load_secrets`]): a cursor one instance gave works on another, and one edited, cut,
+//! forged or from another query is [`Error::InvalidCursor`].
 
 use hf_hoqs::RequestParams;
 use hf_storage::auth::Principal;
@@ -70,7 +73,10 @@ impl App {
             return Err(Error::ExplainForbidden);
         }
         let time_zone = time_zone(input.time_zone)?;
-        let binding = hf_hoqs::paging::Binding::new(input.query, input.params, time_zone);
+        // Cursors are signed with the instances' shared key, so a client can neither forge one
+        // nor move one to another query.
+        let binding = hf_hoqs::paging::Binding::new(input.query, input.params, time_zone)
+            .signed(self.cursor_key().await?);
         let after = match input.cursor {
             Some(Some(cursor)) => Some(binding.decode(cursor).ok_or(Error::InvalidCursor)?),
             _ => None,
@@ -100,9 +106,11 @@ impl App {
                 diagnostics: output.diagnostics,
             });
         };
-        let role = &caller.name;
+        // The principal's id rides along as record reads send it, so `hf.caller_id` reads it
+        // and a connection serving both keeps its session settings.
+        let run_as = hf_storage::run_as::Caller::reader(&caller.name).for_principal(caller.id);
         if input.explain {
-            let plan = hf_storage::query::explain(self.pool(), role, &compiled)
+            let plan = hf_storage::query::explain(self.pool(), &run_as, &compiled)
                 .await
                 .map_err(evaluation)?;
             return Ok(QueryAnswer::Explain {
@@ -111,7 +119,7 @@ impl App {
             });
         }
         if compiled.page_size.is_some() {
-            let (records, last) = hf_storage::query::query_page(self.pool(), role, &compiled)
+            let (records, last) = hf_storage::query::query_page(self.pool(), &run_as, &compiled)
                 .await
                 .map_err(evaluation)?;
             return Ok(QueryAnswer::Page {
@@ -119,7 +127,7 @@ impl App {
                 next_cursor: last.map(|keys| binding.encode(&keys)),
             });
         }
-        let records = hf_storage::query::query_records(self.pool(), role, &compiled)
+        let records = hf_storage::query::query_records(self.pool(), &run_as, &compiled)
             .await
             .map_err(evaluation)?;
         Ok(QueryAnswer::Records {

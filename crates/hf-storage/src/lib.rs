@@ -14,6 +14,7 @@ mod pool;
 pub mod query;
 pub mod records;
 pub mod run_as;
+pub mod secrets;
 mod status;
 mod supervisor;
 pub mod tls;

@@ -42,6 +42,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "metadata",
         sql: include_str!("../migrations/0004_metadata.sql"),
     },
+    Migration {
+        version: 5,
+        name: "server_secrets",
+        sql: include_str!("../migrations/0005_server_secrets.sql"),
+    },
 ];
 
 /// The advisory lock key that serialises migration runs ("hf-migr" in ASCII).

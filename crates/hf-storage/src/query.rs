@@ -8,21 +8,24 @@ use hf_hoqs::CompiledQuery;
 use crate::run_as::{run_as, Caller, Step};
 use crate::{Pool, Result};
 
-/// Runs `query` as `role` in a read-only transaction with the read timeout; returns each
-/// record's JSON object as text, in the query's order.
+/// Runs `query` as `caller` (a reader: read-only, with the read timeout, and the principal's
+/// id set as `hf.caller_id` as record reads set it, so a connection serving both keeps its
+/// session); returns each record's JSON object as text, in the query's order.
 ///
 /// A missing privilege (or a row-level security refusal) is an error of kind
 /// [`crate::ErrorKind::Forbidden`], a query over its time [`crate::ErrorKind::Timeout`], and a
 /// value PostgreSQL refuses while computing (an overflow, a bad date) [`crate::ErrorKind::InvalidValue`].
-pub async fn query_records(pool: &Pool, role: &str, query: &CompiledQuery) -> Result<Vec<String>> {
+pub async fn query_records(
+    pool: &Pool,
+    caller: &Caller<'_>,
+    query: &CompiledQuery,
+) -> Result<Vec<String>> {
     let steps = [Step {
         sql: &query.sql,
         params: &query.params,
         fixed: &[],
     }];
-    let rows = run_as(pool, &Caller::reader(role), &steps)
-        .await?
-        .into_rows()?;
+    let rows = run_as(pool, caller, &steps).await?.into_rows()?;
     let mut records = Vec::new();
     for row in rows.into_iter().flatten() {
         records.push(row.try_get::<_, String>(0)?);
@@ -35,7 +38,7 @@ pub async fn query_records(pool: &Pool, role: &str, query: &CompiledQuery) -> Re
 /// than the page size to tell).
 pub async fn query_page(
     pool: &Pool,
-    role: &str,
+    caller: &Caller<'_>,
     query: &CompiledQuery,
 ) -> Result<(Vec<String>, Option<String>)> {
     let steps = [Step {
@@ -43,9 +46,7 @@ pub async fn query_page(
         params: &query.params,
         fixed: &[],
     }];
-    let rows = run_as(pool, &Caller::reader(role), &steps)
-        .await?
-        .into_rows()?;
+    let rows = run_as(pool, caller, &steps).await?.into_rows()?;
     let rows: Vec<_> = rows.into_iter().flatten().collect();
     let size = usize::try_from(query.page_size.unwrap_or(u64::MAX)).unwrap_or(usize::MAX);
     let mut records = Vec::with_capacity(rows.len().min(size));
@@ -59,17 +60,19 @@ pub async fn query_page(
 }
 
 /// PostgreSQL's plan of a compiled query (`EXPLAIN (FORMAT JSON)`, which runs nothing), as the
-/// role would run it.
-pub async fn explain(pool: &Pool, role: &str, query: &CompiledQuery) -> Result<serde_json::Value> {
+/// caller would run it.
+pub async fn explain(
+    pool: &Pool,
+    caller: &Caller<'_>,
+    query: &CompiledQuery,
+) -> Result<serde_json::Value> {
     let sql = format!("EXPLAIN (FORMAT JSON) {}", query.sql);
     let steps = [Step {
         sql: &sql,
         params: &query.params,
         fixed: &[],
     }];
-    let rows = run_as(pool, &Caller::reader(role), &steps)
-        .await?
-        .into_rows()?;
+    let rows = run_as(pool, caller, &steps).await?.into_rows()?;
     let plan = rows
         .into_iter()
         .flatten()

@@ -478,29 +478,14 @@ async fn keyset_pages_lose_and_repeat_nothing_while_others_write() {
     assert_eq!(answer["nextCursor"], Value::Null);
 
     // Cursors of another query, truncated or forged are refused.
+    let query = "SELECT name FROM crm.account LIMIT 2";
     for (query, cursor) in [
         ("SELECT name FROM crm.account LIMIT 3", next.clone()),
-        (
-            "SELECT name FROM crm.account LIMIT 2",
-            next[..next.len() - 3].to_owned(),
-        ),
-        (
-            "SELECT name FROM crm.account LIMIT 2",
-            format!("WyJ4Il0.{}", &next[next.len() - 22..]),
-        ),
-        (
-            "SELECT name FROM crm.account LIMIT 2",
-            "not a cursor".to_owned(),
-        ),
+        (query, next[..next.len() - 3].to_owned()),
+        (query, format!("WyJ4Il0.{}", &next[next.len() - 22..])),
+        (query, "not a cursor".to_owned()),
     ] {
-        let body = json!({"query": query, "cursor": cursor});
-        let answer = assert_envelope(
-            post_text(&server, &token, &body.to_string()).await,
-            400,
-            "INVALID_CURSOR",
-        )
-        .await;
-        assert_eq!(answer["errors"][0]["target"], "cursor");
+        assert_invalid_cursor(&server, &token, query, &cursor).await;
     }
     // Paging is for records: not for groups, nor with OFFSET.
     let body = json!({"query": "SELECT stage, COUNT(*) FROM crm.opportunity GROUP BY stage", "cursor": null});
@@ -534,4 +519,170 @@ async fn explain_is_for_administrators_and_runs_nothing() {
     let reader = server.create_principal(&name, false).await;
     let response = post_text(&server, &reader.token, &body.to_string()).await;
     assert_envelope(response, 403, "FORBIDDEN").await;
+}
+
+/// Posts `query` with `cursor` and expects the cursor refused.
+async fn assert_invalid_cursor(server: &TestServer, token: &str, query: &str, cursor: &str) {
+    let body = json!({"query": query, "cursor": cursor});
+    let answer = assert_envelope(
+        post_text(server, token, &body.to_string()).await,
+        400,
+        "INVALID_CURSOR",
+    )
+    .await;
+    assert_eq!(
+        answer["errors"][0]["target"], "cursor",
+        "{cursor}: {answer}"
+    );
+}
+
+#[tokio::test]
+async fn cursors_are_signed_with_a_key_every_instance_shares() {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+    use hf_hoqs::paging::Binding;
+
+    let server = demo_with_records().await;
+    let token = server.admin_token().await;
+    let query = "SELECT name FROM crm.account ORDER BY name LIMIT 1";
+    let body = json!({"query": query, "cursor": null});
+    let answer: Value = post_text(&server, &token, &body.to_string())
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["records"], json!([{"name": "Acme"}]), "{answer}");
+    let cursor = answer["nextCursor"].as_str().unwrap().to_owned();
+    let (payload, tag) = cursor.split_once('.').unwrap();
+    let values = String::from_utf8(URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap();
+
+    // The key is one row in the database, made once, 32 bytes.
+    let client = server.db.client().await;
+    let row = client
+        .query_one(
+            "SELECT octet_length(secret), count(*) OVER () FROM hf.server_secrets \
+             WHERE name = 'cursor'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i32>(0), 32);
+    assert_eq!(row.get::<_, i64>(1), 1);
+
+    // A tag computed without the key, or with a guessed one, over the genuine values; the tag
+    // with one byte changed; the tag cut short; the values edited under the genuine tag.
+    let params = Default::default();
+    let unsigned = Binding::new(query, &params, "UTC").encode(&values);
+    let guessed = Binding::new(query, &params, "UTC")
+        .signed(b"guessed")
+        .encode(&values);
+    let mut tag_bytes = URL_SAFE_NO_PAD.decode(tag).unwrap();
+    tag_bytes[0] ^= 0x01;
+    let flipped = format!("{payload}.{}", URL_SAFE_NO_PAD.encode(&tag_bytes));
+    let short = format!("{payload}.{}", URL_SAFE_NO_PAD.encode(&tag_bytes[..15]));
+    let edited_values = values.replacen("Acme", "Acmf", 1);
+    assert_ne!(edited_values, values);
+    let edited = format!("{}.{tag}", URL_SAFE_NO_PAD.encode(&edited_values));
+    for forged in [&unsigned, &guessed, &flipped, &short, &edited] {
+        assert_ne!(forged, &cursor);
+        assert_invalid_cursor(&server, &token, query, forged).await;
+    }
+    // Another query's cursor, even one that sorts the same way.
+    assert_invalid_cursor(
+        &server,
+        &token,
+        "SELECT name FROM crm.account ORDER BY name LIMIT 2",
+        &cursor,
+    )
+    .await;
+
+    // The genuine cursor works here and on a second instance of the service on the database.
+    let other = server.another_instance().await;
+    let body = json!({"query": query, "cursor": cursor}).to_string();
+    for url in [server.url("/data/query"), other.url("/data/query")] {
+        let response = server
+            .http
+            .post(url)
+            .bearer_auth(&token)
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(answer["records"], json!([{"name": "Globex"}]), "{answer}");
+        assert!(answer["nextCursor"].is_string(), "{answer}");
+    }
+    // The second instance signs with the same key: its cursor works on the first.
+    let response = server
+        .http
+        .post(other.url("/data/query"))
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    let answer: Value = response.json().await.unwrap();
+    let from_other = answer["nextCursor"].as_str().unwrap().to_owned();
+    let body = json!({"query": query, "cursor": from_other});
+    let answer: Value = post_text(&server, &token, &body.to_string())
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["records"], json!([{"name": "Initech"}]), "{answer}");
+    assert_eq!(answer["nextCursor"], Value::Null, "{answer}");
+}
+
+#[tokio::test]
+async fn queries_run_with_the_callers_principal_id_as_record_reads_do() {
+    let server = demo_with_records().await;
+    let reader = server
+        .create_principal(&crate::auth::unique_name(&server, "qcaller"), false)
+        .await;
+    // Rows are visible only to a statement that runs with this principal's id as
+    // `hf.caller_id`; without it a query would see nothing.
+    let admin = server.db.client().await;
+    admin
+        .batch_execute(&format!(
+            "ALTER TABLE crm.account ENABLE ROW LEVEL SECURITY; \
+             CREATE POLICY caller_only ON crm.account FOR SELECT TO \"hf:authenticated\" \
+               USING (current_setting('hf.caller_id', true) = '{}');",
+            reader.id
+        ))
+        .await
+        .unwrap();
+    let query = json!({"query": "SELECT name FROM crm.account ORDER BY name"}).to_string();
+    // Queries and record reads alternate on the same connections.
+    for _ in 0..3 {
+        let response = post_text(&server, &reader.token, &query).await;
+        assert_eq!(response.status(), 200);
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(
+            answer["records"],
+            json!([{"name": "Acme"}, {"name": "Globex"}, {"name": "Initech"}]),
+            "{answer}"
+        );
+        let response = server
+            .http
+            .get(server.url("/data/crm/account/00000000-0000-0000-0000-0000000000a2"))
+            .bearer_auth(&reader.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    // `$User.id` is the same principal.
+    let body =
+        json!({"query": "SELECT name FROM crm.account WHERE $User.id = :id ORDER BY name LIMIT 1",
+                      "params": {"id": reader.id}})
+        .to_string();
+    let answer: Value = post_text(&server, &reader.token, &body)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["records"], json!([{"name": "Acme"}]), "{answer}");
 }
