@@ -54,26 +54,44 @@ pub async fn put_vendor(
     query: web::Query<VendorWriteQuery>,
     body: JavaScriptBody,
 ) -> Result<HttpResponse, ApiError> {
-    let (root, module_key, path) = path.into_inner();
-    let branch = write_branch(&root)?;
-    key(KeyKind::Module, &module_key)?;
-    let written = state
-        .app
-        .write_vendor_file(
-            &branch,
-            &writer.author,
-            &module_key,
-            &path,
-            Some(body.0.into_bytes()),
-            query.dry_run,
-        )
-        .await?;
+    let written = write(
+        &state,
+        &writer,
+        path.into_inner(),
+        Some(body.0.into_bytes()),
+        query.dry_run,
+    )
+    .await?;
     let (status, answer) = if written.existed {
         ("updated", HttpResponse::Ok())
     } else {
         ("created", HttpResponse::Created())
     };
     Ok(respond(answer, status, written))
+}
+
+/// Stores (`Some`) or removes (`None`) the vendored file a write route's path names, after
+/// checking the branch root and the module key.
+async fn write(
+    state: &AppState,
+    writer: &MetadataWriter,
+    (root, module_key, path): (String, String, String),
+    contents: Option<Vec<u8>>,
+    dry_run: bool,
+) -> Result<hf_app::FileWritten, ApiError> {
+    let branch = write_branch(&root)?;
+    key(KeyKind::Module, &module_key)?;
+    Ok(state
+        .app
+        .write_vendor_file(
+            &branch,
+            &writer.author,
+            &module_key,
+            &path,
+            contents,
+            dry_run,
+        )
+        .await?)
 }
 
 /// The answer to a vendored-file write.
@@ -145,19 +163,6 @@ pub async fn delete_vendor(
     path: web::Path<(String, String, String)>,
     query: web::Query<VendorWriteQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let (root, module_key, path) = path.into_inner();
-    let branch = write_branch(&root)?;
-    key(KeyKind::Module, &module_key)?;
-    let written = state
-        .app
-        .write_vendor_file(
-            &branch,
-            &writer.author,
-            &module_key,
-            &path,
-            None,
-            query.dry_run,
-        )
-        .await?;
+    let written = write(&state, &writer, path.into_inner(), None, query.dry_run).await?;
     Ok(respond(HttpResponse::Ok(), "deleted", written))
 }
