@@ -59,8 +59,10 @@ async fn serve(
         }
         (None, None) => anyhow::bail!("no database configured"),
     };
+    let workers = args.workers.unwrap_or_else(hf_server::default_workers);
     let settings = PoolSettings {
         max_size: args.pool_size,
+        data_shards: workers,
         ..PoolSettings::default()
     };
     let pool =
@@ -121,7 +123,7 @@ async fn serve(
     }
     let mut config = ServerConfig::new(args.listen.clone(), metadata_path.clone());
     config.body_limit = args.body_limit;
-    config.workers = args.workers;
+    config.workers = Some(workers);
     config.limits = hf_server::limits::Limits {
         header_timeout: Duration::from_secs(args.header_timeout),
         body_timeout: Duration::from_secs(args.body_timeout),

@@ -34,10 +34,12 @@ pub use shed::WorkQueue;
 #[derive(Clone)]
 pub struct App {
     inner: Arc<Inner>,
+    /// The database pools; outside `inner` so that each worker thread of the HTTP server can
+    /// hold its own shard of the data pool (see [`App::for_worker`]).
+    pool: Pool,
 }
 
 struct Inner {
-    pool: Pool,
     store: Arc<Store>,
     compiler: Compiler,
     plans: hf_storage::records::PlanCache,
@@ -58,8 +60,8 @@ impl App {
     /// database reflects.
     pub fn new(pool: Pool, store: Arc<Store>) -> Self {
         Self {
+            pool,
             inner: Arc::new(Inner {
-                pool,
                 store,
                 compiler: Compiler::default(),
                 plans: hf_storage::records::PlanCache::default(),
@@ -70,7 +72,16 @@ impl App {
 
     /// The database pool.
     pub fn pool(&self) -> &Pool {
-        &self.inner.pool
+        &self.pool
+    }
+
+    /// The same application for worker thread `index` of the HTTP server: it runs callers'
+    /// statements on that worker's shard of the data pool (see [`Pool::for_shard`]).
+    pub fn for_worker(&self, index: usize) -> App {
+        App {
+            inner: self.inner.clone(),
+            pool: self.pool.for_shard(index),
+        }
     }
 
     /// The metadata store.
@@ -97,10 +108,7 @@ impl App {
             .inner
             .cursor_key
             .get_or_try_init(|| {
-                hf_storage::secrets::server_secret(
-                    &self.inner.pool,
-                    hf_storage::secrets::CURSOR_SECRET,
-                )
+                hf_storage::secrets::server_secret(&self.pool, hf_storage::secrets::CURSOR_SECRET)
             })
             .await?;
         Ok(key)

@@ -22,6 +22,8 @@ pub mod state;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::dev::ServerHandle;
@@ -38,7 +40,8 @@ pub struct ServerConfig {
     pub body_limit: usize,
     /// Where the metadata repository lives.
     pub metadata_path: PathBuf,
-    /// Worker threads; `None` lets actix pick one per core.
+    /// Worker threads; `None` is one per core ([`default_workers`]). Give the pool as many
+    /// data shards (`PoolSettings::data_shards`), so that each worker has its own.
     pub workers: Option<usize>,
     /// How long requests in flight may take to finish at shutdown.
     pub shutdown_timeout: Duration,
@@ -115,6 +118,11 @@ pub async fn prepare_database(pool: &hf_storage::Pool) -> Result<(), Error> {
     Ok(())
 }
 
+/// The number of worker threads when none is configured: one per core.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
 /// Binds the listen address. Signals are not handled here: the caller decides when to stop
 /// (the CLI on SIGTERM/SIGINT, tests when they finish) through [`Server::handle`].
 pub fn bind(config: &ServerConfig, state: AppState) -> Result<Server, Error> {
@@ -123,12 +131,13 @@ pub fn bind(config: &ServerConfig, state: AppState) -> Result<Server, Error> {
     let limits = config.limits;
     let cors_origins = config.cors_origins.clone();
     let slots = limits::AddressSlots::new(limits.max_connections_per_address);
-    let workers = config.workers.unwrap_or_else(|| {
-        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-    });
+    let workers = config.workers.unwrap_or_else(default_workers);
+    // Each worker takes the next shard of the data pool when it builds its application.
+    let next_worker = Arc::new(AtomicUsize::new(0));
     let http = HttpServer::new(move || {
+        let worker = next_worker.fetch_add(1, Ordering::Relaxed);
         app::build(
-            state.clone(),
+            state.for_worker(worker),
             body_limit,
             public_access.clone(),
             &cors_origins,

@@ -19,6 +19,14 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The same state for worker thread `index`, with its own shard of the data pool.
+    pub fn for_worker(&self, index: usize) -> AppState {
+        AppState {
+            app: self.app.for_worker(index),
+            ..self.clone()
+        }
+    }
+
     /// The database pool; every statement borrows a connection from it.
     pub fn pool(&self) -> &Pool {
         self.app.pool()

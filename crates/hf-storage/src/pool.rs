@@ -11,6 +11,13 @@
 //! kept apart so that a connection left in a caller's role can never reach code that expects
 //! the login role: only `run_as` ever sees a data connection. deadpool has no place for such
 //! per-connection state, hence the small manager here that wraps deadpool-postgres's.
+//!
+//! The data pool is split into shards, one per worker thread of the HTTP server (see
+//! [`PoolSettings::data_shards`] and [`Pool::for_shard`]). A connection's driver task runs on
+//! the thread that opened it, so a request served by one worker with a connection opened by
+//! another wakes that other thread twice per statement (to send, and to hand back the rows).
+//! With a shard per worker, every connection a worker uses was opened by that worker, and a
+//! record read stays on one thread from the socket to the database and back.
 
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
@@ -30,7 +37,10 @@ use crate::{Error, Result};
 #[derive(Clone, Debug)]
 pub struct Pool {
     login: deadpool_postgres::Pool,
-    data: DataPool,
+    /// The data pool's shards (at least one).
+    data: std::sync::Arc<[DataPool]>,
+    /// The shard this handle borrows data connections from.
+    shard: usize,
 }
 
 impl Deref for Pool {
@@ -45,19 +55,31 @@ impl Deref for Pool {
 impl Pool {
     /// Both pools' sizes together, as `/status` reports them.
     pub fn status(&self) -> deadpool_postgres::Status {
-        let login = self.login.status();
-        let data = self.data.status();
-        deadpool_postgres::Status {
-            max_size: login.max_size + data.max_size,
-            size: login.size + data.size,
-            available: login.available + data.available,
-            waiting: login.waiting + data.waiting,
+        let mut total = self.login.status();
+        for shard in self.data.iter() {
+            let data = shard.status();
+            total.max_size += data.max_size;
+            total.size += data.size;
+            total.available += data.available;
+            total.waiting += data.waiting;
+        }
+        total
+    }
+
+    /// The same pools, borrowing data connections from shard `index` (modulo the number of
+    /// shards): the HTTP server gives each worker thread its own shard.
+    pub fn for_shard(&self, index: usize) -> Pool {
+        Pool {
+            login: self.login.clone(),
+            data: self.data.clone(),
+            shard: index % self.data.len(),
         }
     }
 
     /// The pool of connections that run callers' statements (only `run_as` uses it).
     pub(crate) fn data(&self) -> &DataPool {
-        &self.data
+        // `shard` is always below the number of shards (see `for_shard` and `connect`).
+        &self.data[self.shard]
     }
 }
 
@@ -148,6 +170,9 @@ pub struct PoolSettings {
     pub recycle_timeout: Duration,
     /// The `application_name` the connections report in `pg_stat_activity`.
     pub application_name: String,
+    /// How many shards the data pool is split into, `max_size` shared among them (see the
+    /// module comment): the number of the HTTP server's worker threads, or 1.
+    pub data_shards: usize,
 }
 
 impl Default for PoolSettings {
@@ -158,6 +183,7 @@ impl Default for PoolSettings {
             create_timeout: Duration::from_secs(5),
             recycle_timeout: Duration::from_secs(2),
             application_name: "hf".to_owned(),
+            data_shards: 1,
         }
     }
 }
@@ -190,13 +216,22 @@ pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
         .timeouts(timeouts)
         .build()
         .map_err(|error| Error::Config(error.to_string()))?;
-    let data = DataPool::builder(DataManager { inner: manager() })
-        .max_size(settings.max_size)
-        .runtime(Runtime::Tokio1)
-        .timeouts(timeouts)
-        .build()
-        .map_err(|error| Error::Config(error.to_string()))?;
-    Ok(Pool { login, data })
+    let shards = settings.data_shards.max(1);
+    let data = (0..shards)
+        .map(|_| {
+            DataPool::builder(DataManager { inner: manager() })
+                .max_size(settings.max_size.div_ceil(shards))
+                .runtime(Runtime::Tokio1)
+                .timeouts(timeouts)
+                .build()
+                .map_err(|error| Error::Config(error.to_string()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Pool {
+        login,
+        data: data.into(),
+        shard: 0,
+    })
 }
 
 /// The connection settings of a PostgreSQL URL (or key=value string) with the pool's connect

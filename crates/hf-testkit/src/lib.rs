@@ -237,10 +237,12 @@ impl TestServer {
 
     async fn launch(options: Options, adjust: impl FnOnce(&mut hf_server::ServerConfig)) -> Self {
         let db = TestDb::new().await;
-        let pool = match &options.pool {
-            Some(settings) => hf_storage::connect(db.url(), settings).expect("pool"),
-            None => db.pool(),
-        };
+        // A data shard per worker, as `hf serve` has.
+        let settings = options.pool.clone().unwrap_or(hf_storage::PoolSettings {
+            data_shards: 2,
+            ..hf_storage::PoolSettings::default()
+        });
+        let pool = hf_storage::connect(db.url(), &settings).expect("pool");
         hf_server::prepare_database(&pool)
             .await
             .expect("prepare the database");

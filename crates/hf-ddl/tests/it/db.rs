@@ -1,22 +1,29 @@
 //! A fresh PostgreSQL database per test, dropped afterwards even when the test panics.
 //!
-//! Connects to the server at `HF_DDL_TEST_PG` (a libpq connection string; default
-//! `host=127.0.0.1 port=5432 user=postgres`).
+//! Connects to the server at `HF_TEST_DATABASE_URL`, the variable every test of the workspace
+//! reads (a URL or a libpq key/value string; default `host=127.0.0.1 port=5432 user=postgres`).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use tokio_postgres::{Client, NoTls};
 
-fn server() -> String {
-    std::env::var("HF_DDL_TEST_PG")
-        .unwrap_or_else(|_| "host=127.0.0.1 port=5432 user=postgres".to_owned())
+/// The test server's connection settings, for database `dbname`.
+pub fn config(dbname: &str) -> tokio_postgres::Config {
+    let server = std::env::var("HF_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "host=127.0.0.1 port=5432 user=postgres".to_owned());
+    let mut config: tokio_postgres::Config = server
+        .parse()
+        .expect("HF_TEST_DATABASE_URL is a connection string");
+    config.dbname(dbname);
+    config
 }
 
-async fn connect(extra: &str) -> Client {
-    let (client, connection) = tokio_postgres::connect(&format!("{} {extra}", server()), NoTls)
+async fn connect(dbname: &str) -> Client {
+    let (client, connection) = config(dbname)
+        .connect(NoTls)
         .await
-        .expect("PostgreSQL must run for the database tests (see HF_DDL_TEST_PG)");
+        .expect("PostgreSQL must run for the database tests (see HF_TEST_DATABASE_URL)");
     tokio::spawn(async move {
         let _ = connection.await;
     });
@@ -31,7 +38,7 @@ pub async fn create() -> (String, Client) {
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::SeqCst)
     );
-    let admin = connect("dbname=postgres").await;
+    let admin = connect("postgres").await;
     admin
         .batch_execute(
             "DO $$ BEGIN CREATE ROLE \"hf:authenticated\" NOLOGIN; \
@@ -47,13 +54,13 @@ pub async fn create() -> (String, Client) {
         .batch_execute(&format!("CREATE DATABASE \"{name}\""))
         .await
         .unwrap();
-    let client = connect(&format!("dbname={name}")).await;
+    let client = connect(&name).await;
     (name, client)
 }
 
 /// Drops a database made by [`create`].
 pub async fn drop(name: &str) {
-    let admin = connect("dbname=postgres").await;
+    let admin = connect("postgres").await;
     admin
         .batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
         .await

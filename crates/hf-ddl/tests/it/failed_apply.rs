@@ -155,12 +155,10 @@ async fn a_held_lock_makes_apply_time_out() {
             .await
             .unwrap()
             .get(0);
-        let (mut other, connection) = tokio_postgres::connect(
-            &format!("host=127.0.0.1 port=5432 user=postgres dbname={database}"),
-            tokio_postgres::NoTls,
-        )
-        .await
-        .unwrap();
+        let (mut other, connection) = crate::db::config(&database)
+            .connect(tokio_postgres::NoTls)
+            .await
+            .unwrap();
         tokio::spawn(connection);
         let holder = other.transaction().await.unwrap();
         holder

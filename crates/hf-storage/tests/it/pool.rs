@@ -35,6 +35,35 @@ async fn exhausted_pool_times_out_as_busy() {
     );
 }
 
+/// Each shard of the data pool opens its own connections, within its share of `max_size`, and
+/// the status counts them all.
+#[tokio::test]
+async fn data_shards_share_the_pool_size_and_open_their_own_connections() {
+    let db = TestDb::new().await;
+    let settings = PoolSettings {
+        max_size: 4,
+        data_shards: 2,
+        ..PoolSettings::default()
+    };
+    let pool = hf_storage::connect(db.url(), &settings).unwrap();
+    assert_eq!(pool.status().max_size, 4 + 2 + 2);
+    let caller = hf_storage::run_as::Caller::reader("postgres");
+    let step = hf_storage::run_as::Step {
+        sql: "SELECT 1",
+        params: &[],
+        fixed: &[],
+    };
+    for shard in [0, 1, 2, 3] {
+        hf_storage::run_as::run_as(&pool.for_shard(shard), &caller, &[step])
+            .await
+            .unwrap()
+            .into_rows()
+            .unwrap();
+    }
+    // Shards 2 and 3 are shards 0 and 1 again: two data connections, none for logins yet.
+    assert_eq!(pool.status().size, 2);
+}
+
 #[tokio::test]
 async fn unreachable_server_is_unavailable_quickly() {
     let settings = PoolSettings {
