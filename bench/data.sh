@@ -95,17 +95,25 @@ INSERT INTO crm.opportunity (name, account, amount, probability, stage, close_da
   VALUES ('Deal', '$ACCOUNT', 1200.50, 40, 'open', '2024-12-31') RETURNING *;
 SQL
 
-# wrk at c=16; prints "<req/s> <p99 ms>".
+# hf's CPU time so far (user + system), in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+# wrk at c=16; prints "<req/s> <p99 ms> <hf CPU µs per request>". The CPU per request is hf's
+# own (from /proc), so it hardly depends on what else the machine runs, unlike req/s.
 run_wrk() {
+  local before after
+  before=$(cpu_ticks)
   wrk -t2 -c16 -d"${SECONDS_EACH}"s --latency "$@" >"$DATA/wrk.txt"
+  after=$(cpu_ticks)
   grep -q "Non-2xx" "$DATA/wrk.txt" && { echo "hf answered errors:" >&2; cat "$DATA/wrk.txt" >&2; exit 1; }
-  python3 - "$DATA/wrk.txt" <<'PY'
+  python3 - "$DATA/wrk.txt" "$((after - before))" "$(getconf CLK_TCK)" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
+requests = int(re.search(r"(\d+) requests in", text).group(1))
 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
 value, unit = re.search(r"\s99%\s+([\d.]+)(us|ms|s)", text).groups()
 p99 = float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
-print(f"{rps:.0f} {p99:.2f}")
+cpu_us = int(sys.argv[2]) / int(sys.argv[3]) * 1e6 / max(requests, 1)
+print(f"{rps:.0f} {p99:.2f} {cpu_us:.0f}")
 PY
 }
 # pgbench -M prepared -j2 -c16; prints "<tps> <p99 ms>" (p99 from the transaction log).
@@ -120,13 +128,14 @@ p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] / 1000
 print(f"{tps:.0f} {p99:.2f}")
 PY
 }
-report() {  # name, hf "<rps> <p99>", pgbench "<tps> <p99>"
+report() {  # name, hf "<rps> <p99> <cpu>", pgbench "<tps> <p99>"
   python3 - "$@" <<'PY'
 import sys
 name, hf, pg = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 hf_rps, hf_p99, pg_tps, pg_p99 = float(hf[0]), float(hf[1]), float(pg[0]), float(pg[1])
 print(f"{name:<34} hf {hf_rps:>8.0f} req/s p99 {hf_p99:7.2f} ms | pgbench {pg_tps:>8.0f} tps "
-      f"p99 {pg_p99:7.2f} ms | ratio {hf_rps / pg_tps:.2f}, p99 {hf_p99 / pg_p99:.1f}x")
+      f"p99 {pg_p99:7.2f} ms | ratio {hf_rps / pg_tps:.2f}, p99 {hf_p99 / pg_p99:.1f}x "
+      f"| hf CPU {hf[2]} µs/request")
 PY
 }
 
