@@ -717,101 +717,44 @@ impl Planner {
         }
     }
 
-    /// Primary key, unique constraints, indexes and foreign keys of a table that exists.
+    /// Primary key, unique constraints, indexes, foreign keys and value checks of a table that
+    /// exists. Each kind is matched on its own: what no longer fits is dropped, what only
+    /// changed name is renamed ([`Planner::drop_and_rename`]), and what is missing is created.
     fn keys(&mut self, s: &str, t: &str, table: &Table, wanted: &Table) {
-        let target = |name: &str| format!("{s}.{t}.{name}");
-        let alter = || Ddl::new("ALTER TABLE ").qualified(s, t);
-
         let pk = match_items(table.primary_key.as_slice(), wanted.primary_key.as_slice());
-        self.report(s, t, &pk);
-        for old in &pk.dropped {
-            let sql = alter().kw(" DROP CONSTRAINT ").ident(&old.name);
-            self.push(
-                Step::DropConstraint,
-                draft(Action::DropPrimaryKey, target(&old.name), sql),
-            );
-        }
-        for (old, new) in &pk.renamed {
-            self.rename_constraint(s, t, &old.name, &new.name);
-        }
+        self.drop_and_rename(s, t, &pk);
         for new in &pk.created {
-            let sql = alter()
+            let sql = Ddl::new("ALTER TABLE ")
+                .qualified(s, t)
                 .kw(" ADD CONSTRAINT ")
                 .ident(&new.name)
                 .kw(" PRIMARY KEY ")
                 .ident_list(&new.columns);
-            let change = draft(Action::AddPrimaryKey, target(&new.name), sql)
+            let change = draft(Action::AddPrimaryKey, format!("{s}.{t}.{}", new.name), sql)
                 .lint(LintCode::BlocksWrites, text::PRIMARY_KEY_BLOCKS);
             self.push(Step::AddConstraint, change);
         }
 
         let uniques = match_items(&table.uniques, &wanted.uniques);
-        self.report(s, t, &uniques);
-        for old in &uniques.dropped {
-            let sql = alter().kw(" DROP CONSTRAINT ").ident(&old.name);
-            self.push(
-                Step::DropConstraint,
-                draft(Action::DropUnique, target(&old.name), sql),
-            );
-        }
-        for (old, new) in &uniques.renamed {
-            self.rename_constraint(s, t, &old.name, &new.name);
-        }
+        self.drop_and_rename(s, t, &uniques);
         for new in &uniques.created {
             self.add_unique(s, t, new, true);
         }
 
         let indexes = match_items(&table.indexes, &wanted.indexes);
-        self.report(s, t, &indexes);
-        for old in &indexes.dropped {
-            let sql = Ddl::new("DROP INDEX ").qualified(s, &old.name);
-            self.push(
-                Step::DropIndex,
-                draft(Action::DropIndex, target(&old.name), sql),
-            );
-        }
-        for (old, new) in &indexes.renamed {
-            let sql = Ddl::new("ALTER INDEX ")
-                .qualified(s, &old.name)
-                .kw(" RENAME TO ")
-                .ident(&new.name);
-            self.push(
-                Step::RenameConstraint,
-                draft(Action::RenameIndex, target(&new.name), sql),
-            );
-        }
+        self.drop_and_rename(s, t, &indexes);
         for new in &indexes.created {
             self.create_index(s, t, new, true);
         }
 
         let fks = match_items(&table.foreign_keys, &wanted.foreign_keys);
-        self.report(s, t, &fks);
-        for old in &fks.dropped {
-            let sql = alter().kw(" DROP CONSTRAINT ").ident(&old.name);
-            self.push(
-                Step::DropForeignKey,
-                draft(Action::DropForeignKey, target(&old.name), sql),
-            );
-        }
-        for (old, new) in &fks.renamed {
-            self.rename_constraint(s, t, &old.name, &new.name);
-        }
+        self.drop_and_rename(s, t, &fks);
         for new in &fks.created {
             self.add_foreign_key(s, t, new, true);
         }
 
         let checks = match_items(&table.checks, &wanted.checks);
-        self.report(s, t, &checks);
-        for old in &checks.dropped {
-            let sql = alter().kw(" DROP CONSTRAINT ").ident(&old.name);
-            self.push(
-                Step::DropConstraint,
-                draft(Action::DropCheck, target(&old.name), sql),
-            );
-        }
-        for (old, new) in &checks.renamed {
-            self.rename_constraint(s, t, &old.name, &new.name);
-        }
+        self.drop_and_rename(s, t, &checks);
         for new in &checks.created {
             let column_kept = table
                 .column(&new.column)
@@ -920,17 +863,22 @@ impl Planner {
         }
     }
 
-    fn rename_constraint(&mut self, s: &str, t: &str, from: &str, to: &str) {
-        let sql = Ddl::new("ALTER TABLE ")
-            .qualified(s, t)
-            .kw(" RENAME CONSTRAINT ")
-            .ident(from)
-            .kw(" TO ")
-            .ident(to);
-        self.push(
-            Step::RenameConstraint,
-            draft(Action::RenameConstraint, format!("{s}.{t}.{to}"), sql),
-        );
+    /// Reports the items of one kind that a match left alone or took over, then drops those it
+    /// found unwanted and renames those whose definition stayed (see [`Keyed`] for the SQL).
+    fn drop_and_rename<T: Keyed>(&mut self, s: &str, t: &str, matched: &Matched<'_, T>) {
+        self.report(s, t, matched);
+        for old in &matched.dropped {
+            let (step, action) = T::DROP;
+            let sql = T::drop_sql(s, t, old.name());
+            self.push(step, draft(action, format!("{s}.{t}.{}", old.name()), sql));
+        }
+        for (old, new) in &matched.renamed {
+            let (action, sql) = T::rename_sql(s, t, old.name(), new.name());
+            self.push(
+                Step::RenameConstraint,
+                draft(action, format!("{s}.{t}.{}", new.name()), sql),
+            );
+        }
     }
 
     fn add_unique(&mut self, s: &str, t: &str, unique: &UniqueConstraint, existing_table: bool) {
@@ -1129,16 +1077,41 @@ fn type_change(from: &SqlType, to: &SqlType) -> TypeChange {
     }
 }
 
-/// A key or index, for matching the current ones against the desired ones.
+/// A key, index or check of a table, for matching the current ones against the desired ones
+/// and for dropping and renaming them.
 trait Keyed {
+    /// What it is, in diagnostics.
     const WHAT: &'static str;
+    /// The plan step and action that drop one.
+    const DROP: (Step, Action);
     fn name(&self) -> &str;
     fn managed(&self) -> bool;
     fn same_definition(&self, other: &Self) -> bool;
+
+    /// The statement that drops `name` from table `s.t`: a constraint's, unless overridden.
+    fn drop_sql(s: &str, t: &str, name: &str) -> Ddl {
+        Ddl::new("ALTER TABLE ")
+            .qualified(s, t)
+            .kw(" DROP CONSTRAINT ")
+            .ident(name)
+    }
+
+    /// The action and statement that rename `from` to `to` on table `s.t`: a constraint's,
+    /// unless overridden.
+    fn rename_sql(s: &str, t: &str, from: &str, to: &str) -> (Action, Ddl) {
+        let sql = Ddl::new("ALTER TABLE ")
+            .qualified(s, t)
+            .kw(" RENAME CONSTRAINT ")
+            .ident(from)
+            .kw(" TO ")
+            .ident(to);
+        (Action::RenameConstraint, sql)
+    }
 }
 
 impl Keyed for PrimaryKey {
     const WHAT: &'static str = "primary key";
+    const DROP: (Step, Action) = (Step::DropConstraint, Action::DropPrimaryKey);
     fn name(&self) -> &str {
         &self.name
     }
@@ -1152,6 +1125,7 @@ impl Keyed for PrimaryKey {
 
 impl Keyed for UniqueConstraint {
     const WHAT: &'static str = "unique constraint";
+    const DROP: (Step, Action) = (Step::DropConstraint, Action::DropUnique);
     fn name(&self) -> &str {
         &self.name
     }
@@ -1165,6 +1139,7 @@ impl Keyed for UniqueConstraint {
 
 impl Keyed for Index {
     const WHAT: &'static str = "index";
+    const DROP: (Step, Action) = (Step::DropIndex, Action::DropIndex);
     fn name(&self) -> &str {
         &self.name
     }
@@ -1177,10 +1152,23 @@ impl Keyed for Index {
             && self.definition.is_none()
             && other.definition.is_none()
     }
+    /// Indexes belong to the schema, not the table.
+    fn drop_sql(s: &str, _t: &str, name: &str) -> Ddl {
+        Ddl::new("DROP INDEX ").qualified(s, name)
+    }
+
+    fn rename_sql(s: &str, _t: &str, from: &str, to: &str) -> (Action, Ddl) {
+        let sql = Ddl::new("ALTER INDEX ")
+            .qualified(s, from)
+            .kw(" RENAME TO ")
+            .ident(to);
+        (Action::RenameIndex, sql)
+    }
 }
 
 impl Keyed for ValueCheck {
     const WHAT: &'static str = "check constraint";
+    const DROP: (Step, Action) = (Step::DropConstraint, Action::DropCheck);
     fn name(&self) -> &str {
         &self.name
     }
@@ -1194,6 +1182,7 @@ impl Keyed for ValueCheck {
 
 impl Keyed for ForeignKey {
     const WHAT: &'static str = "foreign key";
+    const DROP: (Step, Action) = (Step::DropForeignKey, Action::DropForeignKey);
     fn name(&self) -> &str {
         &self.name
     }
