@@ -38,8 +38,10 @@ impl Database {
             ))
             .await
             .unwrap();
-        let url = format!("{}/{name}", server.rsplit_once('/').unwrap().0);
-        let client = connect(&url).await;
+        let mut config: tokio_postgres::Config = server.parse().unwrap();
+        config.dbname(&name);
+        let (client, connection) = config.connect(NoTls).await.unwrap();
+        tokio::spawn(connection);
         (Database { name, server }, client)
     }
 }
