@@ -3,7 +3,8 @@
 //!
 //! It prints the module to stdout, or every error to stderr as `file:line:column: CODE message`
 //! with the source line and a caret under the column, and exits with 1. Files it cannot read (or
-//! that are not UTF-8) exit with 2.
+//! that are not UTF-8) exit with 2. The compile is `hf_app::compile::compile_screen`, the one the
+//! service's route makes too.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -35,7 +36,10 @@ pub fn run(args: &CompileArgs) -> ExitCode {
         Ok(text) => text,
         Err(message) => return fail(&message),
     };
-    let out = hf_hfx::compile(&source, sidecar.as_deref());
+    let out = match hf_app::compile::compile_screen(&source, sidecar.as_deref()) {
+        Ok(out) => out,
+        Err(error) => return fail(&error.to_string()),
+    };
     let Some(js) = out.js.filter(|_| out.diagnostics.is_empty()) else {
         let mut report = String::new();
         for diagnostic in &out.diagnostics {

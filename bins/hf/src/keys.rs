@@ -5,7 +5,6 @@
 //! service deletes it after that.
 
 use clap::{Args, Subcommand};
-use hf_auth::keys::SigningKey;
 
 use crate::principal::with_database;
 use crate::DatabaseArgs;
@@ -30,11 +29,9 @@ pub fn run(args: KeysArgs) -> anyhow::Result<()> {
     with_database(&args.database, |pool| async move {
         match args.command {
             KeysCommand::Rotate => {
-                let key = SigningKey::generate()?;
-                hf_storage::auth::rotate_signing_key(&pool, &key).await?;
+                let kid = hf_app::iam::rotate_signing_key(&pool).await?;
                 println!(
-                    "the signing key {} is current; running services use it within a minute",
-                    key.kid()
+                    "the signing key {kid} is current; running services use it within a minute"
                 );
                 Ok(())
             }

@@ -4,7 +4,9 @@
 //! Export writes every branch with its full history (`git log`, `git clone` work on the result).
 //! Import loads a repository's branches keeping their commit ids: new branches are created,
 //! existing ones fast-forwarded; when any branch diverged nothing is imported, and the message
-//! names the branch and both commits. Both take the database flags of `hf serve`.
+//! names the branch and both commits. A move of the live branch runs its DDL in the import's
+//! transaction, so the live branch and the schema never disagree. Both take the database flags
+//! of `hf serve`.
 
 use std::path::PathBuf;
 
@@ -33,10 +35,14 @@ enum MetadataCommand {
         live_branch: String,
     },
     /// Load the branches of the git repository at DIR: create new ones, fast-forward existing
-    /// ones; refuse everything when a branch diverged.
+    /// ones; refuse everything when a branch diverged. When the live branch moves, its DDL runs
+    /// in the same transaction (a plan that would lose data refuses the import).
     Import {
         /// The repository to read.
         dir: PathBuf,
+        /// The live branch: the one the database reflects.
+        #[arg(long, env = "HF_LIVE_BRANCH", default_value = "main")]
+        live_branch: String,
     },
 }
 
@@ -58,11 +64,12 @@ pub fn run(args: MetadataArgs) -> anyhow::Result<()> {
                     dir.display()
                 );
             }
-            MetadataCommand::Import { dir } => {
+            MetadataCommand::Import { dir, live_branch } => {
                 let report = hf_storage::metadata::import(
                     &pool,
                     &dir,
                     hf_storage::metadata::ImportMode::FastForward,
+                    Some(&live_branch),
                 )
                 .await
                 .with_context(|| format!("importing the metadata of {}", dir.display()))?;
@@ -79,7 +86,7 @@ pub fn run(args: MetadataArgs) -> anyhow::Result<()> {
                     eprintln!("skipped {branch}: not a valid branch id");
                 }
                 println!(
-                    "imported {} objects; run `hf plan` if the live branch moved",
+                    "imported {} objects; the schema follows the live branch `{live_branch}`",
                     report.objects
                 );
             }

@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use hf_app::iam::{CreatePrincipal, DeletePrincipal, Iam, Principal, SetAdmin};
 use hf_server::auth::AuthConfig;
-use hf_storage::auth::{Bootstrap, CreatePrincipal, DeletePrincipal, Principal, SetAdmin};
+use hf_storage::auth::Bootstrap;
 use hf_storage::{EmbeddedCluster, Pool, PoolSettings};
 
 use crate::{DatabaseArgs, ServeArgs};
@@ -54,7 +55,8 @@ enum PrincipalCommand {
         name: String,
     },
     /// Delete a principal and drop its database role (never the last administrator). Its
-    /// tokens stop working at once, in every running instance.
+    /// tokens stop working at once, in every running instance (the command returns once every
+    /// running instance has acknowledged it, or after two seconds).
     Delete {
         /// The principal's name.
         name: String,
@@ -63,21 +65,23 @@ enum PrincipalCommand {
 
 /// Runs `hf principal …`.
 pub fn run(args: PrincipalArgs) -> anyhow::Result<()> {
-    with_database(&args.database, |pool| async move {
+    with_database_url(&args.database, |pool, url| async move {
+        let ttl = AuthConfig::default().setup_token_ttl;
+        let iam = Iam::new(pool, &url, None, ttl).context("configuring the database access")?;
         match args.command {
-            PrincipalCommand::Create { name, admin } => create(&pool, &name, admin).await,
-            PrincipalCommand::List => list(&pool).await,
-            PrincipalCommand::Reset { name } => reset(&pool, &name).await,
-            PrincipalCommand::Promote { name } => set_admin(&pool, &name, true).await,
-            PrincipalCommand::Demote { name } => set_admin(&pool, &name, false).await,
-            PrincipalCommand::Delete { name } => delete(&pool, &name).await,
+            PrincipalCommand::Create { name, admin } => create(&iam, &name, admin).await,
+            PrincipalCommand::List => list(&iam).await,
+            PrincipalCommand::Reset { name } => reset(&iam, &name).await,
+            PrincipalCommand::Promote { name } => set_admin(&iam, &name, true).await,
+            PrincipalCommand::Demote { name } => set_admin(&iam, &name, false).await,
+            PrincipalCommand::Delete { name } => delete(&iam, &name).await,
         }
     })
 }
 
-async fn create(pool: &Pool, name: &str, admin: bool) -> anyhow::Result<()> {
-    let ttl = AuthConfig::default().setup_token_ttl;
-    match hf_storage::auth::create_principal(pool, name, admin, ttl).await? {
+async fn create(iam: &Iam, name: &str, admin: bool) -> anyhow::Result<()> {
+    let ttl = iam.setup_token_ttl();
+    match iam.create_principal(name, admin).await? {
         CreatePrincipal::Created {
             principal,
             setup_token,
@@ -117,16 +121,17 @@ fn print_setup_token(token: &str, ttl: Duration) {
 }
 
 /// The principal of a name, or an error that says there is none.
-async fn named(pool: &Pool, name: &str) -> anyhow::Result<Principal> {
-    hf_storage::auth::get_principal_by_name(pool, name)
+async fn named(iam: &Iam, name: &str) -> anyhow::Result<Principal> {
+    iam.principal_named(name)
         .await?
         .with_context(|| format!("there is no principal named `{name}`"))
 }
 
-async fn reset(pool: &Pool, name: &str) -> anyhow::Result<()> {
-    let principal = named(pool, name).await?;
-    let ttl = AuthConfig::default().setup_token_ttl;
-    let token = hf_storage::auth::issue_reset_token(pool, principal.id, ttl)
+async fn reset(iam: &Iam, name: &str) -> anyhow::Result<()> {
+    let principal = named(iam, name).await?;
+    let ttl = iam.setup_token_ttl();
+    let token = iam
+        .issue_reset_token(principal.id)
         .await?
         .with_context(|| format!("there is no principal named `{name}`"))?;
     println!(
@@ -137,9 +142,9 @@ async fn reset(pool: &Pool, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn set_admin(pool: &Pool, name: &str, is_admin: bool) -> anyhow::Result<()> {
-    let principal = named(pool, name).await?;
-    match hf_storage::auth::set_admin(pool, principal.id, is_admin).await? {
+async fn set_admin(iam: &Iam, name: &str, is_admin: bool) -> anyhow::Result<()> {
+    let principal = named(iam, name).await?;
+    match iam.set_admin(principal.id, is_admin).await? {
         SetAdmin::Updated(principal) => {
             let role = if principal.is_admin {
                 "an administrator"
@@ -156,9 +161,9 @@ async fn set_admin(pool: &Pool, name: &str, is_admin: bool) -> anyhow::Result<()
     }
 }
 
-async fn delete(pool: &Pool, name: &str) -> anyhow::Result<()> {
-    let principal = named(pool, name).await?;
-    match hf_storage::auth::delete_principal(pool, principal.id).await? {
+async fn delete(iam: &Iam, name: &str) -> anyhow::Result<()> {
+    let principal = named(iam, name).await?;
+    match iam.delete_principal(principal.id).await? {
         DeletePrincipal::Deleted(principal) => {
             println!("deleted `{}` and its database role", principal.name);
             Ok(())
@@ -170,8 +175,8 @@ async fn delete(pool: &Pool, name: &str) -> anyhow::Result<()> {
     }
 }
 
-async fn list(pool: &Pool) -> anyhow::Result<()> {
-    let principals = hf_storage::auth::list_principals(pool).await?;
+async fn list(iam: &Iam) -> anyhow::Result<()> {
+    let principals = iam.list_principals().await?;
     println!("{:<36}  {:<5}  {:<25}  NAME", "ID", "ADMIN", "CREATED");
     for principal in principals {
         println!(

@@ -109,10 +109,11 @@ async fn serve(
         ms = opened.elapsed().as_millis() as u64,
         "metadata store open"
     );
+    let app = hf_app::App::new(pool, store);
     if args.demo {
-        load_demo(&pool, &store).await?;
+        load_demo(&app).await?;
     }
-    match hf_storage::deploy::drift(&pool, &store).await {
+    match app.drift().await {
         Ok(None) => {}
         Ok(Some(drift)) => tracing::warn!(
             live_commit = %drift.live_commit,
@@ -138,7 +139,6 @@ async fn serve(
         args.public_url.as_deref(),
         &args.trusted_proxies,
     )?;
-    let app = hf_app::App::new(pool, store);
     // The shared secrets (the cursor-signing key) are read now, so a database that cannot give
     // them stops the start rather than the first paged query.
     app.load_secrets()
@@ -193,28 +193,18 @@ fn demo_files() -> Vec<(String, Vec<u8>)> {
     files
 }
 
-/// Loads the demo metadata into an empty live branch and applies it to the database.
-async fn load_demo(
-    pool: &hf_storage::Pool,
-    store: &Arc<hf_metastore::Store>,
-) -> anyhow::Result<()> {
-    let seeded = tokio::task::spawn_blocking({
-        let store = Arc::clone(store);
-        move || store.seed_from_files(demo_files(), "the demo", "hf")
-    })
-    .await?
-    .context("loading the demo metadata")?;
+/// Loads the demo metadata into an empty live branch and applies it, as one live write.
+async fn load_demo(app: &hf_app::App) -> anyhow::Result<()> {
+    let seeded = app
+        .seed_live(demo_files(), "the demo")
+        .await
+        .context("loading the demo metadata")?;
     match seeded {
-        Some(snapshot) => {
-            let applied = hf_storage::deploy::apply(pool, store, &snapshot.branch, false)
-                .await
-                .context("applying the demo metadata")?;
-            tracing::info!(
-                commit = %applied.commit,
-                tables_created = applied.stats.tables_created,
-                "loaded the demo metadata"
-            );
-        }
+        Some(applied) => tracing::info!(
+            commit = %applied.commit,
+            tables_created = applied.stats.tables_created,
+            "loaded the demo metadata"
+        ),
         None => {
             tracing::info!("the live branch already holds metadata; the demo was not loaded again")
         }

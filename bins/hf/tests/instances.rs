@@ -633,11 +633,10 @@ async fn a_principal_deleted_through_one_instance_is_refused_by_the_others_withi
     principal_changes_reach_the_other_instances(Promptness::Within(PROPAGATION)).await;
 }
 
-/// The stricter reading, the other instances' very next request. Across instances a change
-/// arrives by notification a few milliseconds after it commits (docs/auth.md says "at once"
-/// means "when the notification arrives"), and a request in that window is still accepted.
+/// The stricter reading, the other instances' very next request: a deletion or demotion is
+/// answered only once every live instance has acknowledged it, so the next request through any
+/// instance is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "across instances a deletion arrives by notification, a few ms after it commits"]
 async fn a_principal_deleted_through_one_instance_is_refused_by_the_others_on_the_next_request() {
     principal_changes_reach_the_other_instances(Promptness::NextRequest).await;
 }

@@ -14,6 +14,7 @@ use hf_auth::token::{self, Subject, DEFAULT_LEEWAY};
 use hf_storage::auth::{Bootstrap, LoginThrottle, Principal, PrincipalCache};
 use hf_storage::Pool;
 
+use crate::iam::Iam;
 use crate::shed::WorkQueue;
 use crate::{Error, Result};
 
@@ -103,7 +104,9 @@ pub struct AuthState {
     config: AuthConfig,
     keys: RwLock<LoadedKeys>,
     verified: Mutex<HashMap<String, VerifiedToken>>,
-    principals: PrincipalCache,
+    principals: Arc<PrincipalCache>,
+    /// Principal management, which forgets changed principals in `principals`.
+    iam: Iam,
     hashing: WorkQueue,
     /// argon2 working memories kept between hashes, at most one per permit of `hashing`
     /// (hf_auth::password explains why they are reused).
@@ -189,6 +192,13 @@ pub async fn prepare(
         Bootstrap::InvalidName { reason } => return Err(bootstrap_error(reason.clone())),
         _ => {}
     }
+    let principals = Arc::new(PrincipalCache::new(pool.clone(), database_url)?);
+    let iam = Iam::new(
+        pool.clone(),
+        database_url,
+        Some(Arc::clone(&principals)),
+        config.setup_token_ttl,
+    )?;
     let state = AuthState {
         config: config.clone(),
         keys: RwLock::new(LoadedKeys {
@@ -196,7 +206,8 @@ pub async fn prepare(
             loaded_at: Instant::now(),
         }),
         verified: Mutex::new(HashMap::new()),
-        principals: PrincipalCache::new(pool.clone(), database_url)?,
+        principals,
+        iam,
         hashing: WorkQueue::new(
             "password checks",
             config.hashing_concurrency,
@@ -289,10 +300,10 @@ impl AuthState {
         )?)
     }
 
-    /// Forgets what this instance remembers of a principal; IAM routes call it after changing
-    /// or deleting one, before they answer.
-    pub fn forget_principal(&self, principal: &Principal) {
-        self.principals.forget(&principal.sub);
+    /// Principal management; its changes are forgotten by this instance's principal cache at
+    /// once and acknowledged by every other live instance before they are reported done.
+    pub fn iam(&self) -> &Iam {
+        &self.iam
     }
 
     /// Whether principal look-ups are answered from memory now (for tests and diagnostics).
@@ -571,6 +582,19 @@ impl AuthState {
             }
         }
         Err(refused(&last_problem))
+    }
+
+    /// A one-time code a browser exchanges for a session (`POST /auth/session`), valid for the
+    /// configured session code lifetime.
+    pub async fn create_session_code(
+        &self,
+        pool: &Pool,
+        principal: &Principal,
+    ) -> Result<hf_auth::secret::SecretToken> {
+        Ok(
+            hf_storage::auth::create_session_code(pool, principal.id, self.config.session_code_ttl)
+                .await?,
+        )
     }
 
     /// Exchanges a one-time session code for a token.

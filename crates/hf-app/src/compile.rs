@@ -22,6 +22,14 @@ const CACHE_ENTRIES: usize = 512;
 /// Most bytes of JavaScript the module cache keeps.
 const CACHE_BYTES: usize = 64 * 1024 * 1024;
 
+/// Compiles one screen now, exactly as `POST /hfx/compile` does (default options, on a thread
+/// with a large stack) but without the service's limiter, time limit and cache: for one-shot
+/// tools such as `hf compile`, which compile one screen and exit.
+pub fn compile_screen(source: &str, sidecar: Option<&str>) -> Result<CompileOutput> {
+    hf_hfx::compile_on_thread_with(source, sidecar, &CompileOptions::default())
+        .map_err(|error| Error::Internal(format!("the HFX compiler failed: {error}")))
+}
+
 /// The compile limiter and the module cache of one application.
 #[derive(Debug)]
 pub struct Compiler {

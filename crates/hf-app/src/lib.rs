@@ -14,6 +14,7 @@ pub mod auth;
 pub mod compile;
 pub mod deploy;
 pub mod error;
+pub mod iam;
 pub mod metadata;
 pub mod query;
 pub mod records;

@@ -32,7 +32,7 @@ mod tree;
 pub use error::{Error, ErrorKind};
 pub use locks::RefLock;
 pub use remote::{Head, Object, ObjectId, ObjectKind, Published, Remote};
-pub use store::{BranchInfo, FileWritten, Prepared, Snapshot, Store, Written};
+pub use store::{BranchInfo, FileWritten, Prepared, PreparedSeed, Snapshot, Store, Written};
 
 /// Turns off libgit2's object cache, for the whole process.
 ///

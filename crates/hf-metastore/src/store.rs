@@ -98,6 +98,24 @@ pub struct Prepared {
     pub file: String,
 }
 
+/// A seed commit built on the live head without moving it ([`Store::prepare_seed`]); finish it
+/// as a [`Prepared`] write is finished.
+#[derive(Debug, Clone)]
+pub struct PreparedSeed {
+    /// The live branch.
+    pub branch: String,
+    /// The live head the commit was built on (a commit with an empty tree).
+    pub expected_old: String,
+    /// The new commit, 40 hex digits.
+    pub commit: String,
+    /// Its root tree, 40 hex digits.
+    pub tree: String,
+    /// The model before the seed (empty).
+    pub base: Arc<Model>,
+    /// The seeded model.
+    pub model: Arc<Model>,
+}
+
 /// The metadata store. Cheap to share: wrap it in an `Arc`.
 pub struct Store {
     path: PathBuf,
@@ -661,6 +679,36 @@ impl Store {
         source: &str,
         author: &str,
     ) -> Result<Option<Arc<Snapshot>>, Error> {
+        let live = self.live_branch.clone();
+        let lock = self.branch_lock(&live);
+        let _turn = lock.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(seed) = self.prepare_seed(files, source, author)? else {
+            return Ok(None);
+        };
+        let repo = self.take()?;
+        let result = (|| {
+            let commit = Oid::from_str(&seed.commit)?;
+            self.move_ref(&repo, &live, Some(&seed.expected_old), commit)?;
+            Ok(Some(Arc::new(Snapshot {
+                branch: live.clone(),
+                commit: seed.commit.clone(),
+                tree: seed.tree.clone(),
+                model: Arc::clone(&seed.model),
+            })))
+        })();
+        self.give_back(repo);
+        result
+    }
+
+    /// The first half of [`Self::seed_from_files`]: builds the seed commit on the live head
+    /// without moving the branch, so a caller can move it together with the schema (the live
+    /// write's one transaction). `None` when the live branch already holds metadata.
+    pub fn prepare_seed(
+        &self,
+        files: Vec<(String, Vec<u8>)>,
+        source: &str,
+        author: &str,
+    ) -> Result<Option<PreparedSeed>, Error> {
         let mut files = files
             .into_iter()
             .filter_map(|(path, bytes)| match files::classify(&path) {
@@ -678,8 +726,6 @@ impl Store {
             });
         }
         let live = self.live_branch.clone();
-        let lock = self.branch_lock(&live);
-        let _turn = lock.lock().unwrap_or_else(|e| e.into_inner());
         let repo = self.take()?;
         let result = (|| {
             let head = self
@@ -689,23 +735,26 @@ impl Store {
                 })?;
             self.ensure_commit(&repo, head)?;
             let parent = repo.find_commit(head)?;
-            if !parent.tree()?.is_empty() {
+            let parent_tree = parent.tree()?;
+            if !parent_tree.is_empty() {
                 return Ok(None);
             }
+            let base = self.model_in(&repo, parent_tree.id())?;
             let tree_id = tree::tree_of_files(&repo, &files)?;
             let tree = repo.find_tree(tree_id)?;
             let signature = signature(author)?;
             let message = format!("seed metadata from {source}");
             let commit = repo.commit(None, &signature, &signature, &message, &tree, &[&parent])?;
-            self.move_ref(&repo, &live, Some(&head.to_string()), commit)?;
             let model = Arc::new(model);
             self.cache.insert(tree_id, Arc::clone(&model));
-            Ok(Some(Arc::new(Snapshot {
+            Ok(Some(PreparedSeed {
                 branch: live.clone(),
+                expected_old: head.to_string(),
                 commit: commit.to_string(),
                 tree: tree_id.to_string(),
+                base,
                 model,
-            })))
+            }))
         })();
         self.give_back(repo);
         result

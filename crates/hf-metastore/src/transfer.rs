@@ -75,6 +75,17 @@ impl SourceRepository {
         Ok(self.repo.graph_descendant_of(descendant, ancestor)?)
     }
 
+    /// The model of a commit's tree, with the tree's id (40 hex digits): what a branch moved
+    /// to this commit would hold.
+    pub fn model_at(&self, commit: &ObjectId) -> Result<(hf_model::Model, String), Error> {
+        let commit = self.repo.find_commit(remote::oid(commit))?;
+        let tree = commit.tree()?;
+        Ok((
+            crate::tree::load_model(&self.repo, &tree)?,
+            tree.id().to_string(),
+        ))
+    }
+
     /// Every object the given heads reach: each commit of their history, and every tree and
     /// blob of those commits.
     pub fn reachable_objects(&self, heads: &[ObjectId]) -> Result<Vec<Object>, Error> {

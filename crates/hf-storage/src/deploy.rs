@@ -9,7 +9,8 @@
 //! [`crate::metadata::publish_in`]; then it commits. The live branch and the schema move
 //! together or not at all, whatever fails or crashes at any point, so there is nothing to
 //! repair. [`drift`] still reports a database whose recorded state disagrees with the live head
-//! (a `hf metadata import` that moved the live branch, or changes made outside hf).
+//! (a first start that imported an old on-disk repository, or changes made outside hf; `hf
+//! metadata import` runs the live branch's DDL with its move, see `metadata::import`).
 //!
 //! These functions need a store opened with [`crate::metadata::open_store`].
 
@@ -107,15 +108,39 @@ pub async fn apply(
     branch: &str,
     allow_destructive: bool,
 ) -> Result<Applied> {
+    let no_check = |_: &Model, _: &Model| Ok::<(), std::convert::Infallible>(());
+    match apply_checked(pool, store, branch, allow_destructive, no_check).await? {
+        Ok(applied) => Ok(applied),
+        Err(never) => match never {},
+    }
+}
+
+/// [`apply`], with a rule the caller keeps: `check` sees the branch's model and the model the
+/// database reflects (the last applied tree, or the live head when nothing was applied or that
+/// tree is gone), read under the lock that serialises live writes, so no concurrent write can
+/// slip in between the check and the apply. When it refuses, nothing runs and its error is
+/// returned inside `Ok`.
+pub async fn apply_checked<E, C>(
+    pool: &Pool,
+    store: &Arc<Store>,
+    branch: &str,
+    allow_destructive: bool,
+    check: C,
+) -> Result<Result<Applied, E>>
+where
+    C: FnOnce(&Model, &Model) -> std::result::Result<(), E>,
+{
     require_shared(store)?;
     let mut client = pool.get().await?;
     let transaction = client.transaction().await?;
-    transaction
-        .execute("SELECT pg_advisory_xact_lock($1)", &[&APPLY_LOCK_KEY])
-        .await?;
+    lock_live_writes(&transaction).await?;
     refresh_heads(&transaction, store, &[store.live_branch(), branch]).await?;
     let live = snapshot(store, store.live_branch()).await?;
     let target = snapshot(store, branch).await?;
+    let reflected = reflected_model(&*transaction, store, &live).await?;
+    if let Err(refused) = check(&target.model, &reflected) {
+        return Ok(Err(refused));
+    }
     if target.branch != live.branch {
         let descends = blocking({
             let store = Arc::clone(store);
@@ -162,12 +187,31 @@ pub async fn apply(
     if let Some(head) = moved {
         store.set_cached_head(&head);
     }
-    Ok(Applied {
+    Ok(Ok(Applied {
         branch: target.branch.clone(),
         commit: target.commit.clone(),
         stats,
         plan,
-    })
+    }))
+}
+
+/// The model the database reflects: the last applied tree, or `live`'s when nothing was
+/// applied or that tree is gone.
+async fn reflected_model<C: GenericClient>(
+    client: &C,
+    store: &Arc<Store>,
+    live: &Snapshot,
+) -> Result<Arc<Model>> {
+    let Some(applied) = applied_state_in(client).await? else {
+        return Ok(Arc::clone(&live.model));
+    };
+    let at_tree = {
+        let store = Arc::clone(store);
+        tokio::task::spawn_blocking(move || store.model_at_tree(&applied.tree))
+            .await
+            .map_err(|error| Error::Internal(format!("a metadata task failed: {error}")))?
+    };
+    Ok(at_tree.unwrap_or_else(|_| Arc::clone(&live.model)))
 }
 
 /// Writes to the live branch: the edit's commit and its DDL succeed together or not at all.
@@ -188,9 +232,7 @@ where
     for _ in 0..MAX_LIVE_ATTEMPTS {
         let mut client = pool.get().await?;
         let transaction = client.transaction().await?;
-        transaction
-            .execute("SELECT pg_advisory_xact_lock($1)", &[&APPLY_LOCK_KEY])
-            .await?;
+        lock_live_writes(&transaction).await?;
         refresh_heads(&transaction, store, &[store.live_branch()]).await?;
         let prepared: Prepared = blocking({
             let store = Arc::clone(store);
@@ -202,55 +244,23 @@ where
             move || store.prepare(&branch, &author, edit)
         })
         .await?;
-        let plan = plan_model(&*transaction, &prepared.model, Some(&prepared.base)).await?;
-        let options = ApplyOptions {
-            allow_destructive,
-            ..ApplyOptions::default()
+        let commit = LiveCommit {
+            branch: &prepared.branch,
+            expected_old: prepared.expected_old.as_deref(),
+            commit: &prepared.commit,
+            tree: &prepared.tree,
+            base: &prepared.base,
+            model: &prepared.model,
         };
-        let stats = hf_ddl::apply(&transaction, &plan, &options).await?;
-        let applied = AppliedState {
-            branch: prepared.branch.clone(),
-            commit: prepared.commit.clone(),
-            tree: prepared.tree.clone(),
-        };
-        write_applied_state(&transaction, &applied).await?;
-        let objects = blocking({
-            let store = Arc::clone(store);
-            let commit = prepared.commit.clone();
-            move || store.objects_added(&commit)
-        })
-        .await?;
-        let old = prepared
-            .expected_old
-            .as_deref()
-            .map(object_id)
-            .transpose()?;
-        let new = object_id(&prepared.commit)?;
-        let version = match crate::metadata::publish_in(
-            &transaction,
-            &prepared.branch,
-            old.as_ref(),
-            &new,
-            &objects,
-        )
-        .await?
-        {
-            Published::Moved { version } => version,
-            // Another writer moved the branch without the lock (a seed, an import): nothing of
-            // ours is kept (dropping the transaction rolls it back); prepare again on its head.
-            Published::Conflict { actual } => {
-                if let Some(head) = actual {
-                    store.set_cached_head(&head);
-                }
-                continue;
-            }
+        let Some((head, stats, _plan)) =
+            apply_and_publish(&transaction, store, &commit, allow_destructive).await?
+        else {
+            // Another writer moved the branch without the lock (a tool of an older version):
+            // nothing of ours is kept (dropping the transaction rolls it back); prepare again.
+            continue;
         };
         transaction.commit().await?;
-        store.set_cached_head(&Head {
-            branch: prepared.branch.clone(),
-            commit: new,
-            version,
-        });
+        store.set_cached_head(&head);
         return Ok(LiveWrite {
             change: prepared.change,
             file: prepared.file,
@@ -263,9 +273,136 @@ where
     )))
 }
 
+/// Seeds the empty live branch with metadata files (the demo of `hf serve --demo`) as one live
+/// write: the seed commit, its DDL and the recorded applied state in one transaction, under the
+/// lock that serialises live writes. `None` when the live branch already holds metadata.
+pub async fn seed_live(
+    pool: &Pool,
+    store: &Arc<Store>,
+    files: Vec<(String, Vec<u8>)>,
+    source: &str,
+    author: &str,
+) -> Result<Option<Applied>> {
+    require_shared(store)?;
+    for _ in 0..MAX_LIVE_ATTEMPTS {
+        let mut client = pool.get().await?;
+        let transaction = client.transaction().await?;
+        lock_live_writes(&transaction).await?;
+        refresh_heads(&transaction, store, &[store.live_branch()]).await?;
+        let seed = blocking({
+            let store = Arc::clone(store);
+            let (files, source, author) = (files.clone(), source.to_owned(), author.to_owned());
+            move || store.prepare_seed(files, &source, &author)
+        })
+        .await?;
+        let Some(seed) = seed else {
+            return Ok(None);
+        };
+        let commit = LiveCommit {
+            branch: &seed.branch,
+            expected_old: Some(&seed.expected_old),
+            commit: &seed.commit,
+            tree: &seed.tree,
+            base: &seed.base,
+            model: &seed.model,
+        };
+        let Some((head, stats, plan)) =
+            apply_and_publish(&transaction, store, &commit, false).await?
+        else {
+            continue;
+        };
+        transaction.commit().await?;
+        store.set_cached_head(&head);
+        return Ok(Some(Applied {
+            branch: seed.branch.clone(),
+            commit: seed.commit.clone(),
+            stats,
+            plan,
+        }));
+    }
+    Err(Error::Internal(format!(
+        "the live branch kept moving; gave up after {MAX_LIVE_ATTEMPTS} attempts"
+    )))
+}
+
+/// A commit built on the live head and not published yet: a write's or a seed's.
+struct LiveCommit<'a> {
+    branch: &'a str,
+    /// The head it was built on; `None` when the branch did not exist.
+    expected_old: Option<&'a str>,
+    commit: &'a str,
+    tree: &'a str,
+    base: &'a Model,
+    model: &'a Model,
+}
+
+/// The rest of a live write, inside its transaction (the lock held): runs the DDL from the
+/// commit's base to its model, records the commit as applied, and publishes it (its new objects
+/// and the branch move by compare-and-swap); returns the new head, the statement counts and the
+/// plan that ran. `None` when another writer moved the branch first.
+async fn apply_and_publish(
+    transaction: &tokio_postgres::Transaction<'_>,
+    store: &Arc<Store>,
+    commit: &LiveCommit<'_>,
+    allow_destructive: bool,
+) -> Result<Option<(Head, ApplyStats, Plan)>> {
+    let plan = plan_model(transaction, commit.model, Some(commit.base)).await?;
+    let options = ApplyOptions {
+        allow_destructive,
+        ..ApplyOptions::default()
+    };
+    let stats = hf_ddl::apply(transaction, &plan, &options).await?;
+    let applied = AppliedState {
+        branch: commit.branch.to_owned(),
+        commit: commit.commit.to_owned(),
+        tree: commit.tree.to_owned(),
+    };
+    write_applied_state(transaction, &applied).await?;
+    let objects = blocking({
+        let store = Arc::clone(store);
+        let new = commit.commit.to_owned();
+        move || store.objects_added(&new)
+    })
+    .await?;
+    let old = commit.expected_old.map(object_id).transpose()?;
+    let new = object_id(commit.commit)?;
+    match crate::metadata::publish_in(transaction, commit.branch, old.as_ref(), &new, &objects)
+        .await?
+    {
+        Published::Moved { version } => Ok(Some((
+            Head {
+                branch: commit.branch.to_owned(),
+                commit: new,
+                version,
+            },
+            stats,
+            plan,
+        ))),
+        Published::Conflict { actual } => {
+            if let Some(head) = actual {
+                store.set_cached_head(&head);
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// Takes the advisory lock that serialises every change of the live branch and the schema,
+/// until `transaction` ends.
+pub(crate) async fn lock_live_writes(transaction: &tokio_postgres::Transaction<'_>) -> Result<()> {
+    transaction
+        .execute("SELECT pg_advisory_xact_lock($1)", &[&APPLY_LOCK_KEY])
+        .await?;
+    Ok(())
+}
+
 /// What the database last recorded as applied.
 pub async fn applied_state(pool: &Pool) -> Result<Option<AppliedState>> {
     let client = pool.get().await?;
+    applied_state_in(&**client).await
+}
+
+async fn applied_state_in<C: GenericClient>(client: &C) -> Result<Option<AppliedState>> {
     let row = client
         .query_opt(
             "SELECT applied_branch, applied_commit, applied_tree FROM hf.schema_state",
@@ -309,7 +446,7 @@ async fn record_applied(
     write_applied_state(transaction, &state).await
 }
 
-async fn write_applied_state(
+pub(crate) async fn write_applied_state(
     transaction: &tokio_postgres::Transaction<'_>,
     state: &AppliedState,
 ) -> Result<()> {

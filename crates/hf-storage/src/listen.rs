@@ -8,6 +8,9 @@
 //! - The connection answers a heartbeat every 10 s, so one that died silently (a NAT or firewall
 //!   dropping it, a failover without a reset) is noticed within 15 s; after a failure the
 //!   listener connects again after a second.
+//! - A subscriber may answer a notification with one of its own ([`Reply`]), sent on the
+//!   listening connection after the subscriber acted on the first: how an instance tells a writer
+//!   that it has seen a change (see `auth::barrier`).
 //! - The listener ends when the subscriber is dropped (it holds only a weak reference).
 //! - `LISTEN` needs a real session: behind a pooler, point the service at it in session mode
 //!   (PgBouncer's transaction mode never delivers notifications; the heartbeat cannot tell).
@@ -33,8 +36,18 @@ pub(crate) trait Subscriber: Send + Sync + 'static {
     /// Notifications are now received (`true`, after `LISTEN` took effect) or may be missed
     /// (`false`, the connection failed).
     fn set_listening(&self, listening: bool);
-    /// One notification's payload.
-    fn notified(&self, payload: &str);
+    /// One notification's payload; what it returns, if anything, is sent back as a notification
+    /// of its own once this returned (an acknowledgement that the payload was acted on).
+    fn notified(&self, payload: &str) -> Option<Reply>;
+}
+
+/// A notification a subscriber sends in answer to one it received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Reply {
+    /// The channel (a constant: channel names are never built from input).
+    pub channel: &'static str,
+    /// The payload.
+    pub payload: String,
 }
 
 /// What to listen to.
@@ -44,6 +57,10 @@ pub(crate) struct Channel {
     pub statement: &'static str,
     /// What the channel is about, for logs.
     pub what: &'static str,
+    /// The `application_name` the connection takes once its `LISTEN` is in force, so that
+    /// `pg_stat_activity` shows which sessions are receiving notifications now (and the
+    /// connection's startup name until then).
+    pub listening_name: Option<String>,
 }
 
 /// The listener task: listens, hands on notifications, reconnects after failures; ends when the
@@ -100,6 +117,11 @@ async fn listen_once<S: Subscriber>(
     });
     let _abort_driver = AbortOnDrop(driver);
     client.batch_execute(channel.statement).await?;
+    if let Some(name) = &channel.listening_name {
+        client
+            .execute("SELECT set_config('application_name', $1, false)", &[name])
+            .await?;
+    }
     match subscriber.upgrade() {
         Some(subscriber) => subscriber.set_listening(true),
         None => return Ok(()),
@@ -120,7 +142,13 @@ async fn listen_once<S: Subscriber>(
                 let Some(subscriber) = subscriber.upgrade() else {
                     return Ok(());
                 };
-                subscriber.notified(notification.payload());
+                let reply = subscriber.notified(notification.payload());
+                drop(subscriber);
+                if let Some(reply) = reply {
+                    client
+                        .execute("SELECT pg_notify($1, $2)", &[&reply.channel, &reply.payload])
+                        .await?;
+                }
             }
             _ = heartbeat.tick() => {
                 match tokio::time::timeout(HEARTBEAT_TIMEOUT, client.simple_query("")).await {

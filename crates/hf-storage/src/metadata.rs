@@ -101,7 +101,7 @@ pub async fn open_store_importing(
 ) -> Result<(Arc<Store>, Option<ImportReport>)> {
     let has_repository = cache_path.join("HEAD").exists() || cache_path.join(".git").exists();
     let report = if has_repository {
-        let report = import(pool, cache_path, ImportMode::IfEmpty).await?;
+        let report = import(pool, cache_path, ImportMode::IfEmpty, None).await?;
         let imported = !report.created.is_empty();
         imported.then_some(report)
     } else {
@@ -197,6 +197,7 @@ impl PgRemote {
                     crate::listen::Channel {
                         statement: LISTEN_STATEMENT,
                         what: "metadata branch",
+                        listening_name: None,
                     },
                 ))
             });
@@ -297,10 +298,8 @@ impl crate::listen::Subscriber for HeadSubscriber {
         self.wake.notify_one();
     }
 
-    fn notified(&self, payload: &str) {
-        let Some(store) = self.store() else {
-            return;
-        };
+    fn notified(&self, payload: &str) -> Option<crate::listen::Reply> {
+        let store = self.store()?;
         match parse_announcement(payload) {
             Some(head) => {
                 store.set_cached_head(&head);
@@ -310,6 +309,7 @@ impl crate::listen::Subscriber for HeadSubscriber {
                 self.wake.notify_one();
             }
         }
+        None
     }
 }
 
@@ -511,7 +511,20 @@ pub struct ImportReport {
 /// Loads the branches of the git repository at `dir` into the database with their commit ids
 /// and full history, in one transaction: either every branch is imported or none. Two imports
 /// at once take turns (an advisory lock), so two instances starting together import once.
-pub async fn import(pool: &Pool, dir: &Path, mode: ImportMode) -> Result<ImportReport> {
+///
+/// `live` names the live branch when the import must keep it and the schema in step: when the
+/// import creates or moves that branch, the DDL from its old model to its new one runs, and the
+/// new head is recorded as applied, in the same transaction (under the lock that serialises
+/// live writes), as a live write does. A plan that would lose data refuses the whole import
+/// ([`hf_ddl::Error::Destructive`]): import the branch under another name and apply it with
+/// `hf apply --branch NAME --allow-destructive`. With `None` (a first start importing an old
+/// on-disk repository) the schema is left alone, and the drift is reported.
+pub async fn import(
+    pool: &Pool,
+    dir: &Path,
+    mode: ImportMode,
+    live: Option<&str>,
+) -> Result<ImportReport> {
     let source = {
         let dir = dir.to_owned();
         blocking(move || SourceRepository::open(&dir)).await?
@@ -523,6 +536,9 @@ pub async fn import(pool: &Pool, dir: &Path, mode: ImportMode) -> Result<ImportR
     transaction
         .execute("SELECT pg_advisory_xact_lock($1)", &[&IMPORT_LOCK_KEY])
         .await?;
+    if live.is_some() {
+        crate::deploy::lock_live_writes(&transaction).await?;
+    }
     let existing = heads(&*transaction).await?;
     let mut report = ImportReport {
         skipped,
@@ -557,6 +573,25 @@ pub async fn import(pool: &Pool, dir: &Path, mode: ImportMode) -> Result<ImportR
     let objects = with_source(&source, move |s| s.reachable_objects(&tips)).await?;
     report.objects = objects.len();
     insert_objects(&*transaction, &objects).await?;
+    if let Some((branch, old, new)) = moves
+        .iter()
+        .find(|(branch, _, _)| Some(branch.as_str()) == live)
+    {
+        let (branch, old, new) = (branch.clone(), *old, *new);
+        let (model, tree) = with_source(&source, move |s| s.model_at(&new)).await?;
+        let previous = match old {
+            Some(old) => Some(with_source(&source, move |s| s.model_at(&old)).await?.0),
+            None => None,
+        };
+        let plan = crate::deploy::plan_model(&*transaction, &model, previous.as_ref()).await?;
+        hf_ddl::apply(&transaction, &plan, &hf_ddl::ApplyOptions::default()).await?;
+        let applied = crate::deploy::AppliedState {
+            branch,
+            commit: to_hex(&new),
+            tree,
+        };
+        crate::deploy::write_applied_state(&transaction, &applied).await?;
+    }
     for (branch, old, new) in moves {
         match publish_in(&transaction, &branch, old.as_ref(), &new, &[]).await? {
             Published::Moved { .. } => match old {

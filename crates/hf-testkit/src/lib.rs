@@ -270,18 +270,17 @@ impl TestServer {
         )
         .await
         .expect("open the metadata store");
+        let app = hf_app::App::new(pool, store);
         if options.demo {
             let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/demo");
-            let seeded = store
-                .seed_from_dir(&demo, "hf")
+            let files = hf_model::files::read_dir_files(&demo).expect("read the demo");
+            app.seed_live(files, "the demo")
+                .await
                 .expect("seed the demo")
                 .expect("an empty live branch");
-            hf_storage::deploy::apply(&pool, &store, &seeded.branch, false)
-                .await
-                .expect("apply the demo");
         }
         let state = hf_server::AppState {
-            app: hf_app::App::new(pool, store),
+            app,
             metadata_path: metadata.display().to_string(),
             auth: std::sync::Arc::new(auth),
             embedded: None,

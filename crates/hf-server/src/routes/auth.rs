@@ -290,7 +290,10 @@ pub async fn session(
     _body: OptionalJsonBody<EmptyBody>,
 ) -> Result<HttpResponse, ApiError> {
     let ttl = state.auth.config().session_code_ttl;
-    let code = hf_storage::auth::create_session_code(state.pool(), caller.0.id, ttl).await?;
+    let code = state
+        .auth
+        .create_session_code(state.pool(), &caller.0)
+        .await?;
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .json(SessionCodeResponse {

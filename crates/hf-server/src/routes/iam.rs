@@ -6,8 +6,7 @@
 
 use actix_web::{delete, get, patch, post, web, HttpResponse};
 use chrono::{DateTime, Utc};
-use hf_auth::ssh::SshPublicKey;
-use hf_storage::auth::{
+use hf_app::iam::{
     AttachSshKey, CreatePrincipal, Credential, DeletePrincipal, Principal, RevokeCredential,
     SetAdmin,
 };
@@ -182,10 +181,11 @@ pub async fn create_principal(
     body: JsonBody<CreatePrincipalRequest>,
 ) -> Result<HttpResponse, ApiError> {
     let CreatePrincipalRequest { name, is_admin } = body.0;
-    let ttl = state.auth.config().setup_token_ttl;
-    let outcome =
-        hf_storage::auth::create_principal(state.pool(), &name, is_admin.unwrap_or(false), ttl)
-            .await?;
+    let outcome = state
+        .auth
+        .iam()
+        .create_principal(&name, is_admin.unwrap_or(false))
+        .await?;
     match outcome {
         CreatePrincipal::Created {
             principal,
@@ -223,7 +223,7 @@ pub async fn list_principals(
     _admin: Admin,
     state: web::Data<AppState>,
 ) -> Result<web::Json<Vec<PrincipalBody>>, ApiError> {
-    let principals = hf_storage::auth::list_principals(state.pool()).await?;
+    let principals = state.auth.iam().list_principals().await?;
     Ok(web::Json(principals.into_iter().map(Into::into).collect()))
 }
 
@@ -246,7 +246,10 @@ pub async fn get_principal(
     path: web::Path<String>,
 ) -> Result<web::Json<PrincipalBody>, ApiError> {
     let id = parse_id(&path, principal_not_found)?;
-    let principal = hf_storage::auth::get_principal(state.pool(), id)
+    let principal = state
+        .auth
+        .iam()
+        .principal(id)
         .await?
         .ok_or_else(|| principal_not_found(&path))?;
     Ok(web::Json(principal.into()))
@@ -276,14 +279,14 @@ pub async fn patch_principal(
 ) -> Result<web::Json<PrincipalBody>, ApiError> {
     let id = parse_id(&path, principal_not_found)?;
     let principal = match body.0.is_admin {
-        None => hf_storage::auth::get_principal(state.pool(), id)
+        None => state
+            .auth
+            .iam()
+            .principal(id)
             .await?
             .ok_or_else(|| principal_not_found(&path))?,
-        Some(is_admin) => match hf_storage::auth::set_admin(state.pool(), id, is_admin).await? {
-            SetAdmin::Updated(principal) => {
-                state.auth.forget_principal(&principal);
-                principal
-            }
+        Some(is_admin) => match state.auth.iam().set_admin(id, is_admin).await? {
+            SetAdmin::Updated(principal) => principal,
             SetAdmin::NotFound => return Err(principal_not_found(&path)),
             SetAdmin::LastAdmin => return Err(last_admin(&path)),
         },
@@ -320,11 +323,8 @@ pub async fn delete_principal(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&path, principal_not_found)?;
-    match hf_storage::auth::delete_principal(state.pool(), id).await? {
-        DeletePrincipal::Deleted(principal) => {
-            state.auth.forget_principal(&principal);
-            Ok(HttpResponse::NoContent().finish())
-        }
+    match state.auth.iam().delete_principal(id).await? {
+        DeletePrincipal::Deleted(_) => Ok(HttpResponse::NoContent().finish()),
         DeletePrincipal::NotFound => Err(principal_not_found(&path)),
         DeletePrincipal::LastAdmin => Err(last_admin(&path)),
     }
@@ -349,7 +349,10 @@ pub async fn list_credentials(
     path: web::Path<String>,
 ) -> Result<web::Json<Vec<CredentialBody>>, ApiError> {
     let id = owned_id(&caller.0, &path)?;
-    let credentials = hf_storage::auth::list_credentials(state.pool(), id)
+    let credentials = state
+        .auth
+        .iam()
+        .list_credentials(id)
         .await?
         .ok_or_else(|| principal_not_found(&path))?;
     Ok(web::Json(credentials.into_iter().map(Into::into).collect()))
@@ -396,18 +399,14 @@ pub async fn attach_credential(
         kind: AttachableKind::Ssh,
         public_key,
     } = body.0;
-    let key = SshPublicKey::parse(&public_key)?;
-    match hf_storage::auth::attach_ssh_key(state.pool(), id, &key).await? {
+    match state.auth.iam().attach_ssh_key(id, &public_key).await? {
         AttachSshKey::Attached(credential) => {
             Ok(HttpResponse::Created().json(CredentialBody::from(credential)))
         }
         AttachSshKey::PrincipalNotFound => Err(principal_not_found(&path)),
-        AttachSshKey::AlreadyAttached => Err(ApiError::field(
+        AttachSshKey::AlreadyAttached { fingerprint } => Err(ApiError::field(
             Code::AlreadyExists,
-            format!(
-                "The key {} is attached to this principal already.",
-                key.fingerprint()
-            ),
+            format!("The key {fingerprint} is attached to this principal already."),
             "publicKey",
         )),
     }
@@ -445,7 +444,12 @@ pub async fn revoke_credential(
         )
     };
     let credential_id = parse_id(&credential, credential_not_found)?;
-    match hf_storage::auth::revoke_credential(state.pool(), id, credential_id).await? {
+    match state
+        .auth
+        .iam()
+        .revoke_credential(id, credential_id)
+        .await?
+    {
         RevokeCredential::Revoked => Ok(HttpResponse::NoContent().finish()),
         RevokeCredential::PrincipalNotFound => Err(principal_not_found(&principal)),
         RevokeCredential::CredentialNotFound => Err(credential_not_found(&credential)),
@@ -475,8 +479,11 @@ pub async fn reset_token(
     _body: OptionalJsonBody<EmptyBody>,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&path, principal_not_found)?;
-    let ttl = state.auth.config().setup_token_ttl;
-    let token = hf_storage::auth::issue_reset_token(state.pool(), id, ttl)
+    let ttl = state.auth.iam().setup_token_ttl();
+    let token = state
+        .auth
+        .iam()
+        .issue_reset_token(id)
         .await?
         .ok_or_else(|| principal_not_found(&path))?;
     Ok(HttpResponse::Ok()

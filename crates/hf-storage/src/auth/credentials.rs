@@ -104,7 +104,10 @@ pub enum AttachSshKey {
     /// No principal has that id.
     PrincipalNotFound,
     /// The principal already has a key with this fingerprint.
-    AlreadyAttached,
+    AlreadyAttached {
+        /// The key's `SHA256:` fingerprint.
+        fingerprint: String,
+    },
 }
 
 /// Attaches a parsed (and therefore accepted) SSH public key to a principal.
@@ -142,7 +145,9 @@ pub async fn attach_ssh_key(
         .await?
         .is_some();
     Ok(if exists {
-        AttachSshKey::AlreadyAttached
+        AttachSshKey::AlreadyAttached {
+            fingerprint: key.fingerprint().to_owned(),
+        }
     } else {
         AttachSshKey::PrincipalNotFound
     })

@@ -10,6 +10,7 @@
 //! [`CreatePrincipal`] — and `Err` means the database could not be used. The cryptography (hashes,
 //! keys, signatures) is `hf-auth`'s; this module stores what it produces.
 
+mod barrier;
 mod credentials;
 mod keys;
 mod principal_cache;
@@ -20,6 +21,7 @@ mod throttle;
 
 use std::time::Duration;
 
+pub use barrier::{Acknowledgements, PrincipalBarrier, ACKS_CHANNEL, LISTENER_NAME_PREFIX};
 pub use credentials::{
     attach_ssh_key, list_credentials, mark_credential_used, password_login, revoke_credential,
     ssh_login_keys, AttachSshKey, Credential, CredentialKind, PasswordLogin, RevokeCredential,

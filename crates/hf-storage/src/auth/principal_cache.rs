@@ -17,6 +17,10 @@
 //! - A lookup that raced with a change must not put the old row back: every removal bumps a
 //!   generation counter, and a row read from the database is kept only if no removal happened
 //!   while it was being read.
+//! - A change that must take effect at once everywhere (a deletion, a demotion) also waits, before
+//!   it answers, until every listening instance acknowledged it ([`super::barrier`]): each
+//!   listener names its session after its instance id once it listens, and answers a barrier
+//!   after it processed every notification sent before it.
 //! - The listening connection ([`crate::listen`], shared with the metadata heads) answers a
 //!   heartbeat every 10 s, so one that died silently is noticed within 15 s; entries also
 //!   expire after [`MAX_AGE`], a bound on staleness if all of the above failed.
@@ -40,7 +44,9 @@ const FORGET_ALL: &str = "*";
 pub const MAX_AGE: Duration = Duration::from_secs(60);
 /// Entries kept at most; the cache is emptied when full (an entry is about 200 bytes).
 const MAX_ENTRIES: usize = 65_536;
-/// The `application_name` of the listening connection, to tell it apart in `pg_stat_activity`.
+/// The `application_name` of the listening connections (principals and metadata heads), to
+/// tell them apart in `pg_stat_activity`; the principal listener renames its session
+/// `hf-listener:<instance id>` once it listens (see [`super::barrier`]).
 pub const LISTENER_APPLICATION_NAME: &str = "hf-listen";
 
 /// Principal lookups by `sub` through an in-process cache; see the module documentation.
@@ -48,6 +54,8 @@ pub struct PrincipalCache {
     lookup: PrincipalLookup,
     listen_config: tokio_postgres::Config,
     tls: Tls,
+    /// This cache's instance id, which its listening session is named after.
+    instance_id: String,
     shared: Arc<Mutex<Shared>>,
 }
 
@@ -71,6 +79,8 @@ struct Shared {
     listening: bool,
     /// Whether a listener task exists (it may be between connection attempts).
     listener_running: bool,
+    /// The instance id barriers are acknowledged with.
+    instance_id: String,
 }
 
 impl Shared {
@@ -110,11 +120,16 @@ impl PrincipalCache {
             ..PoolSettings::default()
         };
         let (listen_config, tls) = connection_config(database_url, &settings)?;
+        let instance_id = uuid::Uuid::new_v4().to_string();
         Ok(Self {
             lookup: PrincipalLookup::new(pool),
             listen_config,
             tls,
-            shared: Arc::new(Mutex::new(Shared::default())),
+            shared: Arc::new(Mutex::new(Shared {
+                instance_id: instance_id.clone(),
+                ..Shared::default()
+            })),
+            instance_id,
         })
     }
 
@@ -140,7 +155,12 @@ impl PrincipalCache {
             // The guard exists before the task, so a task dropped unpolled (its runtime shutting
             // down) still marks the listener gone; made outside the lock its drop takes.
             let guard = ListenerGuard(Arc::downgrade(&self.shared));
-            tokio::spawn(listen(guard, self.listen_config.clone(), self.tls.clone()));
+            tokio::spawn(listen(
+                guard,
+                self.listen_config.clone(),
+                self.tls.clone(),
+                self.instance_id.clone(),
+            ));
         }
         let found = self.lookup.find_by_sub(sub).await?;
         if let (Some(generation), Some(principal)) = (generation, &found) {
@@ -165,6 +185,11 @@ impl PrincipalCache {
     /// answers, so that its own next request does not depend on the notification's timing.
     pub fn forget(&self, sub: &str) {
         self.lock().forget(Some(sub));
+    }
+
+    /// The id this instance acknowledges barriers with (its listening session is named after it).
+    pub fn instance_id(&self) -> &str {
+        &self.instance_id
     }
 
     /// Whether lookups are being answered from memory (the listener is connected). For tests
@@ -201,13 +226,24 @@ impl crate::listen::Subscriber for Mutex<Shared> {
         lock(self).set_listening(listening);
     }
 
-    fn notified(&self, payload: &str) {
-        lock(self).forget((payload != FORGET_ALL).then_some(payload));
+    fn notified(&self, payload: &str) -> Option<crate::listen::Reply> {
+        let mut shared = lock(self);
+        if let Some(reply) = super::barrier::acknowledgement(payload, &shared.instance_id) {
+            // Every notification sent before the barrier has been processed (in commit order).
+            return Some(reply);
+        }
+        shared.forget((payload != FORGET_ALL).then_some(payload));
+        None
     }
 }
 
 /// The listener task (see [`crate::listen`]); the guard marks it gone when it ends.
-async fn listen(guard: ListenerGuard, config: tokio_postgres::Config, tls: Tls) {
+async fn listen(
+    guard: ListenerGuard,
+    config: tokio_postgres::Config,
+    tls: Tls,
+    instance_id: String,
+) {
     let shared = guard.0.clone();
     crate::listen::run(
         shared,
@@ -216,6 +252,10 @@ async fn listen(guard: ListenerGuard, config: tokio_postgres::Config, tls: Tls) 
         crate::listen::Channel {
             statement: LISTEN_STATEMENT,
             what: "principal",
+            listening_name: Some(format!(
+                "{}{instance_id}",
+                super::barrier::LISTENER_NAME_PREFIX
+            )),
         },
     )
     .await;

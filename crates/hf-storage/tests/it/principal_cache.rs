@@ -8,7 +8,9 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use hf_storage::auth::{Principal, PrincipalCache, LISTENER_APPLICATION_NAME};
+use hf_storage::auth::{
+    Acknowledgements, Principal, PrincipalBarrier, PrincipalCache, LISTENER_NAME_PREFIX,
+};
 use hf_testkit::TestDb;
 use tokio_postgres::Client;
 
@@ -150,8 +152,8 @@ async fn a_lost_listener_cannot_leave_stale_entries() {
     let killed = client
         .execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-              WHERE application_name = $1 AND datname = current_database()",
-            &[&LISTENER_APPLICATION_NAME],
+              WHERE starts_with(application_name, $1) AND datname = current_database()",
+            &[&LISTENER_NAME_PREFIX],
         )
         .await
         .unwrap();
@@ -176,4 +178,65 @@ async fn a_lost_listener_cannot_leave_stale_entries() {
         find(&cache, &sub).await.is_none()
     })
     .await;
+}
+
+/// A barrier returns only once every listening instance has processed every change committed
+/// before it, so a change is seen by all of them when the writer answers; an instance that does
+/// not listen is not waited for.
+#[tokio::test]
+async fn a_barrier_waits_until_every_listening_instance_has_seen_the_change() {
+    let (db, client) = prepared_db().await;
+    let barrier = PrincipalBarrier::new(db.url()).unwrap();
+    let bound = Duration::from_secs(5);
+    assert_eq!(
+        barrier.wait(bound).await.unwrap(),
+        Acknowledgements {
+            acknowledged: 0,
+            missing: Vec::new()
+        },
+        "nobody listens yet"
+    );
+
+    let sub = insert_principal(&client, "erin").await;
+    let caches = [
+        PrincipalCache::new(db.pool(), db.url()).unwrap(),
+        PrincipalCache::new(db.pool(), db.url()).unwrap(),
+    ];
+    for cache in &caches {
+        find(cache, &sub).await;
+        eventually("the cache listens", || async { cache.is_listening() }).await;
+        eventually("the cache is a member", || async {
+            client
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity
+                      WHERE application_name = $1 AND datname = current_database()",
+                    &[&format!("{LISTENER_NAME_PREFIX}{}", cache.instance_id())],
+                )
+                .await
+                .unwrap()
+                .get::<_, i64>(0)
+                == 1
+        })
+        .await;
+        assert!(find(cache, &sub).await.is_some());
+    }
+    for round in 0..20 {
+        client
+            .execute(
+                "UPDATE hf.principals SET is_admin = $2 WHERE sub = $1",
+                &[&sub, &(round % 2 == 0)],
+            )
+            .await
+            .unwrap();
+        let answer = barrier.wait(bound).await.unwrap();
+        assert_eq!(answer.acknowledged, 2, "{answer:?}");
+        assert!(answer.missing.is_empty(), "{answer:?}");
+        for cache in &caches {
+            assert_eq!(
+                find(cache, &sub).await.unwrap().is_admin,
+                round % 2 == 0,
+                "round {round}: a change committed before the barrier is seen by every instance"
+            );
+        }
+    }
 }

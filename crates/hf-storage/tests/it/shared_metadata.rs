@@ -308,7 +308,7 @@ async fn an_old_repository_is_imported_once_with_its_commit_ids() {
     assert_eq!(heads_of(&b.0), old);
 
     // Again: nothing changes.
-    let again = metadata::import(&pool, &path, ImportMode::FastForward)
+    let again = metadata::import(&pool, &path, ImportMode::FastForward, None)
         .await
         .unwrap();
     assert!(
@@ -346,7 +346,7 @@ async fn export_and_import_round_trip_and_a_diverged_branch_is_refused() {
     .await
     .unwrap();
     let pool = db.pool();
-    metadata::import(&pool, &path, ImportMode::FastForward)
+    metadata::import(&pool, &path, ImportMode::FastForward, None)
         .await
         .unwrap();
 
@@ -374,7 +374,7 @@ async fn export_and_import_round_trip_and_a_diverged_branch_is_refused() {
 
     // Into an empty database: the same branches and ids.
     let other = prepared_db().await;
-    let report = metadata::import(&other.pool(), &exported, ImportMode::FastForward)
+    let report = metadata::import(&other.pool(), &exported, ImportMode::FastForward, None)
         .await
         .unwrap();
     assert_eq!(report.created, old);
@@ -417,7 +417,7 @@ async fn export_and_import_round_trip_and_a_diverged_branch_is_refused() {
         .unwrap()
         .commit
         .clone();
-    let error = metadata::import(&pool, &work, ImportMode::FastForward)
+    let error = metadata::import(&pool, &work, ImportMode::FastForward, None)
         .await
         .unwrap_err();
     let message = error.to_string();
@@ -454,7 +454,7 @@ async fn cold_start_on_a_500_object_repository() {
     .await
     .unwrap();
     let pool = db.pool();
-    metadata::import(&pool, &path, ImportMode::FastForward)
+    metadata::import(&pool, &path, ImportMode::FastForward, None)
         .await
         .unwrap();
     let client = db.client().await;
@@ -480,4 +480,129 @@ async fn cold_start_on_a_500_object_repository() {
         percentile(&mut times, 0.5),
         percentile(&mut times, 1.0)
     );
+}
+
+/// Importing a new head of the live branch runs its DDL in the same transaction, so the live
+/// branch and the schema never disagree: a created live branch gets its tables, a moved one its
+/// new columns, and the database records the imported head as applied (no drift). A plan that
+/// would lose data refuses the whole import: neither the branch nor the schema moves.
+#[tokio::test]
+async fn importing_the_live_branch_applies_its_schema_in_the_same_transaction() {
+    use hf_model::{Field, FieldKind, Model, Module, Object, QualifiedName, ScalarType};
+
+    let db = prepared_db().await;
+    let pool = db.pool();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("repo");
+    let local = Store::open_or_init(&path, "main").unwrap();
+    let account = QualifiedName::new("crm", "account");
+    let text_field = |key: &str| {
+        Field::new(
+            key,
+            "Label",
+            FieldKind::Scalar {
+                field_type: ScalarType::Text,
+                required: false,
+                unique: false,
+                indexed: false,
+                values: Vec::new(),
+                default_value: None,
+            },
+        )
+    };
+    let write = |edit: &dyn Fn(&mut Model) -> Result<hf_model::Change, hf_model::Error>| {
+        local
+            .write("main", "git", |model: &mut Model| {
+                edit(model).map_err(hf_metastore::Error::from)
+            })
+            .unwrap()
+            .snapshot
+            .commit
+            .clone()
+    };
+    write(&|m| m.create_module(Module::new("crm", "CRM")));
+    write(&|m| m.create_object("crm", Object::new("account", "Account")));
+    let first = write(&|m| m.create_field(&account, text_field("name")));
+
+    let columns = || async {
+        let client = db.client().await;
+        let rows = client
+            .query(
+                "SELECT column_name::text FROM information_schema.columns
+                  WHERE table_schema = 'crm' AND table_name = 'account' ORDER BY 1",
+                &[],
+            )
+            .await
+            .unwrap();
+        rows.iter()
+            .map(|row| row.get::<_, String>(0))
+            .collect::<Vec<_>>()
+    };
+    let report = metadata::import(&pool, &path, ImportMode::FastForward, Some("main"))
+        .await
+        .unwrap();
+    assert_eq!(report.created.len(), 1, "{report:?}");
+    assert!(columns().await.contains(&"name".to_owned()));
+    let applied = hf_storage::deploy::applied_state(&pool)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(applied.commit, first);
+
+    let second = write(&|m| m.create_field(&account, text_field("city")));
+    metadata::import(&pool, &path, ImportMode::FastForward, Some("main"))
+        .await
+        .unwrap();
+    let now = columns().await;
+    assert!(now.contains(&"city".to_owned()), "{now:?}");
+    let applied = hf_storage::deploy::applied_state(&pool)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(applied.commit, second);
+    let store = open(&db, &dir.path().join("cache"), &quiet()).await;
+    assert_eq!(
+        hf_storage::deploy::drift(&pool, &store).await.unwrap(),
+        None,
+        "the live branch and the schema agree"
+    );
+
+    // Dropping a column that holds values loses data: the import is refused as a whole.
+    db.client()
+        .await
+        .batch_execute("INSERT INTO crm.account (name, city) VALUES ('a', 'Paris')")
+        .await
+        .unwrap();
+    write(&|m| m.delete_field(&account, "city"));
+    let error = metadata::import(&pool, &path, ImportMode::FastForward, Some("main"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            hf_storage::Error::Ddl(hf_ddl::Error::Destructive { .. })
+        ),
+        "{error}"
+    );
+    assert!(columns().await.contains(&"city".to_owned()), "nothing ran");
+    let applied = hf_storage::deploy::applied_state(&pool)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(applied.commit, second, "nothing was recorded");
+    let head: Vec<u8> = db
+        .client()
+        .await
+        .query_one(
+            "SELECT head FROM hf.metadata_refs WHERE branch = 'main'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(hex(&head), second, "the branch did not move");
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
