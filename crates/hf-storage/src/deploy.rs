@@ -158,7 +158,10 @@ pub async fn apply(
             }
         }
     }
-    transaction.commit().await?;
+    transaction
+        .commit()
+        .await
+        .map_err(crate::error::commit_failed)?;
     if let Some(head) = moved {
         store.set_cached_head(&head);
     }
@@ -245,7 +248,10 @@ where
                 continue;
             }
         };
-        transaction.commit().await?;
+        transaction
+            .commit()
+            .await
+            .map_err(crate::error::commit_failed)?;
         store.set_cached_head(&Head {
             branch: prepared.branch.clone(),
             commit: new,
