@@ -9,13 +9,13 @@ PostgreSQL on loopback. Run with `cargo xtask bench faults` (or directly, see Us
    the peak / 30 s after the flood ended;
 2. the same, spread over 40 addresses (250 each, within the per-address cap), held until the
    body deadline answers 408;
-3. a login flood (c = 256) while `GET /data/crm/account/{id}` runs from another process: how
-   the logins were answered and how fast the refusals came, and the record read's latency
-   against its idle latency;
+3. a login flood (c = 256) while `GET /data/crm/account/{id}` runs from another process and
+   address (127.0.0.3): how the logins were answered and how fast the refusals came, and the
+   record read's latency against its idle latency;
 4. `kill -9` of the embedded postmaster while records are read and created: how long until the
    service answers again on its own, and whether every acknowledged create is still there;
 5. record reads (wrk): the peak throughput over c = 8..64, then twice that rate offered (each
-   of 240 connections paced by a delay) for `--overload-seconds`: throughput of the successful
+   of 200 connections paced by a delay) for `--overload-seconds`: throughput of the successful
    reads against the peak, how the excess was answered (503 with `Retry-After`), RSS every 10 s.
    Section 4 runs last, since it restarts the database.
 
@@ -205,11 +205,11 @@ async def flood(port, pid, addresses, per_address, hold):
 
 
 async def login_flood(port, token, record):
-    probe = Probe(port, record, token=token)
+    probe = Probe(port, record, local="127.0.0.3", token=token)
     await asyncio.sleep(10)
     idle, failures = probe.stop()
     print(f"  record read, idle: {summary(idle)}; failures {counts(failures)}; {load_average()}")
-    probe = Probe(port, record, token=token)
+    probe = Probe(port, record, local="127.0.0.3", token=token)
     answers, refusals, successes = {}, [], []
     body = {"username": "admin", "password": PASSWORD}
 
@@ -368,7 +368,7 @@ def overload(base, token, record, pid, data, seconds):
         if rate > peak:
             peak, peak_c = rate, connections
             idle_p50 = float(wrk_figure(output, "p50").split()[0])
-    connections = 240
+    connections = 200
     # Each connection sends its next request `delay` after the last answer: at a latency of
     # idle_p50 the offered rate is connections / (delay + idle_p50) = twice the peak.
     delay = max(1, int(1000 * connections / (2 * peak) - idle_p50))
