@@ -13,7 +13,7 @@ fn main() -> ExitCode {
         Some("tidy") => tidy::run(&workspace_root()),
         Some("bench") => bench(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci | tidy | bench [name]>");
+            eprintln!("usage: cargo xtask <ci | tidy | bench [name] | bench faults [options]>");
             return ExitCode::from(2);
         }
     };
@@ -43,12 +43,15 @@ fn ci() -> Result<(), String> {
 
 /// Runs the benchmarks: `bench http` runs the load benchmarks of the service on loopback
 /// (bench/http.sh, wrk), then the data path against pgbench with its profile (bench/data.sh);
-/// `bench instances` runs several instances on one database (bench/instances.sh); anything else
-/// is passed to `cargo bench` (criterion benches).
+/// `bench instances` runs several instances on one database (bench/instances.sh); `bench
+/// faults [options]` runs the load tests of the hardening (slow clients, floods, overload, a
+/// killed database: bench/faults.py, options passed on; it builds the release binary first);
+/// anything else is passed to `cargo bench` (criterion benches).
 fn bench(names: &[String]) -> Result<(), String> {
     let scripts: &[&str] = match names.first().map(String::as_str) {
         Some("http") => &["bench/http.sh", "bench/data.sh"],
         Some("instances") => &["bench/instances.sh"],
+        Some("faults") => return faults(&names[1..]),
         _ => &[],
     };
     if !scripts.is_empty() {
@@ -66,6 +69,28 @@ fn bench(names: &[String]) -> Result<(), String> {
     let mut args = vec!["bench", "--workspace"];
     args.extend(names.iter().map(String::as_str));
     cargo(&args)
+}
+
+/// `bench faults`: builds the release binary, then runs bench/faults.py against it.
+fn faults(options: &[String]) -> Result<(), String> {
+    cargo(&["build", "--release", "-p", "hf"])?;
+    let target = std::env::var("CARGO_TARGET_DIR").map_or_else(
+        |_| workspace_root().join("target"),
+        std::path::PathBuf::from,
+    );
+    let status = Command::new("python3")
+        .arg(workspace_root().join("bench/faults.py"))
+        .arg("--hf")
+        .arg(target.join("release/hf"))
+        .args(options)
+        .current_dir(workspace_root())
+        .status()
+        .map_err(|e| format!("cannot run bench/faults.py: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("bench/faults.py failed ({status})"))
+    }
 }
 
 fn cargo(args: &[&str]) -> Result<(), String> {

@@ -181,6 +181,7 @@ impl Error {
                 other => match other.kind() {
                     hf_storage::ErrorKind::Unavailable
                     | hf_storage::ErrorKind::Busy
+                    | hf_storage::ErrorKind::CommitOutcomeUnknown
                     | hf_storage::ErrorKind::Timeout => ErrorKind::Unavailable,
                     _ => ErrorKind::Internal,
                 },

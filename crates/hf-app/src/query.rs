@@ -109,6 +109,7 @@ impl App {
         // The principal's id rides along as record reads send it, so `hf.caller_id` reads it
         // and a connection serving both keeps its session settings.
         let run_as = hf_storage::run_as::Caller::reader(&caller.name).for_principal(caller.id);
+        crate::shed::refuse_if_data_pool_backed_up(self.pool())?;
         if input.explain {
             let plan = hf_storage::query::explain(self.pool(), &run_as, &compiled)
                 .await

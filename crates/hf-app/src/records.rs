@@ -4,7 +4,8 @@
 //! Each runs against the live branch's snapshot (resolved inline: a ref and a commit read, and
 //! the model parsed once per tree) with the statement plans of the application's
 //! [`PlanCache`](hf_storage::records::PlanCache), as the principal's role; what a write refuses
-//! comes back as problems ([`Outcome::Rejected`]), not as an error.
+//! comes back as problems ([`Outcome::Rejected`]), not as an error. A request that finds the
+//! data pool's wait full is refused at once (see [`crate::shed`]).
 
 use hf_metastore::Snapshot;
 use hf_storage::auth::Principal;
@@ -20,6 +21,7 @@ impl App {
         object: ObjectRef<'_>,
         id: &str,
     ) -> Result<Outcome<Record>> {
+        crate::shed::refuse_if_data_pool_backed_up(self.pool())?;
         let snapshot = self.live_snapshot()?;
         let caller = self.records_caller(principal, &snapshot);
         Ok(records::read(caller, object, id).await?)
@@ -32,6 +34,7 @@ impl App {
         object: ObjectRef<'_>,
         body: &Body,
     ) -> Result<Outcome<Record>> {
+        crate::shed::refuse_if_data_pool_backed_up(self.pool())?;
         let snapshot = self.live_snapshot()?;
         let caller = self.records_caller(principal, &snapshot);
         Ok(records::create(caller, object, body).await?)
@@ -47,6 +50,7 @@ impl App {
         body: &Body,
         if_match: Option<&[String]>,
     ) -> Result<Outcome<Record>> {
+        crate::shed::refuse_if_data_pool_backed_up(self.pool())?;
         let snapshot = self.live_snapshot()?;
         let caller = self.records_caller(principal, &snapshot);
         Ok(records::update(caller, object, id, body, if_match).await?)
@@ -61,6 +65,7 @@ impl App {
         body: &Body,
         if_match: Option<&[String]>,
     ) -> Result<Outcome<Upserted>> {
+        crate::shed::refuse_if_data_pool_backed_up(self.pool())?;
         let snapshot = self.live_snapshot()?;
         let caller = self.records_caller(principal, &snapshot);
         Ok(records::upsert(caller, object, field, body, if_match).await?)
@@ -74,6 +79,7 @@ impl App {
         id: &str,
         if_match: Option<&[String]>,
     ) -> Result<Outcome<()>> {
+        crate::shed::refuse_if_data_pool_backed_up(self.pool())?;
         let snapshot = self.live_snapshot()?;
         let caller = self.records_caller(principal, &snapshot);
         Ok(records::delete(caller, object, id, if_match).await?)

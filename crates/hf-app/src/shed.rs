@@ -7,6 +7,14 @@
 //! most `max_waiting` requests into the wait, each for at most `max_wait`; the rest are refused
 //! immediately ([`Error::Overloaded`], which the HTTP service answers 503 with `Retry-After`), so a client learns within milliseconds to come
 //! back, and the work already admitted finishes in bounded time.
+//!
+//! Record requests and queries wait for a connection of the data pool instead, whose own wait
+//! is bounded by the pool's wait timeout (5 s). Under a sustained overload that bound is far
+//! too long: every request would queue for seconds before being served or refused. So
+//! [`refuse_if_data_pool_backed_up`] turns a request away at once when
+//! [`DATA_WAITERS_PER_CONNECTION`] requests per pooled connection already wait (at a
+//! millisecond or so a statement, some milliseconds of queue): the pool stays busy with
+//! admitted work, and the excess learns at once to come back.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -15,6 +23,25 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::Error;
+
+/// How many requests may wait for a data connection, per connection of the data pool, before
+/// more are refused at once (see the module comment).
+pub const DATA_WAITERS_PER_CONNECTION: usize = 8;
+
+/// Refuses a request that needs a data connection ([`Error::Overloaded`]) when the pool's wait
+/// is already full; admits it otherwise.
+pub fn refuse_if_data_pool_backed_up(pool: &hf_storage::Pool) -> Result<(), Error> {
+    let status = pool.data_status();
+    // deadpool counts as waiting every user beyond the connections open now, including those
+    // about to open one; only those beyond the pool's size really queue.
+    let queued = (status.size + status.waiting).saturating_sub(status.max_size);
+    if queued >= status.max_size.max(1) * DATA_WAITERS_PER_CONNECTION {
+        return Err(Error::Overloaded {
+            what: "database requests",
+        });
+    }
+    Ok(())
+}
 
 /// A semaphore with a bounded number of waiters and a bounded wait.
 #[derive(Debug)]

@@ -98,6 +98,7 @@ error_codes! {
     HfxCompileError = "HFX_COMPILE_ERROR" => UNPROCESSABLE_ENTITY,
     FileNotFound = "FILE_NOT_FOUND" => NOT_FOUND,
     DatabaseUnavailable = "DATABASE_UNAVAILABLE" => SERVICE_UNAVAILABLE,
+    CommitOutcomeUnknown = "COMMIT_OUTCOME_UNKNOWN" => SERVICE_UNAVAILABLE,
     Timeout = "TIMEOUT" => GATEWAY_TIMEOUT,
     HoqsSyntaxError = "HOQS_SYNTAX_ERROR" => BAD_REQUEST,
     HoqsUnknownName = "HOQS_UNKNOWN_NAME" => BAD_REQUEST,
@@ -365,6 +366,14 @@ impl From<hf_storage::Error> for ApiError {
                 ApiError::new(
                     Code::DatabaseUnavailable,
                     "The database is unavailable; try again shortly.",
+                )
+                .with_retry_after(1)
+            }
+            ErrorKind::CommitOutcomeUnknown => {
+                tracing::warn!(%error, "connection lost while a write was committing");
+                ApiError::new(
+                    Code::CommitOutcomeUnknown,
+                    "The connection to the database was lost while the write was being committed, so whether it took effect is unknown. Read the data again before you repeat the write.",
                 )
                 .with_retry_after(1)
             }

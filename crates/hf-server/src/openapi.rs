@@ -49,7 +49,18 @@ const METADATA_WRITE_CODES: &[Code] = &[
     Code::ApplyFailed,
     Code::StorageUnavailable,
     Code::MetadataLocked,
+    Code::CommitOutcomeUnknown,
 ];
+
+/// What an operation of `method` can answer because it writes: a write whose connection broke
+/// while it committed does not know whether it took effect.
+fn write_codes(method: &str) -> &'static [Code] {
+    if method == "get" {
+        &[]
+    } else {
+        &[Code::CommitOutcomeUnknown]
+    }
+}
 
 /// The finished document of the generated one.
 pub fn finish(generated: &utoipa::openapi::OpenApi) -> Value {
@@ -69,8 +80,8 @@ pub fn finish(generated: &utoipa::openapi::OpenApi) -> Value {
             }
             None => {
                 let mut item = item;
-                for_each_operation(&mut item, |_, operation| {
-                    error_responses(operation, &[]);
+                for_each_operation(&mut item, |method, operation| {
+                    error_responses(operation, write_codes(method));
                 });
                 finished.insert(path, item);
             }

@@ -183,7 +183,10 @@ where
             }
         }
     }
-    transaction.commit().await?;
+    transaction
+        .commit()
+        .await
+        .map_err(crate::error::commit_failed)?;
     if let Some(head) = moved {
         store.set_cached_head(&head);
     }
@@ -259,7 +262,10 @@ where
             // nothing of ours is kept (dropping the transaction rolls it back); prepare again.
             continue;
         };
-        transaction.commit().await?;
+        transaction
+            .commit()
+            .await
+            .map_err(crate::error::commit_failed)?;
         store.set_cached_head(&head);
         return Ok(LiveWrite {
             change: prepared.change,
@@ -311,7 +317,10 @@ pub async fn seed_live(
         else {
             continue;
         };
-        transaction.commit().await?;
+        transaction
+            .commit()
+            .await
+            .map_err(crate::error::commit_failed)?;
         store.set_cached_head(&head);
         return Ok(Some(Applied {
             branch: seed.branch.clone(),

@@ -27,6 +27,12 @@ pub enum Error {
         /// The role the request was to run as.
         role: String,
     },
+    /// The connection broke while a write's `COMMIT` was in flight (or while the lone
+    /// statement of a write, which commits by itself, ran): the transaction may have
+    /// committed or not, and nothing on this side can tell which. A client must read before
+    /// it repeats the write.
+    #[error("the connection was lost while the write was committing: {0}")]
+    CommitOutcomeUnknown(tokio_postgres::Error),
     /// A connection held outside the pool (the notification listener) closed.
     #[error("connection closed: {0}")]
     ConnectionLost(String),
@@ -78,6 +84,8 @@ pub enum ErrorKind {
     /// The database is up but every pooled connection stayed busy for the whole wait timeout:
     /// the service is overloaded, not broken; retry later.
     Busy,
+    /// The connection broke while a write was committing: whether it took effect is unknown.
+    CommitOutcomeUnknown,
     /// The statement ran longer than its timeout or waited too long for a lock.
     Timeout,
     /// The caller's role is gone: the request speaks for a principal that no longer exists.
@@ -106,6 +114,7 @@ impl Error {
                 deadpool_postgres::TimeoutType::Wait,
             )) => ErrorKind::Busy,
             Error::Pool(_) | Error::ConnectionLost(_) => ErrorKind::Unavailable,
+            Error::CommitOutcomeUnknown(_) => ErrorKind::CommitOutcomeUnknown,
             Error::RoleMissing { .. } => ErrorKind::RoleMissing,
             Error::Config(_) | Error::Internal(_) | Error::Embedded(_) | Error::Io { .. } => {
                 ErrorKind::Internal
@@ -121,9 +130,9 @@ impl Error {
     /// The SQLSTATE of a database error, if the server sent one.
     pub fn sql_state(&self) -> Option<&SqlState> {
         match self {
-            Error::Db(error) | Error::Pool(deadpool_postgres::PoolError::Backend(error)) => {
-                error.code()
-            }
+            Error::Db(error)
+            | Error::CommitOutcomeUnknown(error)
+            | Error::Pool(deadpool_postgres::PoolError::Backend(error)) => error.code(),
             _ => None,
         }
     }
@@ -133,6 +142,26 @@ impl Error {
             context: context.into(),
             source,
         }
+    }
+}
+
+/// Whether a statement failed because its connection broke (no answer, or the server ending
+/// the session): after such a failure on `COMMIT` the outcome of the transaction is unknown.
+/// A failure with any other SQLSTATE (a deferred constraint, a serialization failure) is a
+/// definite rollback.
+pub(crate) fn is_connection_loss(error: &tokio_postgres::Error) -> bool {
+    db_error_kind(error) == ErrorKind::Unavailable
+}
+
+/// The error of a failed `COMMIT`: a connection lost during it is
+/// [`Error::CommitOutcomeUnknown`], any other failure (a definite rollback) a plain
+/// [`Error::Db`]. Every commit of a write maps its failure through here:
+/// `transaction.commit().await.map_err(commit_failed)?`.
+pub(crate) fn commit_failed(error: tokio_postgres::Error) -> Error {
+    if is_connection_loss(&error) {
+        Error::CommitOutcomeUnknown(error)
+    } else {
+        Error::Db(error)
     }
 }
 

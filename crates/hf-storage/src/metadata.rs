@@ -265,7 +265,10 @@ impl Remote for PgRemote {
                 let published =
                     publish_in(&transaction, &branch, old.as_ref(), &new, &objects).await?;
                 if matches!(published, Published::Moved { .. }) {
-                    transaction.commit().await?;
+                    transaction
+                        .commit()
+                        .await
+                        .map_err(crate::error::commit_failed)?;
                 }
                 Ok(published)
             })
@@ -607,7 +610,10 @@ pub async fn import(
             }
         }
     }
-    transaction.commit().await?;
+    transaction
+        .commit()
+        .await
+        .map_err(crate::error::commit_failed)?;
     Ok(report)
 }
 
@@ -663,7 +669,10 @@ pub async fn export(pool: &Pool, dir: &Path, head_branch: &str) -> Result<Export
         report.objects += objects.len();
         writer = blocking(move || writer.add(&objects).map(|()| writer)).await?;
     }
-    transaction.commit().await?;
+    transaction
+        .commit()
+        .await
+        .map_err(crate::error::commit_failed)?;
     let refs: Vec<(String, ObjectId)> = all.iter().map(|h| (h.branch.clone(), h.commit)).collect();
     report.branches = all
         .iter()

@@ -322,6 +322,16 @@ async fn run_once(
                     role: caller.role.to_owned(),
                 })
             }
+            // Every call before the last succeeded and the connection broke on the last one,
+            // which commits (`COMMIT`, or a write's lone statement in its own implicit
+            // transaction): the write may or may not have taken effect.
+            Err(error)
+                if !caller.read_only
+                    && index + 1 == statements.len()
+                    && crate::error::is_connection_loss(&error) =>
+            {
+                return Err(Error::CommitOutcomeUnknown(error))
+            }
             Err(error) => return Ok((Ran::Failed { step, error }, switch)),
         }
     }

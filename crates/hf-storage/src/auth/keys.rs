@@ -69,7 +69,10 @@ pub async fn rotate_signing_key(pool: &Pool, key: &SigningKey) -> Result<()> {
             &[&key.kid(), &key.to_pkcs8_pem()],
         )
         .await?;
-    transaction.commit().await?;
+    transaction
+        .commit()
+        .await
+        .map_err(crate::error::commit_failed)?;
     Ok(())
 }
 

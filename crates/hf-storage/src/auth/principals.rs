@@ -93,7 +93,10 @@ pub async fn create_principal(
         };
         let setup_token =
             secrets::insert_setup_token(transaction.client(), principal.id, setup_ttl).await?;
-        transaction.commit().await?;
+        transaction
+            .commit()
+            .await
+            .map_err(crate::error::commit_failed)?;
         Ok(CreatePrincipal::Created {
             principal,
             setup_token,
@@ -181,7 +184,10 @@ pub async fn bootstrap_admin(
                 }
             }
         };
-        transaction.commit().await?;
+        transaction
+            .commit()
+            .await
+            .map_err(crate::error::commit_failed)?;
         Ok(outcome)
     };
     let outcome = attempt.await;
@@ -340,7 +346,10 @@ pub async fn set_admin(pool: &Pool, id: Uuid, is_admin: bool) -> Result<SetAdmin
     let row = transaction.query_one(&statement, &[&id, &is_admin]).await?;
     let principal = Principal::from_row(&row)?;
     roles::set_admin_membership(transaction.client(), &principal.name, is_admin).await?;
-    transaction.commit().await?;
+    transaction
+        .commit()
+        .await
+        .map_err(crate::error::commit_failed)?;
     Ok(SetAdmin::Updated(principal))
 }
 
@@ -371,7 +380,10 @@ pub async fn delete_principal(pool: &Pool, id: Uuid) -> Result<DeletePrincipal> 
         .execute("DELETE FROM hf.principals WHERE id = $1", &[&id])
         .await?;
     roles::drop_principal_role(transaction.client(), &principal.name).await?;
-    transaction.commit().await?;
+    transaction
+        .commit()
+        .await
+        .map_err(crate::error::commit_failed)?;
     Ok(DeletePrincipal::Deleted(principal))
 }
 

@@ -58,7 +58,10 @@ pub async fn issue_reset_token(
         return Ok(None);
     }
     let token = insert_setup_token(transaction.client(), principal_id, ttl).await?;
-    transaction.commit().await?;
+    transaction
+        .commit()
+        .await
+        .map_err(crate::error::commit_failed)?;
     Ok(Some(token))
 }
 
@@ -96,7 +99,10 @@ pub async fn set_password_with_token(
         Some(row) if row.try_get::<_, bool>(1)? => row.try_get(0)?,
         Some(_) => {
             // Expired: the row is deleted anyway, which is the clean-up it needed.
-            transaction.commit().await?;
+            transaction
+                .commit()
+                .await
+                .map_err(crate::error::commit_failed)?;
             return Ok(None);
         }
         None => return Ok(None),
@@ -114,7 +120,10 @@ pub async fn set_password_with_token(
     let statement = format!("SELECT {PRINCIPAL_COLUMNS} FROM hf.principals WHERE id = $1");
     let row = transaction.query_one(&statement, &[&principal_id]).await?;
     let principal = Principal::from_row(&row)?;
-    transaction.commit().await?;
+    transaction
+        .commit()
+        .await
+        .map_err(crate::error::commit_failed)?;
     Ok(Some(principal))
 }
 

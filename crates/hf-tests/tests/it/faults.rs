@@ -1,7 +1,7 @@
 //! Faults injected for real: an exhausted pool, a read-only metadata cache, a database
-//! connection killed in the middle of a live write, a ref lock file left in the cache, a login
-//! flood. Each gets
-//! its status and code, nothing is lost, and the service is normal afterwards.
+//! connection killed in the middle of a live write or of a record write's `COMMIT`, a ref lock
+//! file left in the cache, a login flood. Each gets its status and code, nothing is lost, and
+//! the service is normal afterwards.
 
 use std::time::Duration;
 
@@ -96,6 +96,62 @@ async fn an_exhausted_pool_answers_pool_busy_and_recovers() {
     let response = server
         .http
         .get(server.url("/data/crm/account/00000000-0000-0000-0000-000000000003"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404, "the service is normal again");
+    server.stop().await;
+}
+
+/// Record requests beyond what the data pool can start soon are refused at once, with
+/// `Retry-After`, instead of queueing for the pool's whole wait timeout.
+#[tokio::test]
+async fn record_requests_beyond_the_pool_wait_are_shed_with_overloaded() {
+    let server = TestServer::start_demo_with_pool(hf_storage::PoolSettings {
+        max_size: 1,
+        ..hf_storage::PoolSettings::default()
+    })
+    .await;
+    let token = server.admin_token().await;
+    // The one data connection waits on a table lock, and as many reads as the wait admits
+    // (8 per connection) queue behind it.
+    let mut holder = server.db.client().await;
+    let lock = holder.transaction().await.unwrap();
+    lock.batch_execute("LOCK TABLE crm.account IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let read = || {
+        let request = server
+            .http
+            .get(server.url("/data/crm/account/00000000-0000-0000-0000-000000000001"))
+            .bearer_auth(&token);
+        async move { request.send().await.unwrap().status().as_u16() }
+    };
+    let held: Vec<_> = (0..9).map(|_| tokio::spawn(read())).collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = std::time::Instant::now();
+    let response = server
+        .http
+        .get(server.url("/data/crm/account/00000000-0000-0000-0000-000000000002"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "refused at once"
+    );
+    assert_eq!(response.headers()["retry-after"], "1");
+    assert_envelope(response, 503, "OVERLOADED").await;
+
+    lock.rollback().await.unwrap();
+    for read in held {
+        assert_eq!(read.await.unwrap(), 404, "the admitted reads finish");
+    }
+    let response = server
+        .http
+        .get(server.url("/data/crm/account/00000000-0000-0000-0000-000000000002"))
         .bearer_auth(&token)
         .send()
         .await
@@ -275,5 +331,89 @@ async fn a_login_flood_is_shed_with_overloaded() {
     // Afterwards logins work as before.
     let password = server.admin_password.clone().unwrap();
     server.login(&server.admin_name, &password).await;
+    server.stop().await;
+}
+
+/// A write whose connection is cut while its `COMMIT` runs cannot know whether it committed:
+/// it answers 503 `COMMIT_OUTCOME_UNKNOWN`, telling the client to read before it retries,
+/// rather than a plain `DATABASE_UNAVAILABLE` (which promises nothing was written).
+#[tokio::test]
+async fn a_connection_cut_during_commit_answers_commit_outcome_unknown() {
+    let server = TestServer::start_demo().await;
+    let token = server.admin_token().await;
+    // A deferred constraint trigger runs inside `COMMIT`; this one sleeps there, so the test
+    // can terminate the backend while the commit is in flight.
+    let admin = server.db.client().await;
+    admin
+        .batch_execute(
+            "CREATE FUNCTION public.hf_test_slow_commit() RETURNS trigger LANGUAGE plpgsql AS \
+               $$ BEGIN PERFORM pg_sleep(30); RETURN NULL; END $$; \
+             CREATE CONSTRAINT TRIGGER hf_test_slow_commit AFTER INSERT ON crm.account \
+               DEFERRABLE INITIALLY DEFERRED FOR EACH ROW \
+               EXECUTE FUNCTION public.hf_test_slow_commit()",
+        )
+        .await
+        .unwrap();
+    let write = tokio::spawn({
+        let request = server
+            .http
+            .post(server.url("/data/crm/account"))
+            .bearer_auth(&token)
+            .json(&json!({"name": "Committed or not"}));
+        async move { request.send().await.unwrap() }
+    });
+    let mut terminated = false;
+    for _ in 0..500 {
+        let row = admin
+            .query_one(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                  WHERE datname = current_database() AND wait_event = 'PgSleep' \
+                    AND query = 'COMMIT'",
+                &[],
+            )
+            .await
+            .unwrap();
+        if row.get::<_, i64>(0) > 0 {
+            terminated = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(terminated, "the write's backend was found committing");
+    let response = write.await.unwrap();
+    let retry_after = response.headers().get("retry-after").cloned();
+    let envelope = assert_envelope(response, 503, "COMMIT_OUTCOME_UNKNOWN").await;
+    assert_eq!(retry_after.unwrap(), "1");
+    let message = envelope["errors"][0]["message"].as_str().unwrap();
+    assert!(message.contains("Read the data again"), "{message}");
+    assert!(
+        !message.contains("terminating"),
+        "no driver text: {message}"
+    );
+
+    // Here the server rolled the transaction back: reading shows no such record.
+    let rows = admin
+        .query_one(
+            "SELECT count(*) FROM crm.account WHERE name = 'Committed or not'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.get::<_, i64>(0), 0);
+
+    // The service is normal afterwards.
+    admin
+        .batch_execute("DROP TRIGGER hf_test_slow_commit ON crm.account")
+        .await
+        .unwrap();
+    let response = server
+        .http
+        .post(server.url("/data/crm/account"))
+        .bearer_auth(&token)
+        .json(&json!({"name": "After the cut"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
     server.stop().await;
 }

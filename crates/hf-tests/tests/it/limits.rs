@@ -170,6 +170,8 @@ async fn broken_framing_is_refused_by_the_parser() {
         "Transfer-Encoding: gzip\r\n",
         "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
         "Content-Length: -1\r\n",
+        "Content-Length: abc\r\n",
+        "Transfer-Encoding: chunked, gzip\r\n",
     ] {
         let request = format!(
             "POST /auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{framing}\r\n{{}}"
@@ -184,6 +186,9 @@ async fn broken_framing_is_refused_by_the_parser() {
         "a".repeat(70_000)
     );
     let (status, _head, body) = exchange(&server, request.as_bytes()).await;
+    assert_eq!((status, body.as_str()), (400, ""));
+    // Neither can a request line that is not HTTP.
+    let (status, _head, body) = exchange(&server, b"GET /health NOT-HTTP\r\n\r\n").await;
     assert_eq!((status, body.as_str()), (400, ""));
     health_answers(&server).await;
     server.stop().await;
