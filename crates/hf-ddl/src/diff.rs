@@ -639,7 +639,19 @@ impl Planner {
         if !column.managed {
             self.adopted(&target, "column");
         }
+        // The default the column has once the type is right: a constant default cannot follow
+        // the column to another type (`'a'::text` is no `text[]`), so it is dropped first and
+        // the wanted one set after.
+        let mut current_default = column.default.as_ref();
         if column.data_type != wanted.data_type {
+            if current_default.is_some_and(ColumnDefault::is_literal) {
+                let sql = alter().kw(" DROP DEFAULT");
+                self.push(
+                    Step::AlterColumn,
+                    draft(Action::DropDefault, target.clone(), sql),
+                );
+                current_default = None;
+            }
             let mut sql = alter().kw(" TYPE ").kw(wanted.data_type.as_str());
             let mut change = match type_change(&column.data_type, &wanted.data_type) {
                 TypeChange::IntoArray => {
@@ -680,7 +692,7 @@ impl Planner {
             change.sql = sql;
             self.push(Step::AlterColumn, change);
         }
-        if column.default != wanted.default {
+        if current_default != wanted.default.as_ref() {
             let sql = match &wanted.default {
                 Some(default) => alter().kw(" SET DEFAULT ").kw(default.as_str()),
                 None => alter().kw(" DROP DEFAULT"),

@@ -1,6 +1,6 @@
 //! The mapping from a metadata model to the [`Schema`] it needs (schema = module,
-//! table = object, column = field, grants to `hf:authenticated`, system-column defaults; the full
-//! rules are in `docs/ddl.md`).
+//! table = object, column = field, grants to `hf:authenticated`, system-column and picklist
+//! defaults; the full rules are in `docs/ddl.md`).
 //!
 //! A schema per module, a table per concrete object with every effective field as a column
 //! (inherited fields are copied into each concrete table), system columns `id`, `created_at`
@@ -98,14 +98,14 @@ fn object_table(
     for effective in model.effective_fields(name) {
         let field = effective.field;
         let key = field.key.as_str();
-        let (data_type, required, unique, indexed) = match &field.kind {
+        let (data_type, required, unique, indexed, default) = match &field.kind {
             FieldKind::Scalar {
                 field_type,
                 required,
                 unique,
                 indexed,
                 values,
-                ..
+                default_value,
             } => {
                 if field_type.is_picklist() {
                     table.checks.push(ValueCheck {
@@ -116,7 +116,16 @@ fn object_table(
                         managed: true,
                     });
                 }
-                (column_type(*field_type), *required, *unique, *indexed)
+                let default = default_value
+                    .as_deref()
+                    .and_then(|key| column_default(*field_type, key));
+                (
+                    column_type(*field_type),
+                    *required,
+                    *unique,
+                    *indexed,
+                    default,
+                )
             }
             FieldKind::Lookup {
                 target,
@@ -126,7 +135,7 @@ fn object_table(
                 if let Some(fk) = lookup_foreign_key(model, t, key, target, diagnostics, name) {
                     table.foreign_keys.push(fk);
                 }
-                (SqlType::Uuid, *required, false, *indexed)
+                (SqlType::Uuid, *required, false, *indexed, None)
             }
             FieldKind::Formula { .. } | FieldKind::Rollup { .. } => continue,
         };
@@ -134,7 +143,7 @@ fn object_table(
             name: key.to_owned(),
             data_type,
             not_null: required,
-            default: None,
+            default,
             comment: Some(field.label.clone()),
             managed: true,
         });
@@ -178,6 +187,18 @@ fn object_table(
         });
     }
     table
+}
+
+/// The column DEFAULT of a field's `defaultValue`, so a row inserted with plain SQL gets it as a
+/// record created through hf does: the key as `text`, or a one-key `text[]` for a multi-select
+/// picklist. The model gives a `defaultValue` to picklists only; on any other type it would not
+/// be a key, so it maps to no default.
+fn column_default(field_type: ScalarType, key: &str) -> Option<ColumnDefault> {
+    match field_type {
+        ScalarType::Picklist => ColumnDefault::text(key),
+        ScalarType::Multipicklist => ColumnDefault::text_array(&[key]),
+        _ => None,
+    }
 }
 
 /// The foreign key of a lookup, when its target's records live in exactly one table: a concrete

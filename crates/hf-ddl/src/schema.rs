@@ -412,14 +412,20 @@ impl<'de> Deserialize<'de> for SqlType {
     }
 }
 
-/// A column default. Only the two defaults of the system columns are planned; any other default
-/// that introspection finds is kept as text in [`ColumnDefault::Other`] and never executed.
+/// A column default. The planner writes the two defaults of the system columns and constant
+/// text defaults (a picklist's `defaultValue`); any other default that introspection finds is
+/// kept as text in [`ColumnDefault::Other`] and never executed.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ColumnDefault {
     /// `gen_random_uuid()`, the default of `id`.
     GenRandomUuid,
     /// `now()`, the default of `created_at` and `updated_at`.
     Now,
+    /// A constant of type `text` or `text[]`, spelled as `pg_get_expr` prints it
+    /// (`'open'::text`, `'{open}'::text[]`) so a default read back compares equal to the one
+    /// planned. Made only by [`ColumnDefault::text`], [`ColumnDefault::text_array`] or
+    /// [`ColumnDefault::parse`], which accept nothing but one well-quoted literal and a cast.
+    Literal(String),
     /// Any other default expression, as `pg_get_expr` prints it.
     Other(String),
 }
@@ -430,8 +436,27 @@ impl ColumnDefault {
         match expression.trim() {
             "gen_random_uuid()" => ColumnDefault::GenRandomUuid,
             "now()" | "CURRENT_TIMESTAMP" => ColumnDefault::Now,
+            other if is_text_constant(other) => ColumnDefault::Literal(other.to_owned()),
             other => ColumnDefault::Other(other.to_owned()),
         }
+    }
+
+    /// The constant text `value` (`'value'::text`); `None` for a text with a NUL character,
+    /// which no PostgreSQL string can hold.
+    pub fn text(value: &str) -> Option<Self> {
+        let quoted = crate::sqltext::quote_literal(value)?;
+        Some(ColumnDefault::Literal(format!("{quoted}::text")))
+    }
+
+    /// The constant array of texts `values` (`'{a,b}'::text[]`); `None` as for
+    /// [`ColumnDefault::text`].
+    pub fn text_array(values: &[impl AsRef<str>]) -> Option<Self> {
+        let items: Vec<String> = values
+            .iter()
+            .map(|value| array_item(value.as_ref()))
+            .collect();
+        let quoted = crate::sqltext::quote_literal(&format!("{{{}}}", items.join(",")))?;
+        Some(ColumnDefault::Literal(format!("{quoted}::text[]")))
     }
 
     /// The SQL expression text.
@@ -439,7 +464,7 @@ impl ColumnDefault {
         match self {
             ColumnDefault::GenRandomUuid => "gen_random_uuid()",
             ColumnDefault::Now => "now()",
-            ColumnDefault::Other(text) => text,
+            ColumnDefault::Literal(text) | ColumnDefault::Other(text) => text,
         }
     }
 
@@ -447,6 +472,52 @@ impl ColumnDefault {
     pub fn is_known(&self) -> bool {
         !matches!(self, ColumnDefault::Other(_))
     }
+
+    /// Whether the default is a constant, which PostgreSQL stores once for the rows a new
+    /// column gets (no rewrite) and which cannot follow a column to another type.
+    pub fn is_literal(&self) -> bool {
+        matches!(self, ColumnDefault::Literal(_))
+    }
+}
+
+/// One element of an array literal, as PostgreSQL prints it: bare when it is a plain word,
+/// else in double quotes with `"` and `\` escaped.
+fn array_item(value: &str) -> String {
+    let plain = !value.is_empty()
+        && !value.eq_ignore_ascii_case("null")
+        && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if plain {
+        return value.to_owned();
+    }
+    let mut item = String::with_capacity(value.len() + 2);
+    item.push('"');
+    for c in value.chars() {
+        if c == '"' || c == '\\' {
+            item.push('\\');
+        }
+        item.push(c);
+    }
+    item.push('"');
+    item
+}
+
+/// Whether `expression` is exactly one string literal (quotes doubled inside, nothing else)
+/// cast to `text` or `text[]`: the only defaults besides the system ones the planner writes.
+fn is_text_constant(expression: &str) -> bool {
+    let Some(literal) = expression
+        .strip_suffix("::text")
+        .or_else(|| expression.strip_suffix("::text[]"))
+    else {
+        return false;
+    };
+    let Some(inner) = literal
+        .strip_prefix('\'')
+        .and_then(|rest| rest.strip_suffix('\''))
+    else {
+        return false;
+    };
+    // Inside, every quote is one of a doubled pair.
+    inner.split("''").all(|piece| !piece.contains('\''))
 }
 
 impl Serialize for ColumnDefault {

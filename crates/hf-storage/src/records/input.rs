@@ -25,9 +25,13 @@ pub(crate) struct Input {
 pub(crate) enum Mode {
     /// A new record: read-only fields may not appear at all.
     Create,
-    /// A change of an existing record (or an upsert that may find one): read-only fields may
-    /// repeat their current values, which the statement checks.
+    /// A change of an existing record: read-only fields may repeat their current values, which
+    /// the statement checks.
     Change,
+    /// An upsert, which changes the record it finds or else creates one: read like
+    /// [`Mode::Change`], and a field left out carries its default in `values` (not in
+    /// `given`), which the statement stores only when it creates the record.
+    Upsert,
 }
 
 /// Reads `body` for a write on `plan`.
@@ -57,7 +61,9 @@ pub(crate) fn read(plan: &ObjectPlan, body: &Body, mode: Mode) -> Input {
                     ProblemCode::ReadOnlyField,
                     format!("`{key}` is computed by the service and cannot be written."),
                 ),
-                Mode::Change => input.read_only[index] = Some(raw.get().to_owned()),
+                Mode::Change | Mode::Upsert => {
+                    input.read_only[index] = Some(raw.get().to_owned());
+                }
             },
             Some(KeyRole::Column(index)) => {
                 let column = &plan.columns[index];
@@ -82,12 +88,14 @@ pub(crate) fn read(plan: &ObjectPlan, body: &Body, mode: Mode) -> Input {
             }
         }
     }
-    if mode == Mode::Create {
-        // A picklist's `defaultValue` stands for a field the body leaves out.
+    // A field's `defaultValue` stands for the field when the body leaves it out of a new
+    // record. A create gives it; an upsert binds it without marking it given, so its statement
+    // stores it only when it creates the record and keeps the stored value when it finds one.
+    if mode != Mode::Change {
         for (index, column) in plan.columns.iter().enumerate() {
             if let (false, Some(default)) = (input.given[index], &column.default) {
                 input.values[index] = Some(default.clone());
-                input.given[index] = true;
+                input.given[index] = mode == Mode::Create;
             }
         }
     }

@@ -328,8 +328,11 @@ pub async fn upsert(
         };
         return Ok(rejected(problem));
     };
-    let mut input = input::read(&plan, body, Mode::Change);
-    let key_value = input.values[upsert.column].clone();
+    let mut input = input::read(&plan, body, Mode::Upsert);
+    // A default does not identify a record: the body itself must give the key.
+    let key_value = input.values[upsert.column]
+        .clone()
+        .filter(|_| input.given[upsert.column]);
     if key_value.is_none() && !input.flawed.iter().any(|key| key == field) {
         input.flawed.push(field.to_owned());
         input.problems.push(Problem {

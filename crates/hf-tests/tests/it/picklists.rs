@@ -1,7 +1,8 @@
 //! Picklist and multi-select picklist fields end to end over real HTTP: the metadata refuses
-//! bad choices, records refuse values outside the list and get the default, the database
-//! restricts plain-SQL writes too, HOQS answers `INCLUDES`/`EXCLUDES` and `TOLABEL`, and removing
-//! a choice that rows hold is a destructive change.
+//! bad choices, records refuse values outside the list and get the default (created or upserted
+//! into being, and from plain SQL too), the database restricts plain-SQL writes too, HOQS answers
+//! `INCLUDES`/`EXCLUDES` and `TOLABEL`, and removing a choice that rows hold is a destructive
+//! change.
 
 use hf_testkit::TestServer;
 use reqwest::{Method, Response};
@@ -205,8 +206,17 @@ async fn records_hold_only_choices_and_get_the_default() {
         assert_eq!(entry["target"], target, "{body}: {answer}");
     }
 
-    // The database restricts rows written with plain SQL as well.
+    // The database restricts rows written with plain SQL as well, and gives them the default.
     let client = server.db.client().await;
+    let row = client
+        .query_one(
+            "INSERT INTO crm.deal (name) VALUES ('Plain') RETURNING stage, tags",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, Option<String>>(0).as_deref(), Some("open"));
+    assert_eq!(row.get::<_, Option<Vec<String>>>(1), None);
     let refused = client
         .execute("INSERT INTO crm.deal (stage) VALUES ('maybe')", &[])
         .await;
@@ -218,6 +228,39 @@ async fn records_hold_only_choices_and_get_the_default() {
         refused.is_err(),
         "the CHECK refuses an unknown key in an array"
     );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_upsert_that_creates_gets_the_default_and_one_that_updates_keeps_the_value() {
+    let (server, token) = start().await;
+    let code = json!({"fieldKind": "scalar", "label": "Code", "fieldType": "text",
+                      "uniqueConstraint": true});
+    let path = "/metadata@main/crm/objects/deal/fields/code";
+    ok(send(&server, &token, Method::POST, path, code).await, 201).await;
+    let upsert = |body: Value| send(&server, &token, Method::PUT, "/data/crm/deal/code", body);
+
+    let created = ok(upsert(json!({"code": "D-1", "name": "Roof"})).await, 201).await;
+    assert_eq!(created["stage"], "open", "{created}");
+    assert_eq!(created["tags"], Value::Null, "no default, no value");
+    let created = ok(upsert(json!({"code": "D-2", "stage": "won"})).await, 201).await;
+    assert_eq!(
+        created["stage"], "won",
+        "a given value wins over the default"
+    );
+    let created = ok(upsert(json!({"code": "D-3", "stage": null})).await, 201).await;
+    assert_eq!(created["stage"], Value::Null, "an explicit null is kept");
+
+    // Finding the record, the upsert leaves a field the body does not give as it is.
+    let updated = ok(upsert(json!({"code": "D-2", "name": "Door"})).await, 200).await;
+    assert_eq!(updated["stage"], "won", "{updated}");
+    assert_eq!(updated["name"], "Door");
+    let updated = ok(upsert(json!({"code": "D-3", "name": "Gate"})).await, 200).await;
+    assert_eq!(updated["stage"], Value::Null, "{updated}");
+
+    // The default does not stand for the key the upsert looks records up by.
+    let answer = assert_envelope(upsert(json!({"name": "No code"})).await, 422, "REQUIRED").await;
+    assert_eq!(answer["errors"][0]["target"], "code", "{answer}");
     server.stop().await;
 }
 
