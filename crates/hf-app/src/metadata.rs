@@ -361,8 +361,10 @@ impl App {
     /// A screen that imports a screen the branch does not have, or a vendored file its module
     /// does not have (`<moduleKey>/vendor/<path>`), or whose `{#query}` names an object or field
     /// the branch does not have, is not written: [`Error::Hfx`] located in the screen source.
-    /// The query's `:parameters` are bound to null for this check, so only names are checked
-    /// here (types are checked when it runs).
+    /// The query's `:parameters` are bound to null for the name check; those the screen writes
+    /// as literals (`{ limit: 10 }`) are then bound to their value, and a type error that only
+    /// they cause (`{ limit: "ten" }` for `LIMIT :limit`) refuses the screen too, located at the
+    /// parameter in the query. Other parameters' types are checked when the query runs.
     async fn check_queries(
         &self,
         branch: &str,
@@ -431,6 +433,7 @@ impl App {
                 .diagnostics
                 .iter()
                 .filter(|diagnostic| diagnostic.code == hf_hoqs::Code::UnknownName);
+            let before = problems.len();
             for diagnostic in unknown {
                 problems.push(hf_hfx::Diagnostic::at(
                     hf_hfx::DiagnosticCode::QueryUnknownName,
@@ -439,6 +442,18 @@ impl App {
                     source,
                     query.offset + diagnostic.span.start,
                 ));
+            }
+            if problems.len() == before && !query.params.is_empty() {
+                let mistyped = literal_parameter_type_errors(&snapshot.model, query, &checked)?;
+                problems.extend(mistyped.into_iter().map(|diagnostic| {
+                    hf_hfx::Diagnostic::at(
+                        hf_hfx::DiagnosticCode::QueryTypeError,
+                        diagnostic.message,
+                        hf_hfx::SourceFile::Screen,
+                        source,
+                        query.offset + diagnostic.span.start,
+                    )
+                }));
             }
         }
         if problems.is_empty() {
@@ -513,6 +528,38 @@ pub(crate) fn screens_with_unknown_names(model: &Model) -> BTreeSet<(String, Str
         }
     }
     broken
+}
+
+/// The type errors of `query` with the parameters the screen writes as literals bound to their
+/// values (the others to null) that the same query with every parameter null does not have
+/// (`with_nulls`): those the literals cause, which every run of the query would meet.
+fn literal_parameter_type_errors(
+    model: &Model,
+    query: &hf_hfx::QueryText,
+    with_nulls: &hf_hoqs::QueryOutput,
+) -> Result<Vec<hf_hoqs::Diagnostic>> {
+    let mut params = null_parameters(&query.text);
+    for param in &query.params {
+        if let (Some(slot), Ok(value)) = (
+            params.get_mut(&param.name),
+            serde_json::value::RawValue::from_string(param.json.clone()),
+        ) {
+            *slot = value;
+        }
+    }
+    let checked = hf_hoqs::compile_query(model, &query.text, &params).map_err(|error| {
+        Error::Internal(format!(
+            "the branch's metadata cannot be compiled to SQL: {error}"
+        ))
+    })?;
+    Ok(checked
+        .diagnostics
+        .into_iter()
+        .filter(|diagnostic| {
+            diagnostic.code == hf_hoqs::Code::TypeError
+                && !with_nulls.diagnostics.contains(diagnostic)
+        })
+        .collect())
 }
 
 /// Every `:name` parameter of a query bound to null: enough to check its names and types.

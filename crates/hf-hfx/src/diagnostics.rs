@@ -65,6 +65,10 @@ pub enum DiagnosticCode {
     /// A `{#query}` names an object or field the model does not have. The compiler does not know
     /// the model: a host that type-checks [`crate::QueryText`]s reports this.
     QueryUnknownName,
+    /// A `{#query}` parameter written as a literal has a type the query does not accept there
+    /// (`{ limit: "ten" }` for `LIMIT :limit`). Reported by a host, like
+    /// [`DiagnosticCode::QueryUnknownName`], from [`crate::QueryText::params`].
+    QueryTypeError,
     /// A bug in the compiler: the generated module did not parse.
     Internal,
 }
@@ -95,6 +99,7 @@ impl DiagnosticCode {
             Self::InvalidFormTarget => "INVALID_FORM_TARGET",
             Self::SvelteSyntax => "SVELTE_SYNTAX",
             Self::QueryUnknownName => "QUERY_UNKNOWN_NAME",
+            Self::QueryTypeError => "QUERY_TYPE_ERROR",
             Self::Internal => "INTERNAL",
         }
     }

@@ -96,6 +96,8 @@ pub(crate) struct Import {
     /// The whole statement.
     pub(crate) span: Span,
     pub(crate) specifier: Specifier,
+    /// The specifier as written, and the offset of its opening quote in the screen source.
+    pub(crate) written: (String, usize),
     /// The default import's local name (`import X from ...`).
     pub(crate) default_name: Option<String>,
     /// Every local name the statement binds.
@@ -315,6 +317,10 @@ pub(crate) fn analyze_program(
                 info.imports.push(Import {
                     span: abs(decl.span),
                     specifier,
+                    written: (
+                        spec_text.to_owned(),
+                        base + decl.source.span.start as usize,
+                    ),
                     default_name,
                     locals,
                     type_only,

@@ -23,6 +23,7 @@ mod imports;
 mod js;
 mod markup;
 mod program;
+mod query_params;
 mod scan;
 
 use oxc::allocator::Allocator;
@@ -145,6 +146,22 @@ pub struct QueryText {
     /// Byte offset of the text's first character in the screen source: offset `i` of the
     /// query is offset `offset + i` of the screen (see [`Diagnostic::at`] for a location).
     pub offset: usize,
+    /// The `:name` parameters the block gives a literal value (`{ stage: "won", limit: 10 }`),
+    /// which a host can type-check with the query; other parameters' values are known only
+    /// when the query runs.
+    pub params: Vec<QueryParam>,
+}
+
+/// A `{#query}` parameter whose value is written as a literal in the block's parameter object,
+/// so it is the same on every run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryParam {
+    /// The parameter's name (`:name` in the query).
+    pub name: String,
+    /// Its value as JSON text (`"won"`, `10`, `true`, `null`), as the query API receives it.
+    pub json: String,
+    /// Byte offset of the value in the screen source.
+    pub offset: usize,
 }
 
 /// Settings for [`compile_with`]; the defaults are what the HTTP contract describes.
@@ -236,11 +253,11 @@ fn compile_in(
     });
 
     let mut sink = Sink::new(source, SourceFile::Screen);
-    let (js, queries) = compile_screen(alloc, &mut sink, &content_hash, options.urls());
+    let (js, queries, imports) = compile_screen(alloc, &mut sink, &content_hash, options.urls());
     diagnostics.append(&mut sink.list);
 
     if diagnostics.is_empty() {
-        let (screen_imports, mut vendor_imports) = script_imports(alloc, source);
+        let (screen_imports, mut vendor_imports) = imports;
         vendor_imports.append(&mut sidecar_imports);
         CompileOutput {
             js,
@@ -330,61 +347,59 @@ pub fn compile_on_thread_with(
     })
 }
 
-/// The `screen:` imports and the vendored-module imports of a screen that compiled (so its
-/// script parses).
-fn script_imports(alloc: &Allocator, source: &str) -> (Vec<ScreenImport>, Vec<VendorImport>) {
+/// The `screen:` imports and the vendored-module imports of a screen's script.
+type ReportedImports = (Vec<ScreenImport>, Vec<VendorImport>);
+
+/// The imports a host checks (see [`CompileOutput::screen_imports`] and
+/// [`CompileOutput::vendor_imports`]), from the script's analysis.
+fn reported_imports(script: &js::ScriptInfo) -> ReportedImports {
     let (mut screens, mut vendored) = (Vec::new(), Vec::new());
-    if !source.contains("import") {
-        return (screens, vendored);
-    }
-    let mut sink = Sink::new(source, SourceFile::Screen);
-    let Some(script) = markup::parse(&mut sink).script else {
-        return (screens, vendored);
-    };
-    let text = &source[script.start..script.end];
-    let parsed = oxc::parser::Parser::new(alloc, text, js::ts_module()).parse();
-    for stmt in &parsed.program.body {
-        let oxc::ast::ast::Statement::ImportDeclaration(decl) = stmt else {
-            continue;
-        };
-        let spec = decl.source.value.as_str();
-        let offset = script.start + decl.source.span.start as usize;
-        match imports::classify(spec) {
-            Ok(imports::Specifier::Screen { module, screen }) => screens.push(ScreenImport {
-                module,
-                screen,
-                offset,
+    for import in &script.imports {
+        let (spec, offset) = &import.written;
+        match &import.specifier {
+            imports::Specifier::Screen { module, screen } => screens.push(ScreenImport {
+                module: module.clone(),
+                screen: screen.clone(),
+                offset: *offset,
             }),
-            Ok(imports::Specifier::Vendor(_)) if imports::is_vendored_module(spec) => vendored
-                .push(VendorImport {
-                    specifier: spec.to_owned(),
+            imports::Specifier::Vendor(_) if imports::is_vendored_module(spec) => {
+                vendored.push(VendorImport {
+                    specifier: spec.clone(),
                     file: SourceFile::Screen,
-                    offset,
-                }),
+                    offset: *offset,
+                })
+            }
             _ => {}
         }
     }
     (screens, vendored)
 }
 
-/// The screen's module and the query texts it holds (see [`QueryText`]).
+/// The screen's module, the query texts it holds (see [`QueryText`]) and its imports.
 fn compile_screen(
     alloc: &Allocator,
     sink: &mut Sink<'_>,
     hash: &str,
     urls: imports::Urls<'_>,
-) -> (Option<String>, Vec<QueryText>) {
+) -> (Option<String>, Vec<QueryText>, ReportedImports) {
     let doc = markup::parse(sink);
     if sink.has_errors() {
-        return (None, Vec::new());
+        return (None, Vec::new(), ReportedImports::default());
     }
     let mut queries = Vec::new();
     markup::query_texts(sink.source, &doc.nodes, &mut queries);
     let queries = queries
         .into_iter()
-        .map(|(text, offset)| QueryText { text, offset })
+        .map(|(text, offset, params)| QueryText {
+            text,
+            offset,
+            params: params.map_or_else(Vec::new, |span| {
+                query_params::literal_params(alloc, sink.source, span)
+            }),
+        })
         .collect();
-    (compile_markup(alloc, sink, &doc, hash, urls), queries)
+    let (js, imports) = compile_markup(alloc, sink, &doc, hash, urls);
+    (js, queries, imports)
 }
 
 fn compile_markup(
@@ -393,15 +408,15 @@ fn compile_markup(
     doc: &markup::Document,
     hash: &str,
     urls: imports::Urls<'_>,
-) -> Option<String> {
+) -> (Option<String>, ReportedImports) {
     let source = sink.source;
     let scope = doc.style.map(|_| format!("hfx-{}", &hash[..8]));
     let css = match (doc.style, &scope) {
         (Some(span), Some(scope)) => css::scope_css(&source[span.start..span.end], scope),
         _ => String::new(),
     };
-    if let Some(js) = compile_in_one_pass(alloc, source, doc, scope.as_deref(), &css, urls) {
-        return Some(js);
+    if let Some(compiled) = compile_in_one_pass(alloc, source, doc, scope.as_deref(), &css, urls) {
+        return compiled;
     }
 
     // Piece by piece: slower, and it locates every problem.
@@ -414,7 +429,7 @@ fn compile_markup(
     generator.root(&doc.nodes);
     let render = std::mem::take(&mut generator.out);
     if sink.has_errors() {
-        return None;
+        return (None, ReportedImports::default());
     }
 
     let mut module = String::with_capacity(source.len() * 3 + 256);
@@ -474,7 +489,8 @@ fn compile_markup(
     module.push_str(&generate::quote(&css));
     module.push_str(");\n");
 
-    js::finish_module(alloc, sink, &module, urls)
+    let js = js::finish_module(alloc, sink, &module, urls);
+    (js, reported_imports(&script))
 }
 
 /// Compiles a screen whose code is analysed in one oxc pass (see `program.rs`); `None` when the
@@ -486,7 +502,7 @@ fn compile_in_one_pass(
     scope: Option<&str>,
     css: &str,
     urls: imports::Urls<'_>,
-) -> Option<String> {
+) -> Option<(Option<String>, ReportedImports)> {
     let mut unit = program::Unit::build(alloc, source, doc, urls)?;
     let script = std::mem::take(&mut unit.script);
     let mut scratch = Sink::new(source, SourceFile::Screen);
@@ -543,7 +559,7 @@ fn compile_in_one_pass(
     module.push_str(", ");
     module.push_str(&generate::quote(css));
     module.push_str(");\n");
-    Some(module)
+    Some((Some(module), reported_imports(&script)))
 }
 
 /// What follows the script: the instance's API ([`instance_api`]), and for

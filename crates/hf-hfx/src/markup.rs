@@ -1350,8 +1350,9 @@ impl Parser<'_, '_> {
 }
 
 /// The HOQS texts of the `{#query}` blocks written as plain string literals (no escapes, no
-/// `${}`), with the offset of each text's first character, in document order.
-pub(crate) fn query_texts(src: &str, nodes: &[Node], out: &mut Vec<(String, usize)>) {
+/// `${}`), with the offset of each text's first character and the span of the block's parameters
+/// (when it has any), in document order.
+pub(crate) fn query_texts(src: &str, nodes: &[Node], out: &mut Vec<(String, usize, Option<Span>)>) {
     for node in nodes {
         let children: Vec<&[Node]> = match node {
             Node::Query(block) => {
@@ -1367,7 +1368,11 @@ pub(crate) fn query_texts(src: &str, nodes: &[Node], out: &mut Vec<(String, usiz
                         && !inner[..inner.len() - 1].contains([quote, '\\'])
                         && !(quote == '`' && inner.contains("${"));
                     if plain {
-                        out.push((inner[..inner.len() - 1].to_string(), block.query.start + 1));
+                        out.push((
+                            inner[..inner.len() - 1].to_string(),
+                            block.query.start + 1,
+                            block.params,
+                        ));
                     }
                 }
                 vec![&block.body]

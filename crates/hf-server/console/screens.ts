@@ -16,9 +16,16 @@ export async function loadScreens() {
   return { modules: modules.data, screens: lists.flatMap((l) => l.data), errors: [] };
 }
 
-/** Compiles without storing: the diagnostics of a source, or none. */
-export async function check(source: string, sidecar: string): Promise<Reply> {
-  return api("POST", "/hfx/compile", sidecar.trim() ? { source, sidecar } : { source });
+/**
+ * Compiles without storing: the diagnostics of a source, or none. The module's key makes the
+ * screen's imports of vendored files compile to their addresses in the live branch, so the
+ * preview can load them before the screen is saved.
+ */
+export async function check(source: string, sidecar: string, moduleKey: string): Promise<Reply> {
+  const body: Record<string, string> = { source };
+  if (sidecar.trim()) body.sidecar = sidecar;
+  if (moduleKey) body.moduleKey = moduleKey;
+  return api("POST", "/hfx/compile", body);
 }
 
 /** Writes a screen to the live branch (create or replace). */

@@ -126,6 +126,62 @@ const scenarios = {
     });
   },
 
+  async vendorPreview() {
+    // The console's preview of a screen not saved yet that imports the vendored uPlot: compiled
+    // with `POST /hfx/compile {moduleKey: "crm"}` (its bare import becomes the file's address in
+    // the live branch), then handed to the rendering frame in `#preview` mode by a parent page of
+    // the origin (the console page), which runs it as `blob:` modules under the frame's policy.
+    const source = `<script>
+  import { onMount } from "hfx";
+  import uPlot from "uplot.esm.js";
+  let chart;
+  let drawn = $state("");
+  onMount(() => {
+    const options = { width: 200, height: 100, series: [{}, { stroke: "blue", width: 2 }], hooks: { draw: [() => { drawn = "drawn before saving"; }] } };
+    const plot = new uPlot(options, [[1, 2, 3], [2, 3, 1]], chart);
+    return () => plot.destroy();
+  });
+</script>
+<div id="chart" bind:this={chart}></div>
+<p id="drawn">{drawn}</p>
+`;
+    const compiled = await api("POST", "/hfx/compile", { source, moduleKey: "crm" });
+    check("vendor preview: the text compiles", compiled.status === 200, compiled.text);
+    const js = JSON.parse(compiled.text).compiledJs;
+    check("vendor preview: the import names the file in the live branch", /from "\/hfx\/vendor\/[0-9a-f]{40}\/crm\/uplot\.esm\.js"/.test(js), js.slice(0, 300));
+    const page = await browser.newPage();
+    const problems = watch(page);
+    try {
+      await page.goto(`${base}/`);
+      const url = `/auth/session/exchange?code=${await sessionCode()}&screen=crm/vendor_chart#preview`;
+      await page.evaluate(
+        ({ url, js }) =>
+          new Promise((resolve) => {
+            const frame = document.createElement("iframe");
+            frame.id = "preview";
+            addEventListener("message", (event) => {
+              if (event.source === frame.contentWindow && event.data && event.data.hfxPreviewReady) {
+                frame.contentWindow.postMessage({ hfxPreview: { js, sidecar: null } }, location.origin);
+                resolve();
+              }
+            });
+            frame.src = url;
+            document.body.append(frame);
+          }),
+        { url, js },
+      );
+      const preview = page.frameLocator("#preview");
+      check("vendor preview: the library drew its chart", await eventually(preview.locator("#drawn"), "drawn before saving"), await preview.locator("#hf-root").textContent());
+      const frame = page.frames().find((f) => f !== page.mainFrame());
+      const loaded = await frame.evaluate(() => performance.getEntriesByType("resource").map((e) => e.name).find((n) => n.endsWith("/crm/uplot.esm.js")));
+      check("vendor preview: loaded from its tree's address", /\/hfx\/vendor\/[0-9a-f]{40}\/crm\/uplot\.esm\.js$/.test(loaded || ""), String(loaded));
+    } catch (e) {
+      check("vendor preview: ran without exceptions", false, String(e));
+    }
+    check("vendor preview: no console errors", problems.length === 0, problems.join("; "));
+    await page.close();
+  },
+
   async crm() {
     await frame("crm accounts", "crm/crm_accounts", async (page) => {
       const names = () => page.locator("td.name").allTextContents();

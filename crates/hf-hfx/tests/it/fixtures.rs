@@ -112,6 +112,34 @@ fn literal_query_texts_are_reported_with_their_offsets() {
     let second = "SELECT id FROM crm.contact";
     // Escapes, `${}` and computed texts are not reported.
     assert_eq!(found, [(first, first), (second, second)]);
+    // `{ p }` is a variable, `{}` has nothing: no literal parameters.
+    assert!(out.queries.iter().all(|q| q.params.is_empty()));
+}
+
+#[test]
+fn literal_query_parameters_are_reported_with_their_json_values() {
+    let source = "<script>let n = 5;</script>\n{#query \"SELECT id FROM crm.account WHERE name = :name AND arr > :min LIMIT :n\", { name: 'Acme', min: -2.5, n, open: true } as q}{/query}";
+    let out = compile(source, None);
+    assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics.first());
+    let found: Vec<(&str, &str, &str)> = out.queries[0]
+        .params
+        .iter()
+        .map(|p| {
+            (
+                p.name.as_str(),
+                p.json.as_str(),
+                &source[p.offset..p.offset + 4],
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("name", "\"Acme\"", "'Acm"),
+            ("min", "-2.5", "-2.5"),
+            ("open", "true", "true")
+        ]
+    );
 }
 
 #[test]

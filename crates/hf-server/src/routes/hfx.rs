@@ -65,6 +65,13 @@ pub struct CompileRequest {
     /// The screen's TypeScript sidecar, imported by the screen as `./sidecar` (at most 2 MiB).
     #[serde(default)]
     pub sidecar: Option<String>,
+    /// The module the screen belongs to, when the caller knows it: its bare imports of vendored
+    /// files then compile to their addresses in the live branch
+    /// (`/hfx/vendor/{tree}/{moduleKey}/{path}`), so the compiled text runs as it is (the
+    /// console's preview of a screen not yet saved). Without it they keep the fixed rule
+    /// (`/hfx/vendor/{path}.js`). Nothing is checked against the module.
+    #[serde(default, rename = "moduleKey")]
+    pub module_key: Option<String>,
 }
 
 /// The compile result of the contract.
@@ -96,7 +103,7 @@ pub struct ResolveResponse {
     request_body = CompileRequest,
     responses(
         (status = 200, body = CompileResponse),
-        (status = 400, description = "MALFORMED_JSON or INVALID_BODY", body = ErrorBody),
+        (status = 400, description = "MALFORMED_JSON, INVALID_BODY or INVALID_KEY (`moduleKey`)", body = ErrorBody),
         (status = 401, description = "UNAUTHENTICATED", body = ErrorBody),
         (status = 413, description = "PAYLOAD_TOO_LARGE: a source over 2 MiB", body = ErrorBody),
         (status = 422, description = "HFX_COMPILE_ERROR, each with its `location`", body = ErrorBody),
@@ -110,7 +117,11 @@ pub async fn compile(
     state: web::Data<AppState>,
     body: JsonBody<CompileRequest>,
 ) -> Result<web::Json<CompileResponse>, ApiError> {
-    let CompileRequest { source, sidecar } = body.0;
+    let CompileRequest {
+        source,
+        sidecar,
+        module_key,
+    } = body.0;
     for (name, text) in [("source", Some(&source)), ("sidecar", sidecar.as_ref())] {
         if text.is_some_and(|text| text.len() > MAX_SOURCE_BYTES) {
             return Err(ApiError::entry(
@@ -121,10 +132,17 @@ pub async fn compile(
             ));
         }
     }
+    let mut options = CompileOptions::default();
+    if let Some(module_key) = module_key {
+        check_key(KeyKind::Module, &module_key)?;
+        let store = Arc::clone(state.store());
+        let live = blocking(move || store.live()).await??;
+        options.vendor_base = Some(vendor_base(&live.tree, &module_key));
+    }
     let output = state
         .app
         .compiler()
-        .compile(source, sidecar, CompileOptions::default())
+        .compile(source, sidecar, options)
         .await?;
     match output.js {
         Some(js) if output.diagnostics.is_empty() => Ok(web::Json(CompileResponse {

@@ -629,7 +629,8 @@ const VENDOR_CHART: &str = r#"<script>
 
 /// A real library from npm, uploaded with `PUT …/vendor/…`, imported by a screen with a bare
 /// specifier and run in Chromium through the real cookie flow: it draws into its canvas, loads
-/// from its tree's address, and the strict policy reports nothing.
+/// from its tree's address, and the strict policy reports nothing. The same works in the
+/// console's preview of a screen not saved yet (`POST /hfx/compile` with the `moduleKey`).
 #[tokio::test]
 async fn a_vendored_npm_library_runs_in_chromium() {
     let Some((dir, _)) = browser_packages() else {
@@ -654,7 +655,7 @@ async fn a_vendored_npm_library_runs_in_chromium() {
         .await;
     let Some(stdout) = tokio::task::spawn_blocking({
         let base = server.base_url.clone();
-        move || run_browser(&base, &user.token, &["vendor"])
+        move || run_browser(&base, &user.token, &["vendor", "vendorPreview"])
     })
     .await
     .unwrap() else {

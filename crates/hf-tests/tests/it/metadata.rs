@@ -808,6 +808,57 @@ async fn screen_queries_must_name_fields_the_branch_has() {
 }
 
 #[tokio::test]
+async fn screen_query_parameters_written_as_literals_must_have_the_type_the_query_expects() {
+    let server = Ctx::start().await;
+    seed(&server, "metadata@main").await;
+    let write = |source: String| {
+        send_json(
+            &server,
+            Method::POST,
+            "/metadata@main/crm/screens/typed_query",
+            json!({"hfxSource": source}),
+        )
+    };
+    let query = "{#query \"SELECT id FROM crm.account WHERE name = :n LIMIT :limit\",";
+    // A number where the text field `name` is compared, and a text as the LIMIT.
+    let cases = [
+        (r#"{ n: 5, limit: 10 }"#, ":n"),
+        (r#"{ n: "Acme", limit: "ten" }"#, ":limit"),
+    ];
+    for (params, at) in cases {
+        let source =
+            format!("<p>accounts</p>\n{query} {params} as q}}{{q.records.length}}{{/query}}");
+        let envelope = assert_envelope(write(source.clone()).await, 422, "HFX_COMPILE_ERROR").await;
+        let error = &envelope["errors"][0];
+        assert_eq!(error["code"], "HFX_COMPILE_ERROR", "{envelope}");
+        let column = source.lines().nth(1).unwrap().find(at).unwrap() + 1;
+        assert_eq!(
+            (
+                error["location"]["line"].as_u64(),
+                error["location"]["column"].as_u64()
+            ),
+            (Some(2), Some(column as u64)),
+            "{envelope}"
+        );
+        assert!(
+            error["message"].as_str().unwrap().contains(&at[1..]),
+            "{envelope}"
+        );
+    }
+    // Values of the right types, and values known only at run time (not checked here), pass.
+    for params in [r#"{ n: "Acme", limit: 10 }"#, "{ n: name, limit: size }"] {
+        let source = format!("<script>let name = 'a'; let size = 'x';</script>\n{query} {params} as q}}{{q.records.length}}{{/query}}");
+        let response = write(source).await;
+        assert!(
+            matches!(response.status().as_u16(), 200 | 201),
+            "{}",
+            response.text().await.unwrap()
+        );
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn screens_must_import_screens_the_branch_has() {
     let server = Ctx::start().await;
     seed(&server, "metadata@main").await;
