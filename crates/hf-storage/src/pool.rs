@@ -76,11 +76,11 @@ impl Pool {
         }
     }
 
-    /// The data pool's size and how many requests wait for one of its connections now, so
-    /// callers can refuse work at once when the wait is already long (load shedding) instead
-    /// of queueing it for the whole wait timeout.
+    /// The size of the data pool shard this handle borrows from, and how many requests wait
+    /// for one of its connections now, so callers can refuse work at once when the wait is
+    /// already long (load shedding) instead of queueing it for the whole wait timeout.
     pub fn data_status(&self) -> deadpool_postgres::Status {
-        self.data.status()
+        self.data().status()
     }
 
     /// The pool of connections that run callers' statements (only `run_as` uses it).
