@@ -811,14 +811,10 @@ async fn screen_queries_must_name_fields_the_branch_has() {
 async fn screen_query_parameters_written_as_literals_must_have_the_type_the_query_expects() {
     let server = Ctx::start().await;
     seed(&server, "metadata@main").await;
-    let write = |key: &str, source: String| {
-        send_json(
-            &server,
-            Method::POST,
-            &format!("/metadata@main/crm/screens/{key}"),
-            json!({"hfxSource": source}),
-        )
-    };
+    async fn write(server: &Ctx, key: &str, source: String) -> reqwest::Response {
+        let path = format!("/metadata@main/crm/screens/{key}");
+        send_json(server, Method::POST, &path, json!({"hfxSource": source})).await
+    }
     let query = "{#query \"SELECT id FROM crm.account WHERE name = :n LIMIT :limit\",";
     // A number where the text field `name` is compared, and a text as the LIMIT.
     let cases = [
@@ -829,7 +825,7 @@ async fn screen_query_parameters_written_as_literals_must_have_the_type_the_quer
         let source =
             format!("<p>accounts</p>\n{query} {params} as q}}{{q.records.length}}{{/query}}");
         let envelope = assert_envelope(
-            write("typed_query", source.clone()).await,
+            write(&server, "typed_query", source.clone()).await,
             422,
             "HFX_COMPILE_ERROR",
         )
@@ -856,7 +852,7 @@ async fn screen_query_parameters_written_as_literals_must_have_the_type_the_quer
         ("untyped_query", "{ n: name, limit: size }"),
     ] {
         let source = format!("<script>let name = 'a'; let size = 'x';</script>\n{query} {params} as q}}{{q.records.length}}{{/query}}");
-        let response = write(key, source).await;
+        let response = write(&server, key, source).await;
         assert!(
             matches!(response.status().as_u16(), 200 | 201),
             "{}",
