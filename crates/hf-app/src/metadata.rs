@@ -362,8 +362,8 @@ impl App {
     /// does not have (`<moduleKey>/vendor/<path>`), or whose `{#query}` names an object or field
     /// the branch does not have, is not written: [`Error::Hfx`] located in the screen source.
     /// The query's `:parameters` are bound to null for the name check; those the screen writes
-    /// as literals (`{ limit: 10 }`) are then bound to their value, and a type error that only
-    /// they cause (`{ limit: "ten" }` for `LIMIT :limit`) refuses the screen too, located at the
+    /// as literals (`{ limit: 10 }`) are then bound to their value, and a type error at one of
+    /// them (`{ limit: "ten" }` for `LIMIT :limit`) refuses the screen too, located at the
     /// parameter in the query. Other parameters' types are checked when the query runs.
     async fn check_queries(
         &self,
@@ -444,7 +444,7 @@ impl App {
                 ));
             }
             if problems.len() == before && !query.params.is_empty() {
-                let mistyped = literal_parameter_type_errors(&snapshot.model, query, &checked)?;
+                let mistyped = literal_parameter_type_errors(&snapshot.model, query)?;
                 problems.extend(mistyped.into_iter().map(|diagnostic| {
                     hf_hfx::Diagnostic::at(
                         hf_hfx::DiagnosticCode::QueryTypeError,
@@ -531,12 +531,12 @@ pub(crate) fn screens_with_unknown_names(model: &Model) -> BTreeSet<(String, Str
 }
 
 /// The type errors of `query` with the parameters the screen writes as literals bound to their
-/// values (the others to null) that the same query with every parameter null does not have
-/// (`with_nulls`): those the literals cause, which every run of the query would meet.
+/// values (the others to null) that are located at one of those parameters: a literal every run
+/// of the query would refuse (`{ limit: "ten" }` for `LIMIT :limit`). Errors elsewhere may come
+/// from the parameters bound to null here, which have other values when the query runs.
 fn literal_parameter_type_errors(
     model: &Model,
     query: &hf_hfx::QueryText,
-    with_nulls: &hf_hoqs::QueryOutput,
 ) -> Result<Vec<hf_hoqs::Diagnostic>> {
     let mut params = null_parameters(&query.text);
     for param in &query.params {
@@ -552,13 +552,18 @@ fn literal_parameter_type_errors(
             "the branch's metadata cannot be compiled to SQL: {error}"
         ))
     })?;
+    let at_literal = |diagnostic: &hf_hoqs::Diagnostic| {
+        let from = query.text.get(diagnostic.span.start..).unwrap_or_default();
+        query.params.iter().any(|param| {
+            from.strip_prefix(':')
+                .and_then(|rest| rest.strip_prefix(param.name.as_str()))
+                .is_some_and(|rest| !rest.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
+        })
+    };
     Ok(checked
         .diagnostics
         .into_iter()
-        .filter(|diagnostic| {
-            diagnostic.code == hf_hoqs::Code::TypeError
-                && !with_nulls.diagnostics.contains(diagnostic)
-        })
+        .filter(|diagnostic| diagnostic.code == hf_hoqs::Code::TypeError && at_literal(diagnostic))
         .collect())
 }
 

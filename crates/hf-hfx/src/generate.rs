@@ -56,27 +56,43 @@ pub(crate) struct Generator<'s, 'k, 'a> {
     pub(crate) fast: Option<&'k mut crate::program::Unit<'a>>,
 }
 
-fn js_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            '<' => out.push_str("\\x3C"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\x{:02X}", c as u32);
+/// A string written as a JavaScript string literal (`"…"`, escaped so that it can also sit in an
+/// inline `<script>`), straight into the output without building a `String`.
+pub(crate) struct JsStr<'s>(pub(crate) &'s str);
+
+impl std::fmt::Display for JsStr<'_> {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::fmt::Write as _;
+        out.write_char('"')?;
+        // Runs of characters that need no escape are written in one piece.
+        let mut plain = 0;
+        for (at, c) in self.0.char_indices() {
+            let escape: Option<&str> = match c {
+                '"' => Some("\\\""),
+                '\\' => Some("\\\\"),
+                '\n' => Some("\\n"),
+                '\r' => Some("\\r"),
+                '\t' => Some("\\t"),
+                '\u{2028}' => Some("\\u2028"),
+                '\u{2029}' => Some("\\u2029"),
+                '<' => Some("\\x3C"),
+                c if (c as u32) < 0x20 => None,
+                _ => continue,
+            };
+            out.write_str(&self.0[plain..at])?;
+            match escape {
+                Some(text) => out.write_str(text)?,
+                None => write!(out, "\\x{:02X}", c as u32)?,
             }
-            c => out.push(c),
+            plain = at + c.len_utf8();
         }
+        out.write_str(&self.0[plain..])?;
+        out.write_char('"')
     }
-    out.push('"');
-    out
+}
+
+fn js_string(s: &str) -> String {
+    JsStr(s).to_string()
 }
 
 /// Quotes a string as a JavaScript string literal (also used for the CSS and scope names).
@@ -85,8 +101,16 @@ pub(crate) fn quote(s: &str) -> String {
 }
 
 fn slots(set: &BTreeSet<usize>) -> String {
-    let list: Vec<String> = set.iter().map(ToString::to_string).collect();
-    format!("[{}]", list.join(", "))
+    let mut out = String::with_capacity(2 + 4 * set.len());
+    out.push('[');
+    for (i, slot) in set.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let _ = write!(out, "{slot}");
+    }
+    out.push(']');
+    out
 }
 
 const EVENT_MODIFIERS: &[&str] = &[
@@ -144,6 +168,22 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         self.frames.pop();
     }
 
+    /// Adds the dependencies of a free name to `deps` (what [`Generator::resolve`] gives first,
+    /// without building sets: this runs for every name every expression reads).
+    fn add_deps(&self, name: &str, deps: &mut BTreeSet<usize>) {
+        for frame in self.frames.iter().rev() {
+            if let Some(local) = frame.iter().rev().find(|l| l.name == name) {
+                deps.extend(local.deps.iter().copied());
+                return;
+            }
+        }
+        if let Some(slot) = self.script.slot_of(name) {
+            deps.insert(slot);
+        } else if let Some(reads) = self.script.functions.get(name) {
+            deps.extend(reads.iter().copied());
+        }
+    }
+
     /// The dependencies and write slots of a free name, innermost binding first.
     fn resolve(&self, name: &str) -> (BTreeSet<usize>, BTreeSet<usize>) {
         for frame in self.frames.iter().rev() {
@@ -188,7 +228,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             if let Some(hint) = hint {
                 self.sink.error(Code::SvelteSyntax, span.start, hint);
             }
-            deps.extend(self.resolve(name).0);
+            self.add_deps(name, &mut deps);
         }
         let mut edits = Vec::new();
         for (name, target) in &info.writes {
@@ -258,7 +298,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             if let Some(hint) = hint {
                 self.sink.error(Code::SvelteSyntax, span.start, hint);
             }
-            deps.extend(self.resolve(name).0);
+            self.add_deps(name, &mut deps);
         }
         for (name, target) in &info.writes {
             let writes = self.resolve(name).1;
@@ -267,7 +307,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             }
         }
         match unit.print(span, &wraps) {
-            Some(code) => (format!("({code})"), deps),
+            Some(code) => (code, deps),
             None => {
                 self.sink.error(
                     Code::Internal,
@@ -368,7 +408,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             }
             collapsed
         };
-        let _ = writeln!(self.out, "$$rt.text({parent}, {});", js_string(&shown));
+        let _ = writeln!(self.out, "$$rt.text({parent}, {});", JsStr(&shown));
     }
 
     fn element(&mut self, el: &Element, parent: &str, ctx: Ctx) {
@@ -407,7 +447,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         let _ = writeln!(
             self.out,
             "const {v} = $$rt.el({parent}, {}{ns});",
-            js_string(&el.name)
+            JsStr(&el.name)
         );
         let child_ctx = Ctx {
             pre: ctx.pre || matches!(el.name.as_str(), "pre" | "textarea"),
@@ -421,7 +461,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     let _ = writeln!(
                         self.out,
                         "$$rt.field_error($$b, {v}, {form}, {}, [{slot}]);",
-                        js_string(&key)
+                        JsStr(&key)
                     );
                 }
             }
@@ -516,7 +556,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     self.out,
                     "$$b.u({}, () => $$rt.style({v}, {}, {code}));",
                     slots(&deps),
-                    js_string(prop)
+                    JsStr(prop)
                 );
             } else if name.contains(':') && !name.starts_with("xlink:") && !name.starts_with("xml:")
             {
@@ -537,7 +577,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     has_class = true;
                     class_deps.extend(deps.iter().copied());
                     if let Some(scope) = &self.scope {
-                        code = format!("$$rt.cls({code}, {})", js_string(scope));
+                        code = format!("$$rt.cls({code}, {})", JsStr(scope));
                     }
                 }
                 let setter = if PROPERTIES.contains(&name)
@@ -548,20 +588,20 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     "attr"
                 };
                 if deps.is_empty() {
-                    let _ = writeln!(self.out, "$$rt.{setter}({v}, {}, {code});", js_string(name));
+                    let _ = writeln!(self.out, "$$rt.{setter}({v}, {}, {code});", JsStr(name));
                 } else {
                     let _ = writeln!(
                         self.out,
                         "$$b.u({}, () => $$rt.{setter}({v}, {}, {code}));",
                         slots(&deps),
-                        js_string(name)
+                        JsStr(name)
                     );
                 }
             }
         }
         if !has_class && !has_spread {
             if let Some(scope) = &self.scope {
-                let _ = writeln!(self.out, "$$rt.attr({v}, \"class\", {});", js_string(scope));
+                let _ = writeln!(self.out, "$$rt.attr({v}, \"class\", {});", JsStr(scope));
             }
         }
         // Bindings read the element's `value` (a radio's in `bind:group`, a select's options),
@@ -582,7 +622,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     self.out,
                     "$$b.u({}, () => $$rt.toggle_class({v}, {}, {code}));",
                     slots(&deps),
-                    js_string(class)
+                    JsStr(class)
                 );
             }
         }
@@ -652,8 +692,8 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         let _ = writeln!(
             self.out,
             "$$rt.on({v}, {}, () => {code}, {});",
-            js_string(event),
-            js_string(&modifiers.join("|"))
+            JsStr(event),
+            JsStr(&modifiers.join("|"))
         );
     }
 
@@ -782,7 +822,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 let name = self.src()[block.name.start..block.name.end].to_string();
                 let var = self.var("s");
                 self.snippet(&var, block.params, &block.body, Ctx::default());
-                props.push(format!("{}: {var}", js_string(&name)));
+                props.push(format!("{}: {var}", JsStr(&name)));
             }
         }
         let content: Vec<&Node> = el
@@ -832,7 +872,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             };
             let (code, d) = self.attr_code(attr);
             deps.extend(d);
-            props.push(format!("{}: {code}", js_string(&key)));
+            props.push(format!("{}: {code}", JsStr(&key)));
         }
         let _ = writeln!(
             self.out,
@@ -1090,10 +1130,10 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         };
         let (code, assign, d) = self.bind_assignment(span);
         deps.extend(d);
-        props.push(format!("{}: {code}", js_string(prop)));
+        props.push(format!("{}: {code}", JsStr(prop)));
         props.push(format!(
             "{}: ($$v) => {{ {assign}; }}",
-            js_string(&format!("$$bind:{prop}"))
+            JsStr(&format!("$$bind:{prop}"))
         ));
     }
 
@@ -1216,10 +1256,10 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         let _ = writeln!(
             self.out,
             "$$rt.form($$, $$b, {parent}, {slot}, {}, {}, () => {id}, {}, {}, () => {options}, ($$b, $$t, {name}) => {{",
-            js_string(&block.module),
-            js_string(&block.object),
+            JsStr(&block.module),
+            JsStr(&block.object),
             slots(&deps),
-            js_string(&scope)
+            JsStr(&scope)
         );
         let slot_set = BTreeSet::from([slot]);
         self.frames.push(vec![Local {

@@ -98,8 +98,9 @@ pub(crate) struct PieceInfo {
 pub(crate) struct Unit<'a> {
     alloc: &'a Allocator,
     text: &'a str,
-    /// Piece index by source span.
-    by_span: HashMap<(usize, usize), usize>,
+    /// Piece index by source span, sorted by span (a binary search is cheaper than hashing
+    /// for the few lookups each piece gets).
+    by_span: Vec<((usize, usize), usize)>,
     infos: Vec<PieceInfo>,
     /// Each piece's code (the expression inside its parentheses, or a pattern's arrow).
     exprs: Vec<Option<Expression<'a>>>,
@@ -255,12 +256,17 @@ impl<'a> Unit<'a> {
             compile_runes(alloc, &ast, &mut program, &script.runes)?;
         }
 
-        let by_span = pieces
+        // Reversed, then stably sorted and deduplicated: of two pieces with one span, the last
+        // is found.
+        let mut by_span: Vec<((usize, usize), usize)> = pieces
             .iter()
             .enumerate()
+            .rev()
             .filter(|(_, p)| p.kind != Kind::Name)
             .map(|(i, p)| ((p.source.start, p.source.end), i))
             .collect();
+        by_span.sort_by_key(|(span, _)| *span);
+        by_span.dedup_by_key(|(span, _)| *span);
         Some(Unit {
             alloc,
             text,
@@ -274,20 +280,28 @@ impl<'a> Unit<'a> {
         })
     }
 
+    /// The index of the piece at `span`.
+    fn index_of(&self, span: Span) -> Option<usize> {
+        let key = (span.start, span.end);
+        let at = self.by_span.binary_search_by_key(&key, |(s, _)| *s).ok()?;
+        Some(self.by_span[at].1)
+    }
+
     /// What the analysis found about the expression at `span`.
     pub(crate) fn info(&self, span: Span) -> Option<&ExprInfo> {
-        let index = *self.by_span.get(&(span.start, span.end))?;
+        let index = self.index_of(span)?;
         Some(&self.infos[index].expr)
     }
 
-    /// The code of the expression at `span` with the given assignments (program positions, as
-    /// in [`ExprInfo::writes`]) wrapped to invalidate their slots. Each piece is printed once.
+    /// The code of the expression at `span`, in parentheses, with the given assignments
+    /// (program positions, as in [`ExprInfo::writes`]) wrapped to invalidate their slots. Each
+    /// piece is printed once.
     pub(crate) fn print(
         &mut self,
         span: Span,
         wraps: &[(Span, BTreeSet<usize>)],
     ) -> Option<String> {
-        let index = *self.by_span.get(&(span.start, span.end))?;
+        let index = self.index_of(span)?;
         let mut expr = self.exprs.get_mut(index)?.take()?;
         if !wraps.is_empty() {
             let targets: HashMap<(u32, u32), BTreeSet<usize>> = wraps
@@ -303,13 +317,15 @@ impl<'a> Unit<'a> {
             .visit_expression(&mut expr);
         }
         let mut codegen = Codegen::new().with_source_text(self.text);
+        codegen.print_ascii_byte(b'(');
         codegen.print_expression(&expr);
+        codegen.print_ascii_byte(b')');
         Some(codegen.into_source_text())
     }
 
     /// An `{#each}` pattern's bound names and its code (types stripped), for `let <pattern> = …`.
     pub(crate) fn pattern(&mut self, span: Span) -> Option<(Vec<String>, String)> {
-        let index = *self.by_span.get(&(span.start, span.end))?;
+        let index = self.index_of(span)?;
         let mut expr = self.exprs.get_mut(index)?.take()?;
         if let Expression::ArrowFunctionExpression(arrow) = &mut expr {
             // The parser marks an arrow in parentheses as "possibly invoked"; printing it with
@@ -326,7 +342,7 @@ impl<'a> Unit<'a> {
     /// A `{#snippet}` parameter list's bound names and its code (types stripped), for an arrow
     /// `(<params>) => [names]`.
     pub(crate) fn params(&mut self, span: Span) -> Option<(Vec<String>, String)> {
-        let index = *self.by_span.get(&(span.start, span.end))?;
+        let index = self.index_of(span)?;
         let mut expr = self.exprs.get_mut(index)?.take()?;
         if let Expression::ArrowFunctionExpression(arrow) = &mut expr {
             arrow.pife = false;
@@ -340,9 +356,8 @@ impl<'a> Unit<'a> {
 
     /// Whether the expression at `span` can be assigned to (a variable or a property).
     pub(crate) fn is_assignable(&self, span: Span) -> bool {
-        self.by_span
-            .get(&(span.start, span.end))
-            .is_some_and(|i| self.infos[*i].assignable)
+        self.index_of(span)
+            .is_some_and(|i| self.infos[i].assignable)
     }
 
     /// The import statements to put at the top of the module, printed.
@@ -579,7 +594,9 @@ fn analyze_pieces(
                     },
                 ));
             }
-            info.reads.insert(name.to_string());
+            if !info.reads.contains(name) {
+                info.reads.insert(name.to_string());
+            }
         }
     };
     for (name, ids) in scoping.root_unresolved_references() {

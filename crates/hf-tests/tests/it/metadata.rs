@@ -811,14 +811,10 @@ async fn screen_queries_must_name_fields_the_branch_has() {
 async fn screen_query_parameters_written_as_literals_must_have_the_type_the_query_expects() {
     let server = Ctx::start().await;
     seed(&server, "metadata@main").await;
-    let write = |source: String| {
-        send_json(
-            &server,
-            Method::POST,
-            "/metadata@main/crm/screens/typed_query",
-            json!({"hfxSource": source}),
-        )
-    };
+    async fn write(server: &Ctx, key: &str, source: String) -> reqwest::Response {
+        let path = format!("/metadata@main/crm/screens/{key}");
+        send_json(server, Method::POST, &path, json!({"hfxSource": source})).await
+    }
     let query = "{#query \"SELECT id FROM crm.account WHERE name = :n LIMIT :limit\",";
     // A number where the text field `name` is compared, and a text as the LIMIT.
     let cases = [
@@ -828,7 +824,12 @@ async fn screen_query_parameters_written_as_literals_must_have_the_type_the_quer
     for (params, at) in cases {
         let source =
             format!("<p>accounts</p>\n{query} {params} as q}}{{q.records.length}}{{/query}}");
-        let envelope = assert_envelope(write(source.clone()).await, 422, "HFX_COMPILE_ERROR").await;
+        let envelope = assert_envelope(
+            write(&server, "typed_query", source.clone()).await,
+            422,
+            "HFX_COMPILE_ERROR",
+        )
+        .await;
         let error = &envelope["errors"][0];
         assert_eq!(error["code"], "HFX_COMPILE_ERROR", "{envelope}");
         let column = source.lines().nth(1).unwrap().find(at).unwrap() + 1;
@@ -846,9 +847,12 @@ async fn screen_query_parameters_written_as_literals_must_have_the_type_the_quer
         );
     }
     // Values of the right types, and values known only at run time (not checked here), pass.
-    for params in [r#"{ n: "Acme", limit: 10 }"#, "{ n: name, limit: size }"] {
+    for (key, params) in [
+        ("typed_query", r#"{ n: "Acme", limit: 10 }"#),
+        ("untyped_query", "{ n: name, limit: size }"),
+    ] {
         let source = format!("<script>let name = 'a'; let size = 'x';</script>\n{query} {params} as q}}{{q.records.length}}{{/query}}");
-        let response = write(source).await;
+        let response = write(&server, key, source).await;
         assert!(
             matches!(response.status().as_u16(), 200 | 201),
             "{}",
