@@ -90,17 +90,17 @@ async fn ensure_first<C: GenericClient>(client: &C, name: &str) -> Result<()> {
 /// The generations of the shared secret `name` in use, the first made now if no instance has
 /// made it yet.
 pub async fn server_secrets(pool: &Pool, name: &str) -> Result<SecretRing> {
-    let client = pool.get().await?;
-    ensure_first(&**client, name).await?;
     // The newest generation, and the one before it with the seconds of grace it has left.
-    let rows = client
-        .query(
-            "SELECT generation, secret, \
-                    extract(epoch FROM verify_until - now())::float8 AS remaining \
-               FROM hf.server_secrets WHERE name = $1 ORDER BY generation DESC LIMIT 2",
-            &[&name],
-        )
-        .await?;
+    const IN_USE: &str = "SELECT generation, secret, \
+                                 extract(epoch FROM verify_until - now())::float8 AS remaining \
+                            FROM hf.server_secrets WHERE name = $1 \
+                           ORDER BY generation DESC LIMIT 2";
+    let client = pool.get().await?;
+    let mut rows = client.query(IN_USE, &[&name]).await?;
+    if rows.is_empty() {
+        ensure_first(&**client, name).await?;
+        rows = client.query(IN_USE, &[&name]).await?;
+    }
     let mut rows = rows.iter();
     let Some(newest) = rows.next() else {
         return Err(Error::Config(format!(
