@@ -13,7 +13,7 @@ fn main() -> ExitCode {
         Some("tidy") => tidy::run(&workspace_root()),
         Some("bench") => bench(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci | tidy | bench [name] | bench faults [options]>");
+            eprintln!("usage: cargo xtask <ci | tidy | bench [http | instances | hoqs | name] | bench faults [options]>");
             return ExitCode::from(2);
         }
     };
@@ -46,12 +46,20 @@ fn ci() -> Result<(), String> {
 /// `bench instances` runs several instances on one database (bench/instances.sh); `bench
 /// faults [options]` runs the load tests of the hardening (slow clients, floods, overload, a
 /// killed database: bench/faults.py, options passed on; it builds the release binary first);
+/// `bench hoqs`
+/// runs `POST /data/query` against pgbench running the same SQL (a semi-join and a five-path
+/// query) and keyset paging's first page against its last (crates/hf-hoqs/benches/*.sh);
 /// anything else is passed to `cargo bench` (criterion benches).
 fn bench(names: &[String]) -> Result<(), String> {
     let scripts: &[&str] = match names.first().map(String::as_str) {
         Some("http") => &["bench/http.sh", "bench/data.sh"],
         Some("instances") => &["bench/instances.sh"],
         Some("faults") => return faults(&names[1..]),
+        Some("hoqs") => &[
+            "crates/hf-hoqs/benches/semi_join_vs_pgbench.sh",
+            "crates/hf-hoqs/benches/http_vs_pgbench.sh",
+            "crates/hf-hoqs/benches/paging_first_vs_last.sh",
+        ],
         _ => &[],
     };
     if !scripts.is_empty() {

@@ -1,5 +1,6 @@
 //! The `hf` command line: `hf serve` runs the service; the other subcommands are the tools a
-//! user of the service reaches for (plan, apply, compile, query, principal, keys, metadata).
+//! user of the service reaches for (plan, apply, compile, query, principal, keys, secrets,
+//! metadata).
 //!
 //! `anyhow` lives here and in xtask only: this is where errors become messages for people.
 
@@ -10,6 +11,7 @@ mod metadata;
 mod plan;
 mod principal;
 mod query;
+mod secrets;
 mod serve;
 
 use std::path::PathBuf;
@@ -32,6 +34,8 @@ enum Command {
     Principal(principal::PrincipalArgs),
     /// Manage the token signing keys.
     Keys(keys::KeysArgs),
+    /// Manage the secrets the instances share (the one that signs paging cursors).
+    Secrets(secrets::SecretsArgs),
     /// Print the DDL that would bring the database to a metadata branch (changes nothing).
     Plan(plan::PlanArgs),
     /// Apply a metadata branch to the database in one transaction.
@@ -135,6 +139,7 @@ fn main() -> std::process::ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Principal(args) => principal::run(args),
         Command::Keys(args) => keys::run(args),
+        Command::Secrets(args) => secrets::run(args),
         Command::Plan(args) => plan::run_plan(args),
         Command::Apply(args) => plan::run_apply(args),
         Command::Query(args) => query::run(args),

@@ -311,3 +311,30 @@ fn grown_from_existing(repo: &std::path::Path, branch: &str, file: &str) {
         .write_file(branch, "elsewhere", file, Some(b"x"))
         .unwrap();
 }
+
+#[tokio::test]
+async fn the_cursor_secret_is_rotated_from_the_command_line() {
+    let db = TestDb::new().await;
+    let (ok, out, err) = hf(&db, &["secrets", "rotate"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("generation 2 signs"), "{out}");
+    assert!(out.contains("for 86400 s"), "{out}");
+    let (ok, out, err) = hf(&db, &["secrets", "rotate", "--grace", "0"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("generation 3 signs"), "{out}");
+    // The first generation is gone; the second verifies no more.
+    let rows = db
+        .client()
+        .await
+        .query(
+            "SELECT generation, verify_until <= now() FROM hf.server_secrets \
+             WHERE name = 'cursor' ORDER BY generation",
+            &[],
+        )
+        .await
+        .unwrap();
+    let rows: Vec<(i32, Option<bool>)> = rows.iter().map(|row| (row.get(0), row.get(1))).collect();
+    assert_eq!(rows, [(2, Some(true)), (3, None)]);
+    let (ok, _, err) = hf(&db, &["secrets", "rotate", "--grace", "-1"]);
+    assert!(!ok, "a negative grace is refused: {err}");
+}

@@ -4,11 +4,10 @@
 //! rule the service keeps.
 //!
 //! [`App`] holds what the use cases share: the database pool, the metadata store, the secret
-//! that signs paging cursors (shared by every instance through the database), and the
-//! process's caches and bounds (the compile limiter and module cache, the records' statement
-//! plans) as state of the value
-//! rather than statics, so two applications in one process (tests, a second instance) do not
-//! share them by accident. It knows nothing of HTTP.
+//! that signs paging cursors (shared by every instance through the database, see [`secrets`]),
+//! and the process's caches and bounds (the compile limiter and module cache, the records'
+//! statement plans) as state of the value rather than statics, so two applications in one
+//! process (tests, a second instance) do not share them by accident. It knows nothing of HTTP.
 
 pub mod auth;
 pub mod compile;
@@ -18,6 +17,7 @@ pub mod iam;
 pub mod metadata;
 pub mod query;
 pub mod records;
+pub mod secrets;
 pub mod shed;
 
 use std::sync::Arc;
@@ -44,8 +44,9 @@ struct Inner {
     store: Arc<Store>,
     compiler: Compiler,
     plans: hf_storage::records::PlanCache,
-    /// The key of paging cursors, read from the database once (see [`App::load_secrets`]).
-    cursor_key: tokio::sync::OnceCell<Vec<u8>>,
+    /// The secrets of paging cursors, read from the database and kept current (see
+    /// [`secrets`]).
+    secrets: secrets::SecretCache,
 }
 
 impl std::fmt::Debug for App {
@@ -66,7 +67,7 @@ impl App {
                 store,
                 compiler: Compiler::default(),
                 plans: hf_storage::records::PlanCache::default(),
-                cursor_key: tokio::sync::OnceCell::new(),
+                secrets: secrets::SecretCache::default(),
             }),
         }
     }
@@ -99,20 +100,7 @@ impl App {
     /// start), so a start-up fails here rather than on the first request. A use case that
     /// needs a secret not loaded yet loads it itself.
     pub async fn load_secrets(&self) -> Result<()> {
-        self.cursor_key().await.map(|_| ())
-    }
-
-    /// The key that signs and checks paging cursors: the same on every instance on this
-    /// database, so a cursor one instance gave works on any other.
-    pub(crate) async fn cursor_key(&self) -> Result<&[u8]> {
-        let key = self
-            .inner
-            .cursor_key
-            .get_or_try_init(|| {
-                hf_storage::secrets::server_secret(&self.pool, hf_storage::secrets::CURSOR_SECRET)
-            })
-            .await?;
-        Ok(key)
+        self.cursor_secrets().await.map(|_| ())
     }
 
     /// The compile limiter and module cache.

@@ -5,8 +5,9 @@
 //! statement runs as the principal's role (`hf-storage`), with its id as `hf.caller_id`, so its
 //! grants and row-level security decide what it sees. Records stay the JSON text PostgreSQL
 //! built. Cursors are signed with a key every instance on the database shares
-//! ([`App::load_secrets`]): a cursor one instance gave works on another, and one edited, cut,
-//! forged or from another query is [`Error::InvalidCursor`].
+//! ([`crate::secrets`]): a cursor one instance gave works on another, also across a rotation of
+//! the key during its grace period, and one edited, cut, forged, from another query or signed
+//! with a retired key is [`Error::InvalidCursor`].
 
 use hf_hoqs::RequestParams;
 use hf_storage::auth::Principal;
@@ -75,10 +76,18 @@ impl App {
         let time_zone = time_zone(input.time_zone)?;
         // Cursors are signed with the instances' shared key, so a client can neither forge one
         // nor move one to another query.
-        let binding = hf_hoqs::paging::Binding::new(input.query, input.params, time_zone)
-            .signed(self.cursor_key().await?);
+        let unsigned = hf_hoqs::paging::Binding::new(input.query, input.params, time_zone);
+        let mut binding = self.cursor_secrets().await?.sign(unsigned.clone());
         let after = match input.cursor {
-            Some(Some(cursor)) => Some(binding.decode(cursor).ok_or(Error::InvalidCursor)?),
+            Some(Some(cursor)) => match binding.decode(cursor) {
+                Some(values) => Some(values),
+                None => {
+                    // Another instance may have signed it with a secret made since this one
+                    // last read them: read them again before refusing it.
+                    binding = self.reload_cursor_secrets(true).await?.sign(unsigned);
+                    Some(binding.decode(cursor).ok_or(Error::InvalidCursor)?)
+                }
+            },
             _ => None,
         };
         let page = input.cursor.map(|_| after.as_deref());

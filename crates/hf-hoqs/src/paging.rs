@@ -13,7 +13,8 @@
 //! truncated, edited or forged, does not match its tag and is refused. The values are not
 //! secret; without the key nobody can make a cursor the server accepts, and even a forged one
 //! would only move the start of the page: each value is still checked against its key's type
-//! and bound as a parameter.
+//! and bound as a parameter. When the server's secret is rotated, the replaced one keeps
+//! verifying for a grace period ([`Binding::also_accepting`]) but signs nothing.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -35,6 +36,8 @@ pub const MAX_CURSOR_BYTES: usize = 16 * 1024;
 pub struct Binding {
     digest: [u8; 32],
     key: Vec<u8>,
+    /// Keys that no longer sign but still verify (a rotated secret's grace period).
+    retiring: Vec<Vec<u8>>,
 }
 
 impl std::fmt::Debug for Binding {
@@ -68,6 +71,7 @@ impl Binding {
         Binding {
             digest: hasher.finalize().into(),
             key: Vec::new(),
+            retiring: Vec::new(),
         }
     }
 
@@ -81,9 +85,16 @@ impl Binding {
         }
     }
 
-    fn mac(&self, values: &str) -> Hmac<Sha256> {
+    /// The same binding, also accepting cursors signed with `secret`, a key that was replaced
+    /// but whose grace period lasts: it verifies cursors and never signs one.
+    pub fn also_accepting(mut self, secret: &[u8]) -> Binding {
+        self.retiring.push(secret.to_vec());
+        self
+    }
+
+    fn mac(&self, key: &[u8], values: &str) -> Hmac<Sha256> {
         // HMAC takes keys of any length, so this never fails.
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key)
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key)
             .unwrap_or_else(|_| unreachable!("HMAC accepts keys of any length"));
         mac.update(&self.digest);
         mac.update(values.as_bytes());
@@ -91,7 +102,7 @@ impl Binding {
     }
 
     fn tag(&self, values: &str) -> [u8; TAG_BYTES] {
-        let digest = self.mac(values).finalize().into_bytes();
+        let digest = self.mac(&self.key, values).finalize().into_bytes();
         let mut tag = [0; TAG_BYTES];
         tag.copy_from_slice(&digest[..TAG_BYTES]);
         tag
@@ -119,7 +130,12 @@ impl Binding {
             return None;
         }
         // Constant-time, so timing does not reveal how much of a forged tag was right.
-        self.mac(&values).verify_truncated_left(&tag).ok()?;
+        let genuine = std::iter::once(&self.key)
+            .chain(&self.retiring)
+            .any(|key| self.mac(key, &values).verify_truncated_left(&tag).is_ok());
+        if !genuine {
+            return None;
+        }
         serde_json::from_str(&values).ok()
     }
 }
@@ -176,5 +192,19 @@ mod tests {
         let short = format!("{body}.{}", &tag[..8]);
         assert!(signed.decode(&short).is_none());
         assert!(!format!("{signed:?}").contains("secret"));
+    }
+
+    #[test]
+    fn a_retiring_key_verifies_and_never_signs() {
+        let query = || Binding::new("SELECT name FROM crm.account", &params("{}"), "UTC");
+        let values = "[\"Acme\",\"6f9619ff-8b86-d011-b42d-00c04fc964ff\"]";
+        let old_cursor = query().signed(b"old").encode(values);
+        let rotated = query().signed(b"new").also_accepting(b"old");
+        assert!(rotated.decode(&old_cursor).is_some());
+        let new_cursor = rotated.encode(values);
+        assert_eq!(new_cursor, query().signed(b"new").encode(values));
+        assert!(query().signed(b"old").decode(&new_cursor).is_none());
+        // Once the old key is dropped, its cursors are refused.
+        assert!(query().signed(b"new").decode(&old_cursor).is_none());
     }
 }

@@ -47,6 +47,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "server_secrets",
         sql: include_str!("../migrations/0005_server_secrets.sql"),
     },
+    Migration {
+        version: 6,
+        name: "secret_rotation",
+        sql: include_str!("../migrations/0006_secret_rotation.sql"),
+    },
 ];
 
 /// The advisory lock key that serialises migration runs ("hf-migr" in ASCII).

@@ -686,3 +686,97 @@ async fn queries_run_with_the_callers_principal_id_as_record_reads_do() {
         .unwrap();
     assert_eq!(answer["records"], json!([{"name": "Acme"}]), "{answer}");
 }
+
+#[tokio::test]
+async fn cursors_survive_one_rotation_of_the_secret_on_every_instance_and_not_two() {
+    use std::time::Duration;
+
+    let server = demo_with_records().await;
+    let token = server.admin_token().await;
+    let other = server.another_instance().await;
+    let query = "SELECT name FROM crm.account ORDER BY name LIMIT 1";
+    // Asks `url` for the page after `cursor`; the status and the answer.
+    let page = |url: String, cursor: Value| {
+        let body = json!({"query": query, "cursor": cursor}).to_string();
+        let request = server
+            .http
+            .post(url)
+            .bearer_auth(&token)
+            .header("content-type", "application/json")
+            .body(body);
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let answer: Value = response.json().await.unwrap();
+            (status, answer)
+        }
+    };
+    let urls = [server.url("/data/query"), other.url("/data/query")];
+    let (_, first) = page(urls[0].clone(), Value::Null).await;
+    let before = first["nextCursor"].clone();
+    assert!(before.is_string(), "{first}");
+
+    let grace = Duration::from_secs(3600);
+    let pool = server.db.pool();
+    let rotated = hf_app::secrets::rotate_cursor_secret(&pool, grace)
+        .await
+        .unwrap();
+    assert_eq!(rotated.generation, 2);
+    // The cursor issued just before the rotation works on both instances.
+    for url in &urls {
+        let (status, answer) = page(url.clone(), before.clone()).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["records"], json!([{"name": "Globex"}]), "{answer}");
+    }
+    // Both instances sign with the new secret within a second, and each accepts the other's.
+    tokio::time::sleep(hf_app::secrets::SECRET_RELOAD_INTERVAL + Duration::from_millis(200)).await;
+    let (_, here) = page(urls[0].clone(), Value::Null).await;
+    let (_, there) = page(urls[1].clone(), Value::Null).await;
+    let between = here["nextCursor"].clone();
+    assert_eq!(between, there["nextCursor"], "one secret signs on both");
+    assert_ne!(between, before, "the new secret signs");
+    for url in &urls {
+        let (status, answer) = page(url.clone(), between.clone()).await;
+        assert_eq!(status, 200, "{answer}");
+    }
+
+    // A second rotation retires the first secret: its cursors are refused everywhere, while
+    // those of the second still work.
+    hf_app::secrets::rotate_cursor_secret(&pool, grace)
+        .await
+        .unwrap();
+    tokio::time::sleep(hf_app::secrets::SECRET_RELOAD_INTERVAL + Duration::from_millis(200)).await;
+    for url in &urls {
+        let (status, answer) = page(url.clone(), before.clone()).await;
+        assert_eq!(status, 400, "{answer}");
+        assert_eq!(answer["errors"][0]["code"], "INVALID_CURSOR", "{answer}");
+        let (status, answer) = page(url.clone(), between.clone()).await;
+        assert_eq!(status, 200, "{answer}");
+    }
+
+    // A rotation without grace (a secret that leaked) stops the replaced secret's cursors.
+    let (_, third) = page(urls[1].clone(), Value::Null).await;
+    let third = third["nextCursor"].clone();
+    hf_app::secrets::rotate_cursor_secret(&pool, Duration::ZERO)
+        .await
+        .unwrap();
+    tokio::time::sleep(hf_app::secrets::SECRET_RELOAD_INTERVAL + Duration::from_millis(200)).await;
+    let (_, fourth) = page(urls[0].clone(), Value::Null).await;
+    for url in &urls {
+        let (status, answer) = page(url.clone(), third.clone()).await;
+        assert_eq!(status, 400, "{answer}");
+        let (status, answer) = page(url.clone(), fourth["nextCursor"].clone()).await;
+        assert_eq!(status, 200, "{answer}");
+    }
+    // Only the generations in use are kept.
+    let client = server.db.client().await;
+    let rows = client
+        .query(
+            "SELECT generation FROM hf.server_secrets WHERE name = 'cursor' ORDER BY generation",
+            &[],
+        )
+        .await
+        .unwrap();
+    let generations: Vec<i32> = rows.iter().map(|row| row.get(0)).collect();
+    assert_eq!(generations, [3, 4]);
+}
