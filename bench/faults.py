@@ -411,7 +411,13 @@ def main():
     wanted = args.connections + 1024
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < wanted:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, max(hard, wanted)))
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, max(hard, wanted)))
+        except (ValueError, OSError):
+            # Without the right to raise the hard limit, use what it allows.
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            args.connections = min(args.connections, hard - 300)
+            print(f"open-file limit {hard}: {args.connections} slow connections")
     data = tempfile.mkdtemp(prefix="hf-faults-")
     os.chmod(data, 0o755)
     env = dict(os.environ, HF_LISTEN=f"127.0.0.1:{args.port}", HF_DATA_DIR=data,

@@ -1,6 +1,6 @@
 //! What every request passes through: a request id, the URL and header limits and the body
-//! deadline (`crate::limits`), one log line, panic containment, and the guarantee that every
-//! error response carries the envelope.
+//! deadline (`crate::limits`), load shedding of record requests, one log line, panic
+//! containment, and the guarantee that every error response carries the envelope.
 
 use std::panic::AssertUnwindSafe;
 use std::time::Instant;
@@ -18,6 +18,22 @@ use crate::limits::Limits;
 
 /// The request id header, echoed when the client sends a sensible one.
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Refuses a record request or query (`/data/...`) before anything is spent on it (the token
+/// check, the body) when the data pool's wait is full. Under overload a refusal must cost far
+/// less than the work it turns away, or refusing eats the capacity it protects; the use cases
+/// check again, for callers that come another way.
+fn shed_early(req: &ServiceRequest) -> Result<(), ApiError> {
+    if !req.path().starts_with("/data/") {
+        return Ok(());
+    }
+    match req.app_data::<web::Data<crate::state::AppState>>() {
+        Some(state) => {
+            hf_app::shed::refuse_if_data_pool_backed_up(state.pool()).map_err(Into::into)
+        }
+        None => Ok(()),
+    }
+}
 
 /// The middleware function wrapped around the whole application.
 pub async fn edge(
@@ -43,6 +59,16 @@ pub async fn edge(
             return Err(error.with_request_id(request_id).into());
         }
         body_expired = crate::limits::limit_body(&mut req, limits);
+    }
+    if let Err(error) = shed_early(&req) {
+        log_request(
+            &method,
+            &path,
+            error.status_code().as_u16(),
+            started,
+            &request_id,
+        );
+        return Err(error.with_request_id(request_id).into());
     }
 
     let outcome = AssertUnwindSafe(next.call(req)).catch_unwind().await;

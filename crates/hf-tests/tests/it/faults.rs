@@ -144,6 +144,14 @@ async fn record_requests_beyond_the_pool_wait_are_shed_with_overloaded() {
     );
     assert_eq!(response.headers()["retry-after"], "1");
     assert_envelope(response, 503, "OVERLOADED").await;
+    // The refusal comes before anything is spent on the request, the token check included.
+    let response = server
+        .http
+        .get(server.url("/data/crm/account/00000000-0000-0000-0000-000000000002"))
+        .send()
+        .await
+        .unwrap();
+    assert_envelope(response, 503, "OVERLOADED").await;
 
     lock.rollback().await.unwrap();
     for read in held {
