@@ -5,7 +5,7 @@
 # metadata (built if missing; HF_BIN names another build), logs in as a fresh administrator (TOKEN), and on exit
 # stops hf and drops the database, the role and the work directory (WORK). It also gives the
 # helpers the scripts time with: `query_body`, `post_query`, `run_wrk`, `run_pgbench`,
-# `snapshot_sql`, `pgbench_defines` and `report`.
+# `snapshot_sql`, `pgbench_defines`, `report` and `compare_with_pgbench`.
 # Needs: PostgreSQL on 127.0.0.1:5432 (HF_BENCH_PG; user postgres, trust), curl, python3, and for
 # the load runs wrk and pgbench.
 set -euo pipefail
@@ -115,4 +115,35 @@ hf_rps, hf_p99, pg_tps, pg_p99 = float(hf[0]), float(hf[1]), float(pg[0]), float
 print(f"{name:<40} hf {hf_rps:>7.0f} req/s p99 {hf_p99:7.2f} ms | pgbench {pg_tps:>7.0f} tps "
       f"p99 {pg_p99:7.2f} ms | ratio {hf_rps / pg_tps:.2f}")
 PY
+}
+
+# compare_with_pgbench TITLE FIXTURE SQL BODY: POST /data/query with BODY through wrk against
+# pgbench running SQL (the fixture's parameters given with -D), both as the bare statement and in
+# the transaction the service wraps it in; prints both comparisons and the load average.
+compare_with_pgbench() {
+  local title=$1 fixture=$2 sql=$3 body=$4 statement hf alone wrapped
+  cat >"$WORK/post.lua" <<LUA
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer $TOKEN"
+wrk.body = [==[$body]==]
+LUA
+  # The same statement for pgbench: `$n` become pgbench variables given with -D.
+  local defines
+  mapfile -t defines < <(pgbench_defines "$fixture")
+  statement=$(sed -E 's/\$([0-9]+)/:p\1/g' <<<"$sql")
+  echo "$statement;" >"$WORK/statement.sql"
+  {
+    echo "BEGIN READ ONLY;"
+    echo "SELECT set_config('role', '$ADMIN', true), set_config('statement_timeout', '5000ms', true), set_config('TimeZone', 'UTC', true);"
+    echo "$statement;"
+    echo "COMMIT;"
+  } >"$WORK/transaction.sql"
+  echo "== $title: wrk -t2 -c16 against pgbench -M prepared -j2 -c16, ${SECONDS_EACH} s each"
+  hf=$(run_wrk "$WORK/post.lua")
+  alone=$(run_pgbench "$WORK/statement.sql" "${defines[@]}")
+  wrapped=$(run_pgbench "$WORK/transaction.sql" "${defines[@]}")
+  report "POST /data/query vs the statement" "$hf" "$alone"
+  report "POST /data/query vs its transaction" "$hf" "$wrapped"
+  echo "load average (1, 5, 15 min) after the runs: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 }

@@ -32,27 +32,4 @@ post_query "$BODY" >/dev/null
 RECORDS=$(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["records"]))' "$WORK/answer.json")
 echo "records per query: $RECORDS (of $(psql -qtA "$PG/$DB" -c 'SELECT count(*) FROM crm.opportunity') opportunities)"
 
-cat >"$WORK/post.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer $TOKEN"
-wrk.body = [==[$BODY]==]
-LUA
-# The same statement for pgbench: `$n` become pgbench variables given with -D.
-mapfile -t DEFINES < <(pgbench_defines "$FIXTURE")
-STATEMENT=$(snapshot_sql "$FIXTURE" | sed -E 's/\$([0-9]+)/:p\1/g')
-echo "$STATEMENT;" >"$WORK/statement.sql"
-{
-  echo "BEGIN READ ONLY;"
-  echo "SELECT set_config('role', '$ADMIN', true), set_config('statement_timeout', '5000ms', true), set_config('TimeZone', 'UTC', true);"
-  echo "$STATEMENT;"
-  echo "COMMIT;"
-} >"$WORK/transaction.sql"
-
-echo "== five paths, three conditions, 50 rows: wrk -t2 -c16 against pgbench -M prepared -j2 -c16, ${SECONDS_EACH} s each"
-hf=$(run_wrk "$WORK/post.lua")
-statement=$(run_pgbench "$WORK/statement.sql" "${DEFINES[@]}")
-transaction=$(run_pgbench "$WORK/transaction.sql" "${DEFINES[@]}")
-report "POST /data/query vs the statement" "$hf" "$statement"
-report "POST /data/query vs its transaction" "$hf" "$transaction"
-echo "load average (1, 5, 15 min) after the runs: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
+compare_with_pgbench "five paths, three conditions, 50 rows" "$FIXTURE" "$(snapshot_sql "$FIXTURE")" "$BODY"
