@@ -19,19 +19,25 @@ use crate::limits::Limits;
 /// The request id header, echoed when the client sends a sensible one.
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// Refuses a record request or query (`/data/...`) before anything is spent on it (the token
-/// check, the body) when the data pool's wait is full. Under overload a refusal must cost far
+/// Refuses a record request or query (`/data/...`) when the data pool's wait is full, and a
+/// login (`POST /auth/login`) when the password checks' wait is full, before anything is spent
+/// on it (the token check, reading and parsing the body). Under overload a refusal must cost far
 /// less than the work it turns away, or refusing eats the capacity it protects; the use cases
 /// check again, for callers that come another way.
 fn shed_early(req: &ServiceRequest) -> Result<(), ApiError> {
-    if !req.path().starts_with("/data/") {
+    let path = req.path();
+    let is_data = path.starts_with("/data/");
+    let is_login = path == "/auth/login" && req.method() == Method::POST;
+    if !is_data && !is_login {
         return Ok(());
     }
-    match req.app_data::<web::Data<crate::state::AppState>>() {
-        Some(state) => {
-            hf_app::shed::refuse_if_data_pool_backed_up(state.pool()).map_err(Into::into)
-        }
-        None => Ok(()),
+    let Some(state) = req.app_data::<web::Data<crate::state::AppState>>() else {
+        return Ok(());
+    };
+    if is_login {
+        state.auth.refuse_if_hashing_is_full().map_err(Into::into)
+    } else {
+        hf_app::shed::refuse_if_data_pool_backed_up(state.pool()).map_err(Into::into)
     }
 }
 
