@@ -52,21 +52,13 @@ pub async fn edge(
     let path = req.path().to_owned();
 
     let limits = req.app_data::<Limits>().copied();
-    let mut body_expired = None;
-    if let Some(limits) = &limits {
-        if let Err(error) = crate::limits::check_head(&req, limits) {
-            log_request(
-                &method,
-                &path,
-                error.status_code().as_u16(),
-                started,
-                &request_id,
-            );
-            return Err(error.with_request_id(request_id).into());
-        }
-        body_expired = crate::limits::limit_body(&mut req, limits);
-    }
-    if let Err(error) = shed_early(&req) {
+    // Refused before anything reads the body: a head over the limits, or work the service would
+    // shed anyway.
+    let refused = limits
+        .as_ref()
+        .map_or(Ok(()), |limits| crate::limits::check_head(&req, limits))
+        .and_then(|()| shed_early(&req));
+    if let Err(error) = refused {
         log_request(
             &method,
             &path,
@@ -76,6 +68,9 @@ pub async fn edge(
         );
         return Err(error.with_request_id(request_id).into());
     }
+    let body_expired = limits
+        .as_ref()
+        .and_then(|limits| crate::limits::limit_body(&mut req, limits));
 
     let outcome = AssertUnwindSafe(next.call(req)).catch_unwind().await;
     // Failures that never became a response carry no request to build one from; they go back to

@@ -262,11 +262,7 @@ where
             // nothing of ours is kept (dropping the transaction rolls it back); prepare again.
             continue;
         };
-        transaction
-            .commit()
-            .await
-            .map_err(crate::error::commit_failed)?;
-        store.set_cached_head(&head);
+        commit_and_remember(transaction, store, &head).await?;
         return Ok(LiveWrite {
             change: prepared.change,
             file: prepared.file,
@@ -277,6 +273,21 @@ where
     Err(Error::Internal(format!(
         "the live branch kept moving; gave up after {MAX_LIVE_ATTEMPTS} attempts"
     )))
+}
+
+/// Commits a live write's transaction and, once it holds, remembers the branch's new head (a
+/// lost connection during `COMMIT` is [`Error::CommitOutcomeUnknown`]).
+async fn commit_and_remember(
+    transaction: deadpool_postgres::Transaction<'_>,
+    store: &Store,
+    head: &Head,
+) -> Result<()> {
+    transaction
+        .commit()
+        .await
+        .map_err(crate::error::commit_failed)?;
+    store.set_cached_head(head);
+    Ok(())
 }
 
 /// Seeds the empty live branch with metadata files (the demo of `hf serve --demo`) as one live
@@ -317,11 +328,7 @@ pub async fn seed_live(
         else {
             continue;
         };
-        transaction
-            .commit()
-            .await
-            .map_err(crate::error::commit_failed)?;
-        store.set_cached_head(&head);
+        commit_and_remember(transaction, store, &head).await?;
         return Ok(Some(Applied {
             branch: seed.branch.clone(),
             commit: seed.commit.clone(),
