@@ -991,22 +991,28 @@ fn open_repository(path: &Path, live_branch: &str) -> Result<Repository, Error> 
     match Repository::open(path) {
         Ok(repo) => Ok(repo),
         Err(error) if error.code() == ErrorCode::NotFound => {
-            let empty_or_missing = std::fs::read_dir(path)
-                .map(|mut entries| entries.next().is_none())
-                .unwrap_or(true);
-            if !empty_or_missing {
-                return Err(Error::NotARepository {
-                    path: path.display().to_string(),
-                });
-            }
-            let mut options = RepositoryInitOptions::new();
-            options
-                .bare(true)
-                .initial_head(&format!("refs/heads/{live_branch}"));
-            Ok(Repository::init_opts(path, &options)?)
+            init_bare_repository(path, live_branch)
         }
         Err(error) => Err(error.into()),
     }
+}
+
+/// Creates a bare repository at `path` whose `HEAD` is `head_branch`; refuses a directory that
+/// exists and is not empty ([`Error::NotARepository`]), so nothing of someone else's is mixed in.
+pub(crate) fn init_bare_repository(path: &Path, head_branch: &str) -> Result<Repository, Error> {
+    let empty_or_missing = std::fs::read_dir(path)
+        .map(|mut entries| entries.next().is_none())
+        .unwrap_or(true);
+    if !empty_or_missing {
+        return Err(Error::NotARepository {
+            path: path.display().to_string(),
+        });
+    }
+    let mut options = RepositoryInitOptions::new();
+    options
+        .bare(true)
+        .initial_head(&format!("refs/heads/{head_branch}"));
+    Ok(Repository::init_opts(path, &options)?)
 }
 
 /// Records `head` unless the same or a newer version of the branch is known; returns whether

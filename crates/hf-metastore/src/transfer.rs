@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use git2::{BranchType, ObjectType, Oid, Repository, RepositoryInitOptions};
+use git2::{BranchType, ObjectType, Oid, Repository};
 
 use crate::error::Error;
 use crate::remote::{self, Object, ObjectId, ObjectKind};
@@ -154,20 +154,8 @@ impl RepositoryWriter {
     /// Creates the repository; `head_branch` becomes its `HEAD` (what `git log` and `git clone`
     /// show first). Refuses a directory that exists and is not empty.
     pub fn create(dir: &Path, head_branch: &str) -> Result<Self, Error> {
-        let empty_or_missing = std::fs::read_dir(dir)
-            .map(|mut entries| entries.next().is_none())
-            .unwrap_or(true);
-        if !empty_or_missing {
-            return Err(Error::NotARepository {
-                path: dir.display().to_string(),
-            });
-        }
-        let mut options = RepositoryInitOptions::new();
-        options
-            .bare(true)
-            .initial_head(&format!("refs/heads/{head_branch}"));
         Ok(Self {
-            repo: Repository::init_opts(dir, &options)?,
+            repo: crate::store::init_bare_repository(dir, head_branch)?,
         })
     }
 
