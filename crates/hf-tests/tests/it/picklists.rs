@@ -5,34 +5,10 @@
 //! change.
 
 use hf_testkit::TestServer;
-use reqwest::{Method, Response};
+use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::support::assert_envelope;
-
-async fn send(
-    server: &TestServer,
-    token: &str,
-    method: Method,
-    path: &str,
-    body: Value,
-) -> Response {
-    server
-        .http
-        .request(method, server.url(path))
-        .bearer_auth(token)
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-}
-
-async fn ok(response: Response, status: u16) -> Value {
-    let actual = response.status().as_u16();
-    let text = response.text().await.unwrap();
-    assert_eq!(actual, status, "{text}");
-    serde_json::from_str(&text).unwrap_or(Value::Null)
-}
+use crate::support::{assert_envelope, json_with_status as ok, send_as as send};
 
 fn stage(values: &[(&str, &str)]) -> Value {
     let values: Vec<Value> = values

@@ -1,6 +1,7 @@
 //! Assertions shared by the end-to-end tests.
 
-use reqwest::Response;
+use hf_testkit::TestServer;
+use reqwest::{Method, Response};
 use serde_json::Value;
 
 /// Asserts that a response is an error envelope with this status and first code; returns the body.
@@ -86,4 +87,30 @@ pub async fn raw_request(
         status,
         serde_json::from_str(&payload).unwrap_or_else(|_| panic!("not JSON: {text}")),
     )
+}
+
+/// Sends `body` as JSON with `token` as the Bearer token.
+pub async fn send_as(
+    server: &TestServer,
+    token: &str,
+    method: Method,
+    path: &str,
+    body: Value,
+) -> Response {
+    server
+        .http
+        .request(method, server.url(path))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Asserts the response's status and returns its JSON body (`null` when it has none).
+pub async fn json_with_status(response: Response, status: u16) -> Value {
+    let actual = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    assert_eq!(actual, status, "{text}");
+    serde_json::from_str(&text).unwrap_or(Value::Null)
 }
