@@ -317,18 +317,18 @@ impl Planner {
     fn diff(&mut self, cur: &Schema, desired: &Schema) {
         for (name, namespace) in &cur.schemas {
             if !desired.schemas.contains_key(name) {
-                self.drop_schema(name, namespace);
+                self.drop_schema(name, namespace, desired);
             }
         }
         for (name, wanted) in &desired.schemas {
             match cur.schemas.get(name) {
                 None => self.create_schema(name, wanted),
-                Some(namespace) => self.alter_schema(name, namespace, wanted),
+                Some(namespace) => self.alter_schema(name, namespace, wanted, desired),
             }
         }
     }
 
-    fn drop_schema(&mut self, s: &str, namespace: &Namespace) {
+    fn drop_schema(&mut self, s: &str, namespace: &Namespace, desired: &Schema) {
         if !namespace.managed {
             self.note(
                 Severity::Info,
@@ -341,7 +341,7 @@ impl Planner {
         let mut keeps_unmanaged = false;
         for (t, table) in &namespace.tables {
             if table.managed {
-                self.drop_table(s, t);
+                self.drop_table(s, t, table, desired);
             } else {
                 keeps_unmanaged = true;
                 self.unmanaged_table(s, t);
@@ -364,7 +364,21 @@ impl Planner {
         );
     }
 
-    fn drop_table(&mut self, s: &str, t: &str) {
+    /// Drops a table. Its foreign keys to other tables that go away too are dropped first (in
+    /// the foreign-key phase): tables are dropped in name order, and a table cannot be dropped
+    /// while another table's foreign key still references it.
+    fn drop_table(&mut self, s: &str, t: &str, table: &Table, desired: &Schema) {
+        for fk in &table.foreign_keys {
+            let target = &fk.references;
+            let to_itself = target.schema == s && target.table == t;
+            let target_goes = !desired
+                .schemas
+                .get(&target.schema)
+                .is_some_and(|namespace| namespace.tables.contains_key(&target.table));
+            if !to_itself && target_goes {
+                self.drop_keyed::<ForeignKey>(s, t, &fk.name);
+            }
+        }
         let sql = Ddl::new("DROP TABLE ").qualified(s, t);
         self.push(
             Step::DropTable,
@@ -396,7 +410,13 @@ impl Planner {
         }
     }
 
-    fn alter_schema(&mut self, s: &str, namespace: &Namespace, wanted: &Namespace) {
+    fn alter_schema(
+        &mut self,
+        s: &str,
+        namespace: &Namespace,
+        wanted: &Namespace,
+        desired: &Schema,
+    ) {
         if !namespace.managed {
             self.adopted(s, "schema");
         }
@@ -412,7 +432,7 @@ impl Planner {
         for (t, table) in &namespace.tables {
             if !wanted.tables.contains_key(t) {
                 if table.managed {
-                    self.drop_table(s, t);
+                    self.drop_table(s, t, table, desired);
                 } else {
                     self.unmanaged_table(s, t);
                 }
@@ -877,12 +897,17 @@ impl Planner {
 
     /// Reports the items of one kind that a match left alone or took over, then drops those it
     /// found unwanted and renames those whose definition stayed (see [`Keyed`] for the SQL).
+    /// Drops the key, constraint or index `name` of table `s.t`, in its kind's phase.
+    fn drop_keyed<T: Keyed>(&mut self, s: &str, t: &str, name: &str) {
+        let (step, action) = T::DROP;
+        let sql = T::drop_sql(s, t, name);
+        self.push(step, draft(action, format!("{s}.{t}.{name}"), sql));
+    }
+
     fn drop_and_rename<T: Keyed>(&mut self, s: &str, t: &str, matched: &Matched<'_, T>) {
         self.report(s, t, matched);
         for old in &matched.dropped {
-            let (step, action) = T::DROP;
-            let sql = T::drop_sql(s, t, old.name());
-            self.push(step, draft(action, format!("{s}.{t}.{}", old.name()), sql));
+            self.drop_keyed::<T>(s, t, old.name());
         }
         for (old, new) in &matched.renamed {
             let (action, sql) = T::rename_sql(s, t, old.name(), new.name());
