@@ -5,8 +5,9 @@
 //! Import loads a repository's branches keeping their commit ids: new branches are created,
 //! existing ones fast-forwarded; when any branch diverged nothing is imported, and the message
 //! names the branch and both commits. A move of the live branch runs its DDL in the import's
-//! transaction, so the live branch and the schema never disagree. Both take the database flags
-//! of `hf serve`.
+//! transaction, so the live branch and the schema never disagree, and is refused when it would
+//! break a screen, as `hf apply` is (both are `hf_app::repository`'s use cases). Both take the
+//! database flags of `hf serve`.
 
 use std::path::PathBuf;
 
@@ -36,7 +37,8 @@ enum MetadataCommand {
     },
     /// Load the branches of the git repository at DIR: create new ones, fast-forward existing
     /// ones; refuse everything when a branch diverged. When the live branch moves, its DDL runs
-    /// in the same transaction (a plan that would lose data refuses the import).
+    /// in the same transaction (a plan that would lose data, or a move that would break a
+    /// screen, refuses the import).
     Import {
         /// The repository to read.
         dir: PathBuf,
@@ -51,7 +53,7 @@ pub fn run(args: MetadataArgs) -> anyhow::Result<()> {
     crate::principal::with_database(&args.database, |pool| async move {
         match args.command {
             MetadataCommand::Export { dir, live_branch } => {
-                let report = hf_storage::metadata::export(&pool, &dir, &live_branch)
+                let report = hf_app::repository::export_repository(&pool, &dir, &live_branch)
                     .await
                     .with_context(|| format!("exporting the metadata to {}", dir.display()))?;
                 for (branch, head) in &report.branches {
@@ -65,14 +67,9 @@ pub fn run(args: MetadataArgs) -> anyhow::Result<()> {
                 );
             }
             MetadataCommand::Import { dir, live_branch } => {
-                let report = hf_storage::metadata::import(
-                    &pool,
-                    &dir,
-                    hf_storage::metadata::ImportMode::FastForward,
-                    Some(&live_branch),
-                )
-                .await
-                .with_context(|| format!("importing the metadata of {}", dir.display()))?;
+                let report = hf_app::repository::import_repository(&pool, &dir, &live_branch)
+                    .await
+                    .with_context(|| format!("importing the metadata of {}", dir.display()))?;
                 for (branch, head) in &report.created {
                     println!("created {branch} at {head}");
                 }

@@ -120,11 +120,11 @@ async fn principals_are_managed_from_the_command_line() {
         .unwrap();
 }
 
-/// `hf apply` keeps the rule every metadata write keeps: it refuses a branch that breaks a
-/// screen. Such a branch can only come from a commit made around the use cases; before `hf apply`
+/// `hf apply` and `hf metadata import` keep the rule every metadata write keeps: they refuse a
+/// live branch that breaks a screen. Such a branch can only come from a commit made around the use cases; before `hf apply`
 /// ran through them, it applied it and left the screen's query naming a dropped column.
 #[tokio::test]
-async fn hf_apply_refuses_a_branch_that_breaks_a_screen() {
+async fn hf_apply_and_import_refuse_a_branch_that_breaks_a_screen() {
     use hf_model::{Field, FieldKind, Model, Module, Object, QualifiedName, ScalarType, Screen};
 
     let db = TestDb::new().await;
@@ -224,6 +224,25 @@ async fn hf_apply_refuses_a_branch_that_breaks_a_screen() {
         .unwrap()
         .get(0);
     assert_eq!(column, 1, "nothing was applied");
+
+    // `hf metadata import` moving the live branch keeps the same rule: the same deletion
+    // committed on `main` with git tools is refused, and nothing is imported.
+    write("main", &|m| m.delete_field(&account, "name"));
+    let (ok, out, err) = hf(&db, &["metadata", "import", metadata]);
+    assert!(!ok, "{out}");
+    assert!(err.contains("crm/accounts"), "{err}");
+    let imported: i64 = db
+        .client()
+        .await
+        .query_one(
+            "SELECT count(*) FROM information_schema.columns \
+             WHERE table_schema = 'crm' AND table_name = 'account' AND column_name = 'name'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(imported, 1, "nothing was imported");
 }
 
 /// A repository with `main` at `base` plus one commit writing `file`, cloned from `base`.

@@ -29,26 +29,14 @@ impl App {
         let branch = branch.unwrap_or(self.live_branch()).to_owned();
         // The rule is checked under the lock that serialises live writes, so a concurrent write
         // cannot change what the database reflects between the check and the apply.
-        let keeps_screens = |target: &Model, reflected: &Model| {
-            let broken: Vec<String> = screens_with_unknown_names(target)
-                .difference(&screens_with_unknown_names(reflected))
-                .map(|(module, screen)| format!("{module}/{screen}"))
-                .collect();
-            if broken.is_empty() {
-                Ok(())
-            } else {
-                Err(Error::BreaksScreens {
-                    branch: branch.clone(),
-                    screens: broken,
-                })
-            }
-        };
+        let screen_rule =
+            |target: &Model, reflected: &Model| keeps_screens(&branch, target, reflected);
         hf_storage::deploy::apply_checked(
             self.pool(),
             self.store(),
             &branch,
             allow_destructive,
-            keeps_screens,
+            screen_rule,
         )
         .await?
     }
@@ -67,5 +55,23 @@ impl App {
     /// Whether the live branch is ahead of (or apart from) what the database reflects.
     pub async fn drift(&self) -> Result<Option<Drift>> {
         Ok(hf_storage::deploy::drift(self.pool(), self.store()).await?)
+    }
+}
+
+/// The screen rule of every write to the live branch: `target` (what the live branch would hold)
+/// may not break a screen that resolved in `reflected` (what the database reflects). Refused as
+/// [`Error::BreaksScreens`], naming each screen as `module/screen`.
+pub(crate) fn keeps_screens(branch: &str, target: &Model, reflected: &Model) -> Result<()> {
+    let broken: Vec<String> = screens_with_unknown_names(target)
+        .difference(&screens_with_unknown_names(reflected))
+        .map(|(module, screen)| format!("{module}/{screen}"))
+        .collect();
+    if broken.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::BreaksScreens {
+            branch: branch.to_owned(),
+            screens: broken,
+        })
     }
 }

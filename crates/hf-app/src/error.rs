@@ -65,11 +65,12 @@ pub enum Error {
         /// The vendored path.
         path: String,
     },
-    /// Applying the branch would break screens that work in what the database reflects: their
-    /// queries or imports name objects, fields or screens the branch does not have.
-    #[error("applying branch `{branch}` would break screen {}: it names an object, field or screen the branch does not have", screens.join(", "))]
+    /// Applying or importing the branch would break screens that work in what the database
+    /// reflects: their queries or imports name objects, fields or screens the branch does not
+    /// have.
+    #[error("making branch `{branch}` live would break screen {}: it names an object, field or screen the branch does not have", screens.join(", "))]
     BreaksScreens {
-        /// The branch that was to be applied.
+        /// The branch that was to be applied or imported.
         branch: String,
         /// The screens it breaks, as `module/screen`.
         screens: Vec<String>,

@@ -17,6 +17,7 @@ pub mod iam;
 pub mod metadata;
 pub mod query;
 pub mod records;
+pub mod repository;
 pub mod secrets;
 pub mod shed;
 

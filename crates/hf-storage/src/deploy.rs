@@ -25,7 +25,7 @@ use tokio_postgres::GenericClient;
 use crate::{Error, Pool, Result};
 
 /// Advisory lock key that serialises every schema change ("hf-apply").
-const APPLY_LOCK_KEY: i64 = 0x6866_2d61_7070_6c79;
+pub const APPLY_LOCK_KEY: i64 = 0x6866_2d61_7070_6c79;
 /// How often a live write re-prepares after losing the race for the branch ref.
 const MAX_LIVE_ATTEMPTS: usize = 20;
 
@@ -131,6 +131,7 @@ where
     C: FnOnce(&Model, &Model) -> std::result::Result<(), E>,
 {
     require_shared(store)?;
+    let _turn = pool.live_write_turn().await;
     let mut client = pool.get().await?;
     let transaction = client.transaction().await?;
     lock_live_writes(&transaction).await?;
@@ -232,6 +233,7 @@ where
     F: FnMut(&mut Model) -> Result<Change, hf_metastore::Error> + Clone + Send + 'static,
 {
     require_shared(store)?;
+    let _turn = pool.live_write_turn().await;
     for _ in 0..MAX_LIVE_ATTEMPTS {
         let mut client = pool.get().await?;
         let transaction = client.transaction().await?;
@@ -301,6 +303,7 @@ pub async fn seed_live(
     author: &str,
 ) -> Result<Option<Applied>> {
     require_shared(store)?;
+    let _turn = pool.live_write_turn().await;
     for _ in 0..MAX_LIVE_ATTEMPTS {
         let mut client = pool.get().await?;
         let transaction = client.transaction().await?;

@@ -29,6 +29,7 @@ use futures_util::future::BoxFuture;
 use hf_metastore::remote::{from_hex, to_hex};
 use hf_metastore::transfer::{RepositoryWriter, SourceRepository};
 use hf_metastore::{Head, Object, ObjectId, ObjectKind, Published, Remote, Store};
+use hf_model::Model;
 use tokio::sync::{mpsc, Notify};
 use tokio_postgres::GenericClient;
 
@@ -528,12 +529,37 @@ pub async fn import(
     mode: ImportMode,
     live: Option<&str>,
 ) -> Result<ImportReport> {
+    let no_check = |_: &Model, _: &Model| Ok::<(), std::convert::Infallible>(());
+    match import_checked(pool, dir, mode, live, no_check).await? {
+        Ok(report) => Ok(report),
+        Err(never) => match never {},
+    }
+}
+
+/// [`import`], with a rule the caller keeps when the import moves the live branch: `check` sees
+/// the live branch's new model and its model before the import (empty when the import creates
+/// the branch), under the lock that serialises live writes. When it refuses, nothing is
+/// imported and its error is returned inside `Ok`.
+pub async fn import_checked<E, C>(
+    pool: &Pool,
+    dir: &Path,
+    mode: ImportMode,
+    live: Option<&str>,
+    check: C,
+) -> Result<std::result::Result<ImportReport, E>>
+where
+    C: FnOnce(&Model, &Model) -> std::result::Result<(), E>,
+{
     let source = {
         let dir = dir.to_owned();
         blocking(move || SourceRepository::open(&dir)).await?
     };
     let source = Arc::new(std::sync::Mutex::new(source));
     let (branches, skipped) = with_source(&source, |s| s.branches()).await?;
+    let _turn = match live {
+        Some(_) => Some(pool.live_write_turn().await),
+        None => None,
+    };
     let mut client = pool.get().await?;
     let transaction = client.transaction().await?;
     transaction
@@ -548,7 +574,7 @@ pub async fn import(
         ..ImportReport::default()
     };
     if mode == ImportMode::IfEmpty && !existing.is_empty() {
-        return Ok(report);
+        return Ok(Ok(report));
     }
     let mut moves: Vec<(String, Option<ObjectId>, ObjectId)> = Vec::new();
     for (branch, new) in branches {
@@ -586,6 +612,9 @@ pub async fn import(
             Some(old) => Some(with_source(&source, move |s| s.model_at(&old)).await?.0),
             None => None,
         };
+        if let Err(refused) = check(&model, previous.as_ref().unwrap_or(&Model::default())) {
+            return Ok(Err(refused));
+        }
         let plan = crate::deploy::plan_model(&*transaction, &model, previous.as_ref()).await?;
         hf_ddl::apply(&transaction, &plan, &hf_ddl::ApplyOptions::default()).await?;
         let applied = crate::deploy::AppliedState {
@@ -614,7 +643,7 @@ pub async fn import(
         .commit()
         .await
         .map_err(crate::error::commit_failed)?;
-    Ok(report)
+    Ok(Ok(report))
 }
 
 /// What [`export`] wrote.

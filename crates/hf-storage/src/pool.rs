@@ -41,6 +41,10 @@ pub struct Pool {
     data: std::sync::Arc<[DataPool]>,
     /// The shard this handle borrows data connections from.
     shard: usize,
+    /// Live writes of this process take turns here before they borrow a login connection to
+    /// wait for the database lock that serialises live writes across instances, so a burst of
+    /// them holds one connection, not one each (see [`Pool::live_write_turn`]).
+    live_writes: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Deref for Pool {
@@ -73,7 +77,16 @@ impl Pool {
             login: self.login.clone(),
             data: self.data.clone(),
             shard: index % self.data.len(),
+            live_writes: self.live_writes.clone(),
         }
+    }
+
+    /// Waits for this process's turn to write the live branch. The database lock stays the
+    /// rule (other instances and tools take it too); this only keeps the writes of one process
+    /// from each holding a login connection while they queue for it, which would starve
+    /// logins and token checks during a burst of metadata writes.
+    pub(crate) async fn live_write_turn(&self) -> tokio::sync::OwnedMutexGuard<()> {
+        self.live_writes.clone().lock_owned().await
     }
 
     /// The size of the data pool shard this handle borrows from, and how many requests wait
@@ -238,6 +251,7 @@ pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
         login,
         data: data.into(),
         shard: 0,
+        live_writes: Default::default(),
     })
 }
 

@@ -603,6 +603,71 @@ async fn importing_the_live_branch_applies_its_schema_in_the_same_transaction() 
     assert_eq!(hex(&head), second, "the branch did not move");
 }
 
+/// Live writes queued behind the lock that serialises them hold one login connection between
+/// them, not one each: while another instance holds the lock, a burst of writes through a pool
+/// of two leaves a connection for everything else (logins, token checks).
+#[tokio::test]
+async fn live_writes_waiting_for_the_lock_leave_login_connections_free() {
+    use hf_model::{Model, Module};
+
+    let db = prepared_db().await;
+    let settings = hf_storage::PoolSettings {
+        max_size: 2,
+        wait_timeout: Duration::from_secs(1),
+        ..hf_storage::PoolSettings::default()
+    };
+    let pool = hf_storage::connect(db.url(), &settings).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&db, &dir.path().join("cache"), &quiet()).await;
+    let module = |key: String| {
+        move |model: &mut Model| {
+            model
+                .create_module(Module::new(&key, "Module"))
+                .map_err(hf_metastore::Error::from)
+        }
+    };
+    hf_storage::deploy::write_live(&pool, &store, "tester", false, module("first".to_owned()))
+        .await
+        .unwrap();
+
+    let mut holder = db.client().await;
+    let held = holder.transaction().await.unwrap();
+    held.execute(
+        "SELECT pg_advisory_xact_lock($1)",
+        &[&hf_storage::deploy::APPLY_LOCK_KEY],
+    )
+    .await
+    .unwrap();
+    let writes: Vec<_> = (0..4)
+        .map(|n| {
+            let (pool, store) = (pool.clone(), Arc::clone(&store));
+            tokio::spawn(async move {
+                hf_storage::deploy::write_live(
+                    &pool,
+                    &store,
+                    "tester",
+                    false,
+                    module(format!("m{n}")),
+                )
+                .await
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let free = pool.get().await;
+    assert!(free.is_ok(), "a login connection is free: {:?}", free.err());
+    drop(free);
+    held.commit().await.unwrap();
+    for write in writes {
+        write.await.unwrap().unwrap();
+    }
+    let modules =
+        tokio::task::spawn_blocking(move || store.snapshot("main").unwrap().model.modules.len())
+            .await
+            .unwrap();
+    assert_eq!(modules, 5, "every queued write landed");
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
