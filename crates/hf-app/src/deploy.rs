@@ -11,7 +11,7 @@
 use hf_model::Model;
 use hf_storage::deploy::{Applied, BranchPlan, Drift};
 
-use crate::metadata::screens_with_unknown_names;
+use crate::metadata::broken_screens;
 use crate::{App, Error, Result};
 
 impl App {
@@ -62,8 +62,8 @@ impl App {
 /// may not break a screen that resolved in `reflected` (what the database reflects). Refused as
 /// [`Error::BreaksScreens`], naming each screen as `module/screen`.
 pub(crate) fn keeps_screens(branch: &str, target: &Model, reflected: &Model) -> Result<()> {
-    let broken: Vec<String> = screens_with_unknown_names(target)
-        .difference(&screens_with_unknown_names(reflected))
+    let broken: Vec<String> = broken_screens(target)
+        .difference(&broken_screens(reflected))
         .map(|(module, screen)| format!("{module}/{screen}"))
         .collect();
     if broken.is_empty() {

@@ -468,7 +468,8 @@ impl App {
 
 /// Wraps a metadata edit so that it is refused with `IN_USE`, naming the screen, when it breaks a
 /// screen: a `{#query}` that named only existing objects and fields before the edit and names a
-/// missing one after it (a deleted or renamed field), or an import of a screen the edit deletes.
+/// missing one after it (a deleted or renamed field), or whose literal parameters now have the
+/// wrong type (a field's type changed), or an import of a screen the edit deletes.
 /// Screens already broken do not block other writes, and a write of the screen itself is checked
 /// by `check_queries`.
 fn keeping_screen_queries<F>(
@@ -478,9 +479,9 @@ where
     F: FnMut(&mut Model) -> Result<Change, hf_metastore::Error> + Clone + Send + 'static,
 {
     move |model: &mut Model| {
-        let before = screens_with_unknown_names(model);
+        let before = broken_screens(model);
         let change = edit(model)?;
-        let after = screens_with_unknown_names(model);
+        let after = broken_screens(model);
         let written = |module: &str, screen: &str| matches!(&change.target, Target::Screen { module: m, screen: s } if m == module && s == screen);
         let newly_broken = after
             .difference(&before)
@@ -496,9 +497,11 @@ where
     }
 }
 
-/// The screens of `model` (module, screen) with a literal `{#query}` that names an object or
-/// field `model` does not have, or an import of a screen it does not have.
-pub(crate) fn screens_with_unknown_names(model: &Model) -> BTreeSet<(String, String)> {
+/// The screens of `model` (module, screen) that it breaks: a literal `{#query}` that names an
+/// object or field `model` does not have, or binds a parameter written as a literal to a value of
+/// the wrong type (a field's type changed under `WHERE amount > :min` with `{ min: 10 }`), or an
+/// import of a screen it does not have.
+pub(crate) fn broken_screens(model: &Model) -> BTreeSet<(String, String)> {
     let mut broken = BTreeSet::new();
     for (module_key, module) in &model.modules {
         for (screen_key, screen) in &module.screens {
@@ -512,17 +515,21 @@ pub(crate) fn screens_with_unknown_names(model: &Model) -> BTreeSet<(String, Str
                     .get(&import.module)
                     .is_some_and(|m| m.screens.contains_key(&import.screen))
             });
-            let unknown = missing_import
-                || output.queries.iter().any(|query| {
-                    let params = null_parameters(&query.text);
+            let query_broken = |query: &hf_hfx::QueryText| {
+                let params = null_parameters(&query.text);
+                let unknown_name =
                     hf_hoqs::compile_query(model, &query.text, &params).is_ok_and(|checked| {
                         checked
                             .diagnostics
                             .iter()
                             .any(|d| d.code == hf_hoqs::Code::UnknownName)
-                    })
-                });
-            if unknown {
+                    });
+                unknown_name
+                    || (!query.params.is_empty()
+                        && literal_parameter_type_errors(model, query)
+                            .is_ok_and(|errors| !errors.is_empty()))
+            };
+            if missing_import || output.queries.iter().any(query_broken) {
                 broken.insert((module_key.clone(), screen_key.clone()));
             }
         }

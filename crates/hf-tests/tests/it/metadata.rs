@@ -808,7 +808,8 @@ async fn screen_queries_must_name_fields_the_branch_has() {
 }
 
 #[tokio::test]
-async fn screen_query_parameters_written_as_literals_must_have_the_type_the_query_expects() {
+async fn screen_query_parameters_written_as_literals_must_have_the_type_the_query_expects_and_keep_it(
+) {
     let server = Ctx::start().await;
     seed(&server, "metadata@main").await;
     async fn write(server: &Ctx, key: &str, source: String) -> reqwest::Response {
@@ -859,6 +860,24 @@ async fn screen_query_parameters_written_as_literals_must_have_the_type_the_quer
             response.text().await.unwrap()
         );
     }
+    // A field type change that makes a literal parameter the wrong type breaks the screen that
+    // wrote it: refused, naming the screen (the run-time values of `untyped_query` are not
+    // known, so it does not block the change on its own).
+    let response = send_json(
+        &server,
+        Method::PUT,
+        "/metadata@main/crm/objects/account/fields/name?allowDestructive=true",
+        json!({"fieldKind": "scalar", "label": "Name", "fieldType": "integer", "required": true}),
+    )
+    .await;
+    let envelope = assert_envelope(response, 409, "IN_USE").await;
+    assert!(
+        envelope["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("typed_query"),
+        "{envelope}"
+    );
     server.stop().await;
 }
 
