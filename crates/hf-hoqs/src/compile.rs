@@ -8,6 +8,7 @@
 //! place where metadata names become SQL identifiers, always through `hf_sql::quote_ident`.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 
 use hf_hoqs_syntax::ast::{Ident, Path, Span};
 use hf_hoqs_syntax::functions::{check_function_names, did_you_mean};
@@ -224,8 +225,15 @@ impl<'a> Compiler<'a> {
 
     /// Adds a value as a parameter and returns `$n::type`.
     pub(crate) fn literal(&mut self, ty: Type, text: String) -> String {
+        let mut out = String::with_capacity(24);
+        self.push_literal(&mut out, ty, text);
+        out
+    }
+
+    /// [`Compiler::literal`], written at the end of `out`.
+    pub(crate) fn push_literal(&mut self, out: &mut String, ty: Type, text: String) {
         let number = self.params.literal(ty, text);
-        format!("${number}::{}", ty.sql_type())
+        let _ = write!(out, "${number}::{}", ty.sql_type());
     }
 
     // -- objects and tables -------------------------------------------------------------------
