@@ -462,20 +462,18 @@ impl Compiler<'_> {
             self.report(diag::semi_join_select(item.span));
             return None;
         }
-        let mut conditions = vec![format!("({} = {})", selected_frag.sql, value.sql)];
-        conditions.extend(condition.map(|frag| frag.sql));
         let relation = self.relation(&sub_row.object);
-        let exists = format!(
-            "EXISTS (SELECT 1 FROM {relation} AS {}{} WHERE {})",
-            sub_row.alias,
-            sub_level.joins,
-            conditions.join(" AND ")
-        );
-        let sql = if negated {
-            format!("(NOT {exists})")
-        } else {
-            format!("({exists})")
-        };
+        let not = if negated { "NOT " } else { "" };
+        let mut sql = [
+            "(", not, "EXISTS (SELECT 1 FROM ", &relation, " AS ", &sub_row.alias,
+            &sub_level.joins, " WHERE (", &selected_frag.sql, " = ", &value.sql, ")",
+        ]
+        .concat();
+        if let Some(condition) = condition {
+            sql.push_str(" AND ");
+            sql.push_str(&condition.sql);
+        }
+        sql.push_str("))");
         Some(Frag::new(sql, Type::Boolean))
     }
 
