@@ -465,8 +465,18 @@ impl Compiler<'_> {
         let relation = self.relation(&sub_row.object);
         let not = if negated { "NOT " } else { "" };
         let mut sql = [
-            "(", not, "EXISTS (SELECT 1 FROM ", &relation, " AS ", &sub_row.alias,
-            &sub_level.joins, " WHERE (", &selected_frag.sql, " = ", &value.sql, ")",
+            "(",
+            not,
+            "EXISTS (SELECT 1 FROM ",
+            &relation,
+            " AS ",
+            &sub_row.alias,
+            &sub_level.joins,
+            " WHERE (",
+            &selected_frag.sql,
+            " = ",
+            &value.sql,
+            ")",
         ]
         .concat();
         if let Some(condition) = condition {
