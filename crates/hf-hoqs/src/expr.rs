@@ -203,6 +203,11 @@ impl Compiler<'_> {
     /// one of its keys (`stage = 'wonn'`; for a multi-select field each `;`-joined key); true
     /// when there is nothing to report.
     fn literal_choices(&mut self, row: &Row, operand: &Expr, others: &[Expr]) -> bool {
+        let is_text = |other: &Expr| matches!(other.kind, ExprKind::Literal(Literal::String(_)));
+        if !others.iter().any(is_text) {
+            // Nothing to check: the field and its choices need not be looked up.
+            return true;
+        }
         let Some((field, choices)) = self.path_choices(row, operand) else {
             return true;
         };
