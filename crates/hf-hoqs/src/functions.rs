@@ -541,9 +541,7 @@ impl Compiler<'_> {
                         return None;
                     }
                 }
-                let Some(a) = self.args(level, row, name, items, &[Text, Text], cx) else {
-                    return None;
-                };
+                let a = self.args(level, row, name, items, &[Text, Text], cx)?;
                 // The whole text must match: the pattern is anchored around a group.
                 Some(Frag::new(
                     format!("({} ~ ('^(?:' || {} || ')$'))", a[0].sql, a[1].sql),
@@ -659,9 +657,7 @@ impl Compiler<'_> {
                         return None;
                     }
                 }
-                let Some(a) = self.args(level, row, name, items, &[Text, Text], cx) else {
-                    return None;
-                };
+                let a = self.args(level, row, name, items, &[Text, Text], cx)?;
                 // False, not NULL, for an empty picklist.
                 Some(Frag::new(
                     format!("COALESCE({} = {}, FALSE)", a[0].sql, a[1].sql),
