@@ -216,10 +216,14 @@ pub const DATE_N_LITERALS: &[&str] = &[
 
 /// Whether a bare word is a relative date literal, with or without a count (case-insensitive).
 pub fn is_date_literal(word: &str) -> bool {
-    DATE_LITERALS
-        .iter()
-        .chain(DATE_N_LITERALS)
-        .any(|name| name.eq_ignore_ascii_case(word))
+    // Every name starts with one of these letters, which rules out most field names at once
+    // (this runs for every name in an expression).
+    let first = word.as_bytes().first().map(u8::to_ascii_uppercase);
+    matches!(first, Some(b'L' | b'N' | b'T' | b'Y'))
+        && DATE_LITERALS
+            .iter()
+            .chain(DATE_N_LITERALS)
+            .any(|name| name.eq_ignore_ascii_case(word))
 }
 
 /// The argument list of a call.

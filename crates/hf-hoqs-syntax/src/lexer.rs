@@ -167,10 +167,12 @@ impl Lexer<'_> {
             _ if is_word_start(b) => {
                 let end = self.scan_while(start, is_word_continue);
                 let word = self.text(start, end);
-                let counted = crate::ast::DATE_N_LITERALS
-                    .iter()
-                    .any(|name| name.eq_ignore_ascii_case(word));
-                if counted && self.byte(end) == b':' && self.byte(end + 1).is_ascii_digit() {
+                let counted = self.byte(end) == b':'
+                    && self.byte(end + 1).is_ascii_digit()
+                    && crate::ast::DATE_N_LITERALS
+                        .iter()
+                        .any(|name| name.eq_ignore_ascii_case(word));
+                if counted {
                     let digits_end = self.scan_while(end + 1, |b| b.is_ascii_digit());
                     self.push(TokenKind::DateRange, start, digits_end);
                 } else {

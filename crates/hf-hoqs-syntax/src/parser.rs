@@ -1092,8 +1092,12 @@ fn unquote(text: &str, quote: char) -> String {
         .strip_prefix(quote)
         .and_then(|rest| rest.strip_suffix(quote))
         .unwrap_or(text);
-    let doubled: String = [quote, quote].iter().collect();
-    inner.replace(&doubled, &quote.to_string())
+    let mut buffer = [0; 4];
+    let quote: &str = quote.encode_utf8(&mut buffer);
+    if !inner.contains(quote) {
+        return inner.to_owned();
+    }
+    inner.replace(&[quote, quote].concat(), quote)
 }
 
 /// The name of a `:name` token.

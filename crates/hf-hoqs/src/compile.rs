@@ -8,6 +8,7 @@
 //! place where metadata names become SQL identifiers, always through `hf_sql::quote_ident`.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 
 use hf_hoqs_syntax::ast::{Ident, Path, Span};
 use hf_hoqs_syntax::functions::{check_function_names, did_you_mean};
@@ -133,7 +134,7 @@ pub(crate) struct Compiler<'a> {
     relations: HashMap<QualifiedName, String>,
     /// The request's IANA time zone for date literals, `TODAY()` and date functions in a
     /// query; `None` is UTC (and formulas, rules and filters are always UTC).
-    pub(crate) time_zone: Option<String>,
+    pub(crate) time_zone: Option<&'a str>,
     /// The caller, for `$User.id` and `$User.name`; `None` where there is none.
     pub(crate) caller: Option<crate::Caller>,
     /// Whether `$User` reads the caller from the transaction's settings (rules, whose
@@ -177,10 +178,9 @@ impl<'a> Compiler<'a> {
     /// The SQL of the time zone a context evaluates dates in: the request's (a bound
     /// parameter) in a query, `'UTC'` elsewhere.
     pub(crate) fn zone(&mut self, cx: Cx) -> String {
-        match (&self.time_zone, cx.purpose) {
+        match (self.time_zone, cx.purpose) {
             (Some(zone), Purpose::Query) if zone != "UTC" => {
-                let zone = zone.clone();
-                self.literal(Type::Text, zone)
+                self.literal(Type::Text, zone.to_owned())
             }
             _ => "'UTC'".to_owned(),
         }
@@ -215,6 +215,19 @@ impl<'a> Compiler<'a> {
         }
     }
 
+    /// `alias.column`: a column of a row, its name quoted (a name PostgreSQL cannot take is an
+    /// internal failure, as in [`Compiler::ident`]).
+    pub(crate) fn column(&mut self, row: &Row, name: &str) -> String {
+        let mut sql = String::with_capacity(row.alias.len() + name.len() + 3);
+        sql.push_str(&row.alias);
+        sql.push('.');
+        if let Err(error) = hf_sql::push_quoted_ident(&mut sql, name) {
+            self.fail(Error::Identifier(error));
+            sql.push_str("\"?\"");
+        }
+        sql
+    }
+
     /// A fresh quoted table alias (`"t3"`), unique in the statement.
     pub(crate) fn alias(&mut self) -> String {
         let name = format!("t{}", self.next_alias);
@@ -224,25 +237,38 @@ impl<'a> Compiler<'a> {
 
     /// Adds a value as a parameter and returns `$n::type`.
     pub(crate) fn literal(&mut self, ty: Type, text: String) -> String {
+        let mut out = String::with_capacity(24);
+        self.push_literal(&mut out, ty, text);
+        out
+    }
+
+    /// [`Compiler::literal`], written at the end of `out`.
+    pub(crate) fn push_literal(&mut self, out: &mut String, ty: Type, text: String) {
         let number = self.params.literal(ty, text);
-        format!("${number}::{}", ty.sql_type())
+        let _ = write!(out, "${number}::{}", ty.sql_type());
     }
 
     // -- objects and tables -------------------------------------------------------------------
 
     /// The SQL relation holding an object's records: its table, or for an object with concrete
     /// subtypes (or an abstract one) a `UNION ALL` of every concrete table projecting the
-    /// object's own effective stored fields. Cached per statement.
+    /// object's own effective stored fields, cached per statement.
     pub(crate) fn relation(&mut self, object: &QualifiedName) -> String {
+        let model = self.model;
+        let concrete = model.object(object).is_some_and(|o| !o.is_abstract);
+        let subtypes = has_subtypes(model, object);
+        if concrete && !subtypes {
+            // Most objects: one table, quoted again more cheaply than found in the cache.
+            return self.table(object);
+        }
         if let Some(sql) = self.relations.get(object) {
             return sql.clone();
         }
-        let model = self.model;
         let mut tables = Vec::new();
-        if model.object(object).is_some_and(|o| !o.is_abstract) {
+        if concrete {
             tables.push(object.clone());
         }
-        if has_subtypes(model, object) {
+        if subtypes {
             tables.extend(model.concrete_subtypes(object));
         }
         let sql = if let [only] = tables.as_slice() {
@@ -349,8 +375,8 @@ impl<'a> Compiler<'a> {
         let current = joined.as_ref().unwrap_or(row);
         if via_lookup {
             self.lookup_target(&current.object, last)?;
-            let column = self.ident(&last.name);
-            return Some(Frag::new(format!("{}.{column}", current.alias), Type::Uuid));
+            let column = self.column(current, &last.name);
+            return Some(Frag::new(column, Type::Uuid));
         }
         self.field_value(level, current, last, path.span)
     }
@@ -430,25 +456,18 @@ impl<'a> Compiler<'a> {
             .iter()
             .find(|(name, _, _)| *name == field.name)
         {
-            let column = self.ident(column);
-            return Some(Frag::new(format!("{}.{column}", row.alias), *ty));
+            return Some(Frag::new(self.column(row, column), *ty));
         }
         let Some(found) = find_field(self.model, &row.object, &field.name) else {
             self.unknown_field(&row.object, field);
             return None;
         };
         match &found.kind {
-            FieldKind::Scalar { field_type, .. } => {
-                let column = self.ident(&field.name);
-                Some(Frag::new(
-                    format!("{}.{column}", row.alias),
-                    Type::from_scalar(*field_type),
-                ))
-            }
-            FieldKind::Lookup { .. } => {
-                let column = self.ident(&field.name);
-                Some(Frag::new(format!("{}.{column}", row.alias), Type::Uuid))
-            }
+            FieldKind::Scalar { field_type, .. } => Some(Frag::new(
+                self.column(row, &field.name),
+                Type::from_scalar(*field_type),
+            )),
+            FieldKind::Lookup { .. } => Some(Frag::new(self.column(row, &field.name), Type::Uuid)),
             FieldKind::Formula {
                 formula,
                 field_type,

@@ -203,6 +203,11 @@ impl Compiler<'_> {
     /// one of its keys (`stage = 'wonn'`; for a multi-select field each `;`-joined key); true
     /// when there is nothing to report.
     fn literal_choices(&mut self, row: &Row, operand: &Expr, others: &[Expr]) -> bool {
+        let is_text = |other: &Expr| matches!(other.kind, ExprKind::Literal(Literal::String(_)));
+        if !others.iter().any(is_text) {
+            // Nothing to check: the field and its choices need not be looked up.
+            return true;
+        }
         let Some((field, choices)) = self.path_choices(row, operand) else {
             return true;
         };
@@ -378,34 +383,51 @@ impl Compiler<'_> {
             return None;
         };
         let zone = self.zone(cx);
-        let mut bound = |k: i64| {
-            let (field, k) = match unit {
-                "day" => ("days", k),
-                "week" => ("weeks", k),
-                "month" => ("months", k),
-                "quarter" => ("months", k * 3),
-                _ => ("years", k),
-            };
-            let k = self.literal(Type::Integer, k.to_string());
-            let local = format!(
-                "(date_trunc('{unit}', now() AT TIME ZONE {zone}) + make_interval({field} => ({k})::integer))"
-            );
-            match frag.ty {
-                Type::Date => format!("({local})::date"),
-                _ => format!("({local} AT TIME ZONE {zone})"),
-            }
+        let start = self.date_bound(unit, from, &zone, frag.ty);
+        let end = self.date_bound(unit, to + 1, &zone, frag.ty);
+        let x = frag.sql.as_str();
+        let parts: &[&str] = match op {
+            BinaryOp::Eq => &["(", x, " >= ", &start, " AND ", x, " < ", &end, ")"],
+            BinaryOp::NotEq => &["(", x, " < ", &start, " OR ", x, " >= ", &end, ")"],
+            BinaryOp::Lt => &["(", x, " < ", &start, ")"],
+            BinaryOp::LtEq => &["(", x, " < ", &end, ")"],
+            BinaryOp::Gt => &["(", x, " >= ", &end, ")"],
+            _ => &["(", x, " >= ", &start, ")"],
         };
-        let (start, end) = (bound(from), bound(to + 1));
-        let x = &frag.sql;
-        let sql = match op {
-            BinaryOp::Eq => format!("({x} >= {start} AND {x} < {end})"),
-            BinaryOp::NotEq => format!("({x} < {start} OR {x} >= {end})"),
-            BinaryOp::Lt => format!("({x} < {start})"),
-            BinaryOp::LtEq => format!("({x} < {end})"),
-            BinaryOp::Gt => format!("({x} >= {end})"),
-            _ => format!("({x} >= {start})"),
-        };
+        let sql = parts.concat();
         Some(Frag::new(sql, Type::Boolean))
+    }
+
+    /// The start of the `unit` (`day`, `week`, `month`, `quarter` or `year`) `k` units after
+    /// the current one in the time zone `zone` (SQL): a date, or for a datetime operand
+    /// (`ty`) the instant that day starts in that zone.
+    fn date_bound(&mut self, unit: &str, k: i64, zone: &str, ty: Type) -> String {
+        let (field, k) = match unit {
+            "day" => ("days", k),
+            "week" => ("weeks", k),
+            "month" => ("months", k),
+            "quarter" => ("months", k * 3),
+            _ => ("years", k),
+        };
+        let mut sql = String::with_capacity(128);
+        sql.push_str("((date_trunc('");
+        sql.push_str(unit);
+        sql.push_str("', now() AT TIME ZONE ");
+        sql.push_str(zone);
+        sql.push_str(") + make_interval(");
+        sql.push_str(field);
+        sql.push_str(" => (");
+        self.push_literal(&mut sql, Type::Integer, k.to_string());
+        sql.push_str(")::integer))");
+        match ty {
+            Type::Date => sql.push_str(")::date"),
+            _ => {
+                sql.push_str(" AT TIME ZONE ");
+                sql.push_str(zone);
+                sql.push(')');
+            }
+        }
+        sql
     }
 
     /// Compiles a condition (WHERE, HAVING, an assert, a filter): it must be boolean.
@@ -611,7 +633,7 @@ impl Compiler<'_> {
             self.expect_fit(name, "left", "boolean", &l, Type::Boolean, left.span)?;
             self.expect_fit(name, "right", "boolean", &r, Type::Boolean, right.span)?;
             return Some(Frag::new(
-                format!("({} {name} {})", l.sql, r.sql),
+                ["(", &l.sql, " ", name, " ", &r.sql, ")"].concat(),
                 Type::Boolean,
             ));
         }
@@ -719,8 +741,9 @@ impl Compiler<'_> {
             BinaryOp::NotEq => "<>",
             other => other.symbol(),
         };
+        let (l, r) = (coerce(l, ty), coerce(r, ty));
         Some(Frag::new(
-            format!("({} {sql_op} {})", coerce(l, ty), coerce(r, ty)),
+            ["(", &l, " ", sql_op, " ", &r, ")"].concat(),
             Type::Boolean,
         ))
     }

@@ -1,10 +1,11 @@
 //! The signatures and SQL of every function of the language (the names are listed in
 //! `hf_hoqs_syntax::functions`; docs/formulas.md has the table of types).
 //!
-//! Each function is one arm of [`Compiler::scalar`] or [`Compiler::aggregate`]: check the
-//! number and types of the arguments, then write the PostgreSQL expression. Results never
-//! depend on the session's time zone (dates and datetimes are UTC) and never fail on ordinary
-//! data: a negative length gives an empty text, division by zero gives NULL.
+//! Each function is one arm of [`Compiler::scalar`] or [`Compiler::aggregate`]: the number of
+//! arguments is checked first (one table, [`expected_arguments`]), then each arm checks their
+//! types and writes the PostgreSQL expression. Results never depend on the session's time zone
+//! (dates and datetimes are UTC) and never fail on ordinary data: a negative length gives an
+//! empty text, division by zero gives NULL.
 
 use hf_hoqs_syntax::ast::{CallArgs, Expr, ExprKind, Ident, Literal, Span};
 use hf_hoqs_syntax::functions::{lookup, FunctionKind};
@@ -88,6 +89,46 @@ fn as_text(frag: &Frag) -> String {
         Type::Json => format!("(({}) #>> '{{}}')", frag.sql),
         _ => format!("({})::text", frag.sql),
     }
+}
+
+/// How many arguments a function takes (fewest, most) and how messages say it; checked before
+/// anything else of a call. `None` for the functions that check their own arguments (the
+/// aggregates, and the rule-only functions, whose place is checked first).
+fn expected_arguments(name: &str) -> Option<((usize, usize), &'static str)> {
+    Some(match name {
+        "IF" => ((3, 3), "3 arguments (condition, then, else)"),
+        "NULLIF" => ((2, 2), "2 arguments"),
+        "COALESCE" | "GREATEST" | "LEAST" | "CONCAT" => ((1, usize::MAX), "at least one argument"),
+        "UPPER" | "LOWER" | "TRIM" | "LTRIM" | "RTRIM" | "LENGTH" | "VALUE" => {
+            ((1, 1), "one argument (text)")
+        }
+        "SUBSTRING" => ((2, 3), "2 or 3 arguments (text, start, length)"),
+        "LEFT" | "RIGHT" => ((2, 2), "2 arguments (text, count)"),
+        "REPLACE" => ((3, 3), "3 arguments (text, search, replacement)"),
+        "CONTAINS" | "STARTS_WITH" | "ENDS_WITH" => ((2, 2), "2 arguments (text, part)"),
+        "ABS" | "FLOOR" | "CEIL" | "SQRT" | "EXP" | "LN" | "LOG" => {
+            ((1, 1), "one argument (a number)")
+        }
+        "ROUND" | "TRUNC" => ((1, 2), "1 or 2 arguments (a number, digits)"),
+        "MOD" | "POWER" => ((2, 2), "2 arguments (numbers)"),
+        "NOW" | "TODAY" => ((0, 0), "no arguments"),
+        "YEAR" | "MONTH" | "DAY" | "CALENDAR_YEAR" | "CALENDAR_QUARTER" | "CALENDAR_MONTH"
+        | "WEEK_IN_YEAR" | "DAY_IN_MONTH" | "DAY_IN_WEEK" | "HOUR_IN_DAY" => {
+            ((1, 1), "one argument (a date or datetime)")
+        }
+        "ADD_DAYS" | "ADD_MONTHS" => ((2, 2), "2 arguments (a date or datetime, a count)"),
+        "DAYS_BETWEEN" => ((2, 2), "2 arguments (from, to)"),
+        "REGEX" => ((2, 2), "2 arguments (text, pattern)"),
+        "LPAD" | "RPAD" => ((2, 3), "2 or 3 arguments (text, length, pad)"),
+        "FIND" => ((2, 2), "2 arguments (needle, text)"),
+        "TEXT" | "ISBLANK" => ((1, 1), "one argument"),
+        "DATEVALUE" => ((1, 1), "one argument (text or a datetime)"),
+        "TOLABEL" => ((1, 1), "one argument (a picklist field)"),
+        "ISPICKVAL" => ((2, 2), "2 arguments (picklist, key)"),
+        "BLANKVALUE" => ((2, 2), "2 arguments (value, fallback)"),
+        "DAY_ONLY" => ((1, 1), "one argument (a datetime)"),
+        _ => return None,
+    })
 }
 
 impl Compiler<'_> {
@@ -284,21 +325,14 @@ impl Compiler<'_> {
         span: Span,
     ) -> Option<Frag> {
         use Want::{Integer, Numeric, Temporal, Text};
-        if let Some(frag) = self.more_scalar(level, row, name, items, cx, hint, span) {
-            return frag;
+        if let Some((range, expected)) = expected_arguments(name) {
+            if !self.arity(name, items, range, expected, span) {
+                return None;
+            }
         }
         let text = |sql: String| Some(Frag::new(sql, Type::Text));
         match name {
             "IF" => {
-                if !self.arity(
-                    name,
-                    items,
-                    (3, 3),
-                    "3 arguments (condition, then, else)",
-                    span,
-                ) {
-                    return None;
-                }
                 let condition = self.condition(level, row, &items[0], cx, "IF");
                 let branches =
                     self.uniform(level, row, &[&items[1], &items[2]], cx, "IF's branches");
@@ -320,13 +354,6 @@ impl Compiler<'_> {
                 ))
             }
             "COALESCE" | "NULLIF" | "GREATEST" | "LEAST" => {
-                let (range, expected) = match name {
-                    "NULLIF" => ((2, 2), "2 arguments"),
-                    _ => ((1, usize::MAX), "at least one argument"),
-                };
-                if !self.arity(name, items, range, expected, span) {
-                    return None;
-                }
                 let exprs: Vec<&Expr> = items.iter().collect();
                 let what = format!("{name}'s arguments");
                 let (sql, ty) = self.uniform(level, row, &exprs, cx, &what)?;
@@ -338,9 +365,6 @@ impl Compiler<'_> {
                 Some(Frag::new(format!("{name}({})", sql.join(", ")), ty))
             }
             "CONCAT" => {
-                if !self.arity(name, items, (1, usize::MAX), "at least one argument", span) {
-                    return None;
-                }
                 let mut parts = Vec::with_capacity(items.len());
                 for item in items {
                     parts.push(self.expr(level, row, item, cx, Some(Type::Text)));
@@ -352,9 +376,6 @@ impl Compiler<'_> {
                 text(format!("concat({})", parts?.join(", ")))
             }
             "UPPER" | "LOWER" | "TRIM" | "LTRIM" | "RTRIM" | "LENGTH" => {
-                if !self.arity(name, items, (1, 1), "one argument (text)", span) {
-                    return None;
-                }
                 let value = self.arg(level, row, name, items, 0, Text, cx)?;
                 match name {
                     "LENGTH" => Some(Frag::new(
@@ -366,15 +387,6 @@ impl Compiler<'_> {
                 }
             }
             "SUBSTRING" => {
-                if !self.arity(
-                    name,
-                    items,
-                    (2, 3),
-                    "2 or 3 arguments (text, start, length)",
-                    span,
-                ) {
-                    return None;
-                }
                 let wants: &[Want] = if items.len() == 3 {
                     &[Text, Integer, Integer]
                 } else {
@@ -393,30 +405,15 @@ impl Compiler<'_> {
                 }
             }
             "LEFT" | "RIGHT" => {
-                if !self.arity(name, items, (2, 2), "2 arguments (text, count)", span) {
-                    return None;
-                }
                 let a = self.args(level, row, name, items, &[Text, Integer], cx)?;
                 let lower = name.to_ascii_lowercase();
                 text(format!("{lower}({}, ({})::integer)", a[0].sql, a[1].sql))
             }
             "REPLACE" => {
-                if !self.arity(
-                    name,
-                    items,
-                    (3, 3),
-                    "3 arguments (text, search, replacement)",
-                    span,
-                ) {
-                    return None;
-                }
                 let a = self.args(level, row, name, items, &[Text, Text, Text], cx)?;
                 text(format!("replace({}, {}, {})", a[0].sql, a[1].sql, a[2].sql))
             }
             "CONTAINS" | "STARTS_WITH" | "ENDS_WITH" => {
-                if !self.arity(name, items, (2, 2), "2 arguments (text, part)", span) {
-                    return None;
-                }
                 let a = self.args(level, row, name, items, &[Text, Text], cx)?;
                 let (value, part) = (&a[0].sql, &a[1].sql);
                 let sql = match name {
@@ -427,9 +424,6 @@ impl Compiler<'_> {
                 Some(Frag::new(sql, Type::Boolean))
             }
             "ABS" | "FLOOR" | "CEIL" => {
-                if !self.arity(name, items, (1, 1), "one argument (a number)", span) {
-                    return None;
-                }
                 let value = self.arg(level, row, name, items, 0, Numeric, cx)?;
                 if value.ty == Type::Integer && name != "ABS" {
                     return Some(value);
@@ -437,34 +431,26 @@ impl Compiler<'_> {
                 let lower = name.to_ascii_lowercase();
                 Some(Frag::new(format!("{lower}({})", value.sql), value.ty))
             }
-            "ROUND" => {
-                if !self.arity(
-                    name,
-                    items,
-                    (1, 2),
-                    "1 or 2 arguments (a number, digits)",
-                    span,
-                ) {
-                    return None;
-                }
+            "ROUND" | "TRUNC" => {
                 let value = self.arg(level, row, name, items, 0, Numeric, cx)?;
+                let function = name.to_ascii_lowercase();
                 if items.len() == 1 {
                     return Some(match value.ty {
                         Type::Integer => value,
-                        ty => Frag::new(format!("round({})", value.sql), ty),
+                        ty => Frag::new(format!("{function}({})", value.sql), ty),
                     });
                 }
                 let digits = self.arg(level, row, name, items, 1, Integer, cx)?;
-                let rounded = format!("round(({})::numeric, ({})::integer)", value.sql, digits.sql);
+                let done = format!(
+                    "{function}(({})::numeric, ({})::integer)",
+                    value.sql, digits.sql
+                );
                 Some(match value.ty {
-                    Type::Decimal => Frag::new(rounded, Type::Decimal),
-                    ty => Frag::new(format!("({rounded})::{}", ty.sql_type()), ty),
+                    Type::Decimal => Frag::new(done, Type::Decimal),
+                    ty => Frag::new(format!("({done})::{}", ty.sql_type()), ty),
                 })
             }
             "MOD" | "POWER" => {
-                if !self.arity(name, items, (2, 2), "2 arguments (numbers)", span) {
-                    return None;
-                }
                 let a = self.args(level, row, name, items, &[Numeric, Numeric], cx)?;
                 let (x, y) = (&a[0], &a[1]);
                 let widest = crate::types::widest_numeric(x.ty, y.ty);
@@ -499,54 +485,19 @@ impl Compiler<'_> {
                 })
             }
             "SQRT" => {
-                if !self.arity(name, items, (1, 1), "one argument (a number)", span) {
-                    return None;
-                }
                 let value = self.arg(level, row, name, items, 0, Numeric, cx)?;
                 Some(Frag::new(
                     format!("sqrt(({})::double precision)", value.sql),
                     Type::Float,
                 ))
             }
-            "NOW" | "TODAY" => {
-                if !self.arity(name, items, (0, 0), "no arguments", span) {
-                    return None;
-                }
-                Some(if name == "NOW" {
-                    Frag::new("now()".to_owned(), Type::Datetime)
-                } else {
-                    let zone = self.zone(cx);
-                    Frag::new(format!("(now() AT TIME ZONE {zone})::date"), Type::Date)
-                })
-            }
-            "YEAR" | "MONTH" | "DAY" => {
-                if !self.arity(
-                    name,
-                    items,
-                    (1, 1),
-                    "one argument (a date or datetime)",
-                    span,
-                ) {
-                    return None;
-                }
-                let value = self.arg(level, row, name, items, 0, Temporal, cx)?;
-                let part = name.to_ascii_lowercase();
+            "NOW" | "TODAY" => Some(if name == "NOW" {
+                Frag::new("now()".to_owned(), Type::Datetime)
+            } else {
                 let zone = self.zone(cx);
-                Some(Frag::new(
-                    format!("(extract({part} FROM {}))::bigint", local(&value, &zone)),
-                    Type::Integer,
-                ))
-            }
+                Frag::new(format!("(now() AT TIME ZONE {zone})::date"), Type::Date)
+            }),
             "ADD_DAYS" | "ADD_MONTHS" => {
-                if !self.arity(
-                    name,
-                    items,
-                    (2, 2),
-                    "2 arguments (a date or datetime, a count)",
-                    span,
-                ) {
-                    return None;
-                }
                 let a = self.args(level, row, name, items, &[Temporal, Integer], cx)?;
                 let (value, count) = (&a[0], &a[1]);
                 let zone = self.zone(cx);
@@ -568,9 +519,6 @@ impl Compiler<'_> {
                 })
             }
             "DAYS_BETWEEN" => {
-                if !self.arity(name, items, (2, 2), "2 arguments (from, to)", span) {
-                    return None;
-                }
                 let a = self.args(level, row, name, items, &[Temporal, Temporal], cx)?;
                 let zone = self.zone(cx);
                 Some(Frag::new(
@@ -582,30 +530,7 @@ impl Compiler<'_> {
                     Type::Integer,
                 ))
             }
-            _ => None,
-        }
-    }
-
-    /// The functions of conversions, patterns, logarithms and calendars; `None` when `name`
-    /// is not one of them (the caller goes on), `Some(None)` when it is and has a problem.
-    #[allow(clippy::too_many_arguments)]
-    fn more_scalar(
-        &mut self,
-        level: &mut Level,
-        row: &Row,
-        name: &'static str,
-        items: &[Expr],
-        cx: Cx,
-        hint: Option<Type>,
-        span: Span,
-    ) -> Option<Option<Frag>> {
-        use Want::{Integer, Numeric, Temporal, Text};
-        let text = |sql: String| Some(Frag::new(sql, Type::Text));
-        Some(match name {
             "REGEX" => {
-                if !self.arity(name, items, (2, 2), "2 arguments (text, pattern)", span) {
-                    return Some(None);
-                }
                 if let Some(Expr {
                     kind: ExprKind::Literal(Literal::String(pattern)),
                     span: pattern_span,
@@ -613,12 +538,10 @@ impl Compiler<'_> {
                 {
                     if let Some(problem) = hf_hoqs_syntax::functions::regex_problem(pattern) {
                         self.report(diag::bad_regex(problem, *pattern_span));
-                        return Some(None);
+                        return None;
                     }
                 }
-                let Some(a) = self.args(level, row, name, items, &[Text, Text], cx) else {
-                    return Some(None);
-                };
+                let a = self.args(level, row, name, items, &[Text, Text], cx)?;
                 // The whole text must match: the pattern is anchored around a group.
                 Some(Frag::new(
                     format!("({} ~ ('^(?:' || {} || ')$'))", a[0].sql, a[1].sql),
@@ -626,15 +549,6 @@ impl Compiler<'_> {
                 ))
             }
             "LPAD" | "RPAD" => {
-                if !self.arity(
-                    name,
-                    items,
-                    (2, 3),
-                    "2 or 3 arguments (text, length, pad)",
-                    span,
-                ) {
-                    return Some(None);
-                }
                 let wants: &[Want] = if items.len() == 3 {
                     &[Text, Integer, Text]
                 } else {
@@ -650,9 +564,6 @@ impl Compiler<'_> {
                 ))
             }
             "FIND" => {
-                if !self.arity(name, items, (2, 2), "2 arguments (needle, text)", span) {
-                    return Some(None);
-                }
                 let a = self.args(level, row, name, items, &[Text, Text], cx)?;
                 Some(Frag::new(
                     format!("(strpos({}, {}))::bigint", a[1].sql, a[0].sql),
@@ -660,19 +571,13 @@ impl Compiler<'_> {
                 ))
             }
             "TEXT" => {
-                if !self.arity(name, items, (1, 1), "one argument", span) {
-                    return Some(None);
-                }
                 let value = self.expr(level, row, &items[0], cx, None)?;
                 if value.ty == Type::Null {
-                    return Some(text("NULL::text".to_owned()));
+                    return text("NULL::text".to_owned());
                 }
                 text(as_text(&value))
             }
             "VALUE" => {
-                if !self.arity(name, items, (1, 1), "one argument (text)", span) {
-                    return Some(None);
-                }
                 let value = self.arg(level, row, name, items, 0, Text, cx)?;
                 // Text that is not a plain decimal number gives NULL rather than an error.
                 let trimmed = format!("btrim({})", value.sql);
@@ -684,15 +589,6 @@ impl Compiler<'_> {
                 ))
             }
             "DATEVALUE" => {
-                if !self.arity(
-                    name,
-                    items,
-                    (1, 1),
-                    "one argument (text or a datetime)",
-                    span,
-                ) {
-                    return Some(None);
-                }
                 let value = self.expr(level, row, &items[0], cx, Some(Type::Text))?;
                 match value.ty {
                     Type::Null => Some(Frag::new("NULL::date".to_owned(), Type::Date)),
@@ -724,9 +620,6 @@ impl Compiler<'_> {
                 }
             }
             "EXP" | "LN" | "LOG" => {
-                if !self.arity(name, items, (1, 1), "one argument (a number)", span) {
-                    return Some(None);
-                }
                 let value = self.arg(level, row, name, items, 0, Numeric, cx)?;
                 let x = format!("({})::double precision", value.sql);
                 let sql = match name {
@@ -737,52 +630,22 @@ impl Compiler<'_> {
                 };
                 Some(Frag::new(sql, Type::Float))
             }
-            "TRUNC" => {
-                if !self.arity(
-                    name,
-                    items,
-                    (1, 2),
-                    "1 or 2 arguments (a number, digits)",
-                    span,
-                ) {
-                    return Some(None);
-                }
-                let value = self.arg(level, row, name, items, 0, Numeric, cx)?;
-                if items.len() == 1 {
-                    return Some(Some(match value.ty {
-                        Type::Integer => value,
-                        ty => Frag::new(format!("trunc({})", value.sql), ty),
-                    }));
-                }
-                let digits = self.arg(level, row, name, items, 1, Integer, cx)?;
-                let cut = format!("trunc(({})::numeric, ({})::integer)", value.sql, digits.sql);
-                Some(match value.ty {
-                    Type::Decimal => Frag::new(cut, Type::Decimal),
-                    ty => Frag::new(format!("({cut})::{}", ty.sql_type()), ty),
-                })
-            }
             "TOLABEL" => {
-                if !self.arity(name, items, (1, 1), "one argument (a picklist field)", span) {
-                    return Some(None);
-                }
                 let Some((_, choices)) = self.path_choices(row, &items[0]) else {
                     self.report(diag::needs_picklist(name, true, items[0].span));
-                    return Some(None);
+                    return None;
                 };
                 let value = self.expr(level, row, &items[0], cx, None)?;
                 Some(self.labels_of(value, &choices))
             }
             "ISPICKVAL" => {
-                if !self.arity(name, items, (2, 2), "2 arguments (picklist, key)", span) {
-                    return Some(None);
-                }
                 let single = self
                     .path_field(row, &items[0])
                     .filter(|field| field.value_type() == hf_model::ScalarType::Picklist)
                     .map(|field| (field.key.clone(), field.picklist_values().to_vec()));
                 let Some((field, choices)) = single else {
                     self.report(diag::needs_picklist(name, false, items[0].span));
-                    return Some(None);
+                    return None;
                 };
                 if let ExprKind::Literal(Literal::String(key)) = &items[1].kind {
                     if !self.known_keys(
@@ -791,12 +654,10 @@ impl Compiler<'_> {
                         &choices,
                         items[1].span,
                     ) {
-                        return Some(None);
+                        return None;
                     }
                 }
-                let Some(a) = self.args(level, row, name, items, &[Text, Text], cx) else {
-                    return Some(None);
-                };
+                let a = self.args(level, row, name, items, &[Text, Text], cx)?;
                 // False, not NULL, for an empty picklist.
                 Some(Frag::new(
                     format!("COALESCE({} = {}, FALSE)", a[0].sql, a[1].sql),
@@ -804,9 +665,6 @@ impl Compiler<'_> {
                 ))
             }
             "ISBLANK" => {
-                if !self.arity(name, items, (1, 1), "one argument", span) {
-                    return Some(None);
-                }
                 let value = self.expr(level, row, &items[0], cx, None)?;
                 let sql = match value.ty {
                     Type::Text => format!("({} IS NULL OR {} = '')", value.sql, value.sql),
@@ -815,13 +673,10 @@ impl Compiler<'_> {
                 Some(Frag::new(sql, Type::Boolean))
             }
             "BLANKVALUE" => {
-                if !self.arity(name, items, (2, 2), "2 arguments (value, fallback)", span) {
-                    return Some(None);
-                }
                 let exprs: Vec<&Expr> = items.iter().collect();
                 let (sql, ty) = self.uniform(level, row, &exprs, cx, "BLANKVALUE's arguments")?;
                 let [value, fallback] = sql.as_slice() else {
-                    return Some(None);
+                    return None;
                 };
                 let ty = if ty == Type::Null {
                     hint.unwrap_or(ty)
@@ -835,27 +690,18 @@ impl Compiler<'_> {
                 };
                 Some(Frag::new(format!("COALESCE({value}, {fallback})"), ty))
             }
-            "CALENDAR_YEAR" | "CALENDAR_QUARTER" | "CALENDAR_MONTH" | "WEEK_IN_YEAR"
-            | "DAY_IN_MONTH" | "DAY_IN_WEEK" | "HOUR_IN_DAY" => {
-                if !self.arity(
-                    name,
-                    items,
-                    (1, 1),
-                    "one argument (a date or datetime)",
-                    span,
-                ) {
-                    return Some(None);
-                }
+            "YEAR" | "MONTH" | "DAY" | "CALENDAR_YEAR" | "CALENDAR_QUARTER" | "CALENDAR_MONTH"
+            | "WEEK_IN_YEAR" | "DAY_IN_MONTH" | "DAY_IN_WEEK" | "HOUR_IN_DAY" => {
                 let value = self.arg(level, row, name, items, 0, Temporal, cx)?;
                 let zone = self.zone(cx);
                 let at = local(&value, &zone);
                 let sql = match name {
-                    "CALENDAR_YEAR" => format!("extract(year FROM {at})"),
+                    "YEAR" | "CALENDAR_YEAR" => format!("extract(year FROM {at})"),
                     "CALENDAR_QUARTER" => format!("extract(quarter FROM {at})"),
-                    "CALENDAR_MONTH" => format!("extract(month FROM {at})"),
+                    "MONTH" | "CALENDAR_MONTH" => format!("extract(month FROM {at})"),
                     // ISO 8601 weeks, as PostgreSQL's `week`.
                     "WEEK_IN_YEAR" => format!("extract(week FROM {at})"),
-                    "DAY_IN_MONTH" => format!("extract(day FROM {at})"),
+                    "DAY" | "DAY_IN_MONTH" => format!("extract(day FROM {at})"),
                     // 1 = Sunday ... 7 = Saturday.
                     "DAY_IN_WEEK" => format!("(extract(dow FROM {at}) + 1)"),
                     _ => format!("extract(hour FROM ({at})::timestamp)"),
@@ -867,26 +713,24 @@ impl Compiler<'_> {
                     (Some(prior), crate::compile::Purpose::Assert) => prior.clone(),
                     _ => {
                         self.report(diag::prior_only_in_rules(name, span));
-                        return Some(None);
+                        return None;
                     }
                 };
                 if name == "ISNEW" {
                     if !self.arity(name, items, (0, 0), "no arguments", span) {
-                        return Some(None);
+                        return None;
                     }
                     let sql = match prior {
                         crate::PriorRow::Create => "TRUE".to_owned(),
                         crate::PriorRow::Row(alias) => format!("({alias}.\"id\" IS NULL)"),
                     };
-                    return Some(Some(Frag::new(sql, Type::Boolean)));
+                    return Some(Frag::new(sql, Type::Boolean));
                 }
                 if !self.arity(name, items, (1, 1), "one argument (a stored field)", span) {
-                    return Some(None);
+                    return None;
                 }
                 let field = &items[0];
-                let Some((column, ty)) = self.stored_field(row, field)? else {
-                    return Some(None);
-                };
+                let (column, ty) = self.stored_field(row, field)?;
                 let sql = match (name, prior) {
                     ("ISCHANGED", crate::PriorRow::Create) => "FALSE".to_owned(),
                     ("ISCHANGED", crate::PriorRow::Row(alias)) => {
@@ -907,9 +751,6 @@ impl Compiler<'_> {
                 Some(Frag::new(sql, result))
             }
             "DAY_ONLY" => {
-                if !self.arity(name, items, (1, 1), "one argument (a datetime)", span) {
-                    return Some(None);
-                }
                 let value = self.expr(level, row, &items[0], cx, Some(Type::Datetime))?;
                 match value.ty {
                     Type::Null => Some(Frag::new("NULL::date".to_owned(), Type::Date)),
@@ -929,8 +770,8 @@ impl Compiler<'_> {
                     }
                 }
             }
-            _ => return None,
-        })
+            _ => None,
+        }
     }
 
     /// The quoted column and type of the stored field an `ISCHANGED` or `PRIORVALUE`
@@ -969,14 +810,14 @@ impl Compiler<'_> {
         }
     }
 
-    fn stored_field(&mut self, row: &Row, arg: &Expr) -> Option<Option<(String, Type)>> {
+    fn stored_field(&mut self, row: &Row, arg: &Expr) -> Option<(String, Type)> {
         let ExprKind::Path(path) = &arg.kind else {
             self.report(diag::prior_needs_field(arg.span));
-            return Some(None);
+            return None;
         };
         let [key] = path.segments.as_slice() else {
             self.report(diag::prior_needs_field(arg.span));
-            return Some(None);
+            return None;
         };
         let field = self
             .model
@@ -985,10 +826,10 @@ impl Compiler<'_> {
             .filter(|field| field.is_stored());
         let Some(field) = field else {
             self.report(diag::prior_needs_field(arg.span));
-            return Some(None);
+            return None;
         };
         let ty = Type::from_scalar(field.value_type());
-        Some(Some((self.ident(&field.key), ty)))
+        Some((self.ident(&field.key), ty))
     }
 }
 

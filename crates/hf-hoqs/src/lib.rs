@@ -161,7 +161,7 @@ pub fn compile_query_with(
         return Ok(problems(unknown));
     }
     let mut compiler = Compiler::new(model, Params::new(), Some(params), 0);
-    compiler.time_zone = options.time_zone.map(str::to_owned);
+    compiler.time_zone = options.time_zone;
     compiler.caller = options.caller.cloned();
     compiler.page = options.page;
     let compiled = compiler.top_query(&query);

@@ -30,9 +30,13 @@ pub struct Params {
 }
 
 impl Params {
-    /// No parameters yet.
+    /// No parameters yet, with room for those of a typical statement.
     pub fn new() -> Params {
-        Params::default()
+        Params {
+            values: Vec::with_capacity(16),
+            interned: HashMap::with_capacity(16),
+            named: HashMap::new(),
+        }
     }
 
     /// Adds a value (`None` is SQL NULL) and returns its number `n` for `$n`.

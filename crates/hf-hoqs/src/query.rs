@@ -12,6 +12,7 @@
 //! built for every matching record, not only for the page (three times slower, measured).
 
 use std::borrow::Cow;
+use std::fmt::Write as _;
 
 use hf_hoqs_syntax::ast::{
     CallArgs, Direction, Expr, ExprKind, Ident, NullsOrder, OrderItem, Path, Query, RowCount,
@@ -23,7 +24,7 @@ use hf_model::{FieldKind, QualifiedName};
 
 use crate::compile::{Aggregates, Compiler, Cx, Frag, Level, Purpose, Row};
 use crate::diagnostics as diag;
-use crate::types::{json_value, Type};
+use crate::types::{push_json_value, Type};
 
 /// The LIMIT of a query that states none (API: "LIMIT defaults to 100").
 pub const DEFAULT_LIMIT: u64 = 100;
@@ -226,21 +227,25 @@ impl Compiler<'_> {
     /// A keyset page: the records and their sort values, one record more than the LIMIT (so
     /// the caller knows whether another page follows).
     fn assemble_page(&mut self, body: Body) -> String {
-        let outer = self.ident("q");
+        let mut sql = String::with_capacity(STATEMENT_CAPACITY);
+        sql.push_str("SELECT ");
+        self.json_object(&mut sql, &body.items, "\"q\"");
+        sql.push_str("::text, json_build_array(");
+        let mut column = String::new();
+        for (index, order) in body.order.iter().enumerate() {
+            if index > 0 {
+                sql.push_str(", ");
+            }
+            column.clear();
+            let _ = write!(column, "\"q\".\"o{index}\"");
+            push_json_value(&mut sql, &column, order.ty);
+        }
+        sql.push_str(")::text FROM (");
         let limit = format!("({} + 1)", body.limit);
-        let rows = self.page_rows(&body, &limit, None);
-        let object = self.json_object(&body.items, |index, _| rows.item(&outer, index));
-        let sort_keys = sort_values(
-            body.order
-                .iter()
-                .enumerate()
-                .map(|(index, order)| (rows.order(&outer, index), order.ty)),
-        );
-        format!(
-            "SELECT {object}::text, {sort_keys} FROM ({}) AS {outer}{}",
-            rows.sql,
-            rows.outer_order(&outer, &body.order)
-        )
+        page_rows(&mut sql, &body, &limit, None);
+        sql.push_str(") AS \"q\"");
+        push_outer_order(&mut sql, "\"q\"", &body.order, false);
+        sql
     }
 
     /// Compiles the clauses of a query (or subquery) reading `row`; `correlation` is the
@@ -457,20 +462,28 @@ impl Compiler<'_> {
             self.report(diag::semi_join_select(item.span));
             return None;
         }
-        let mut conditions = vec![format!("({} = {})", selected_frag.sql, value.sql)];
-        conditions.extend(condition.map(|frag| frag.sql));
         let relation = self.relation(&sub_row.object);
-        let exists = format!(
-            "EXISTS (SELECT 1 FROM {relation} AS {}{} WHERE {})",
-            sub_row.alias,
-            sub_level.joins,
-            conditions.join(" AND ")
-        );
-        let sql = if negated {
-            format!("(NOT {exists})")
-        } else {
-            format!("({exists})")
-        };
+        let not = if negated { "NOT " } else { "" };
+        let mut sql = [
+            "(",
+            not,
+            "EXISTS (SELECT 1 FROM ",
+            &relation,
+            " AS ",
+            &sub_row.alias,
+            &sub_level.joins,
+            " WHERE (",
+            &selected_frag.sql,
+            " = ",
+            &value.sql,
+            ")",
+        ]
+        .concat();
+        if let Some(condition) = condition {
+            sql.push_str(" AND ");
+            sql.push_str(&condition.sql);
+        }
+        sql.push_str("))");
         Some(Frag::new(sql, Type::Boolean))
     }
 
@@ -772,209 +785,149 @@ impl Compiler<'_> {
         Some(Frag::new(self.assemble_child(body), Type::Json))
     }
 
-    /// `json_build_object($k1::text, v1, ...)` over values read through `value(index, frag)`.
-    fn json_object(
-        &mut self,
-        items: &[(String, Frag)],
-        value: impl Fn(usize, &Frag) -> String,
-    ) -> String {
-        let mut parts = Vec::with_capacity(items.len() * 2);
+    /// `json_build_object($k1::text, v1, ...)` of the select items, whose values the inner
+    /// query ([`page_rows`]) returns as `alias."c0"`, `alias."c1"`, ...
+    fn json_object(&mut self, out: &mut String, items: &[(String, Frag)], alias: &str) {
+        out.push_str("json_build_object(");
+        let mut column = String::new();
         for (index, (key, frag)) in items.iter().enumerate() {
-            parts.push(self.literal(Type::Text, key.clone()));
-            parts.push(json_value(&value(index, frag), frag.ty));
+            if index > 0 {
+                out.push_str(", ");
+            }
+            self.push_literal(out, Type::Text, key.clone());
+            out.push_str(", ");
+            column.clear();
+            let _ = write!(column, "{alias}.\"c{index}\"");
+            push_json_value(out, &column, frag.ty);
         }
-        format!("json_build_object({})", parts.join(", "))
-    }
-
-    fn clauses(&self, body: &Body, out: &mut String) {
-        if !body.conditions.is_empty() {
-            out.push_str(" WHERE ");
-            out.push_str(&body.conditions.join(" AND "));
-        }
-        if !body.group_by.is_empty() {
-            out.push_str(" GROUP BY ");
-            out.push_str(&body.group_by.join(", "));
-        }
-        if let Some(having) = &body.having {
-            out.push_str(" HAVING ");
-            out.push_str(having);
-        }
-    }
-
-    fn limit_offset(body: &Body, out: &mut String) {
-        out.push_str(" LIMIT ");
-        out.push_str(&body.limit);
-        if let Some(offset) = &body.offset {
-            out.push_str(" OFFSET ");
-            out.push_str(offset);
-        }
-    }
-
-    /// The inner query of a statement: each select item's value as `c0`, `c1`, ... and each
-    /// sort value as `o0`, `o1`, ..., filtered, grouped, sorted and limited; the outer query
-    /// builds the JSON from these columns, for the returned rows only.
-    fn page_rows(&mut self, body: &Body, limit: &str, offset: Option<&str>) -> PageRows {
-        let items: Vec<String> = (0..body.items.len())
-            .map(|index| self.ident(&format!("c{index}")))
-            .collect();
-        let orders: Vec<String> = (0..body.order.len())
-            .map(|index| self.ident(&format!("o{index}")))
-            .collect();
-        let mut values: Vec<String> = body
-            .items
-            .iter()
-            .zip(&items)
-            .map(|((_, frag), column)| format!("{} AS {column}", frag.sql))
-            .collect();
-        values.extend(
-            body.order
-                .iter()
-                .zip(&orders)
-                .map(|(order, column)| format!("{} AS {column}", order.sql)),
-        );
-        let mut sql = format!("SELECT {} FROM {}", values.join(", "), body.from);
-        self.clauses(body, &mut sql);
-        if !body.order.is_empty() {
-            let order: Vec<String> = body
-                .order
-                .iter()
-                .map(|order| format!("{}{}", order.sql, order.suffix))
-                .collect();
-            sql.push_str(" ORDER BY ");
-            sql.push_str(&order.join(", "));
-        }
-        sql.push_str(" LIMIT ");
-        sql.push_str(limit);
-        if let Some(offset) = offset {
-            sql.push_str(" OFFSET ");
-            sql.push_str(offset);
-        }
-        PageRows { sql, items, orders }
+        out.push(')');
     }
 
     fn assemble_top(&mut self, body: Body) -> String {
         if body.distinct {
             return self.assemble_distinct(body);
         }
-        let outer = self.ident("q");
-        let rows = self.page_rows(&body, &body.limit, body.offset.as_deref());
-        let object = self.json_object(&body.items, |index, _| rows.item(&outer, index));
-        format!(
-            "SELECT {object}::text FROM ({}) AS {outer}{}",
-            rows.sql,
-            rows.outer_order(&outer, &body.order)
-        )
+        let mut sql = String::with_capacity(STATEMENT_CAPACITY);
+        sql.push_str("SELECT ");
+        self.json_object(&mut sql, &body.items, "\"q\"");
+        sql.push_str("::text FROM (");
+        page_rows(&mut sql, &body, &body.limit, body.offset.as_deref());
+        sql.push_str(") AS \"q\"");
+        push_outer_order(&mut sql, "\"q\"", &body.order, false);
+        sql
     }
 
     /// `SELECT DISTINCT` over the values in an inner query; a middle query sorts and limits
     /// the distinct values, and the outer query builds the JSON of the rows it returns.
     fn assemble_distinct(&mut self, body: Body) -> String {
-        let inner_alias = self.ident("q");
-        let page_alias = self.ident("p");
-        let columns: Vec<String> = (0..body.items.len())
-            .map(|index| self.ident(&format!("c{index}")))
-            .collect();
-        let values: Vec<String> = body
-            .items
-            .iter()
-            .zip(&columns)
-            .map(|((_, frag), column)| format!("{} AS {column}", frag.sql))
-            .collect();
-        let mut inner = format!("SELECT DISTINCT {} FROM {}", values.join(", "), body.from);
-        self.clauses(&body, &mut inner);
-        let order_by = |alias: &str| -> String {
-            let order: Vec<String> = body
-                .order
-                .iter()
-                .filter_map(|order| {
-                    let column = columns.get(order.column?)?;
-                    Some(format!("{alias}.{column}{}", order.suffix))
-                })
-                .collect();
-            if order.is_empty() {
-                String::new()
-            } else {
-                format!(" ORDER BY {}", order.join(", "))
+        let mut sql = String::with_capacity(STATEMENT_CAPACITY);
+        sql.push_str("SELECT ");
+        self.json_object(&mut sql, &body.items, "\"p\"");
+        sql.push_str("::text FROM (SELECT * FROM (SELECT DISTINCT ");
+        for (index, (_, frag)) in body.items.iter().enumerate() {
+            if index > 0 {
+                sql.push_str(", ");
             }
-        };
-        let mut page = format!(
-            "SELECT * FROM ({inner}) AS {inner_alias}{}",
-            order_by(&inner_alias)
-        );
-        Self::limit_offset(&body, &mut page);
-        let object = self.json_object(&body.items, |index, _| {
-            format!(
-                "{page_alias}.{}",
-                columns.get(index).map_or("", String::as_str)
-            )
-        });
-        format!(
-            "SELECT {object}::text FROM ({page}) AS {page_alias}{}",
-            order_by(&page_alias)
-        )
+            let _ = write!(sql, "{} AS \"c{index}\"", frag.sql);
+        }
+        sql.push_str(" FROM ");
+        sql.push_str(&body.from);
+        clauses(&body, &mut sql);
+        sql.push_str(") AS \"q\"");
+        push_outer_order(&mut sql, "\"q\"", &body.order, true);
+        sql.push_str(" LIMIT ");
+        sql.push_str(&body.limit);
+        if let Some(offset) = &body.offset {
+            sql.push_str(" OFFSET ");
+            sql.push_str(offset);
+        }
+        sql.push_str(") AS \"p\"");
+        push_outer_order(&mut sql, "\"p\"", &body.order, true);
+        sql
     }
 
     /// A subquery as one JSON array: the inner query selects each record's values and sort
     /// values; `json_agg` builds the records and orders them by the same values, so the
     /// array's order is guaranteed.
     fn assemble_child(&mut self, body: Body) -> String {
-        let outer = self.ident("s");
-        let rows = self.page_rows(&body, &body.limit, body.offset.as_deref());
-        let object = self.json_object(&body.items, |index, _| rows.item(&outer, index));
-        let agg_order: Vec<String> = body
-            .order
-            .iter()
-            .enumerate()
-            .map(|(index, order)| format!("{}{}", rows.order(&outer, index), order.suffix))
-            .collect();
-        let agg_order = if agg_order.is_empty() {
-            String::new()
-        } else {
-            format!(" ORDER BY {}", agg_order.join(", "))
-        };
-        format!(
-            "(SELECT coalesce(json_agg({object}{agg_order}), '[]'::json) FROM ({}) AS {outer})",
-            rows.sql
-        )
+        let mut sql = String::with_capacity(STATEMENT_CAPACITY);
+        sql.push_str("(SELECT coalesce(json_agg(");
+        self.json_object(&mut sql, &body.items, "\"s\"");
+        push_outer_order(&mut sql, "\"s\"", &body.order, false);
+        sql.push_str("), '[]'::json) FROM (");
+        page_rows(&mut sql, &body, &body.limit, body.offset.as_deref());
+        sql.push_str(") AS \"s\")");
+        sql
     }
 }
 
-/// The inner query of [`Compiler::page_rows`] and the names of its columns.
-struct PageRows {
-    sql: String,
-    /// The column of each select item's value.
-    items: Vec<String>,
-    /// The column of each sort value.
-    orders: Vec<String>,
-}
+/// Room for a typical statement, so building it rarely reallocates.
+const STATEMENT_CAPACITY: usize = 1024;
 
-impl PageRows {
-    fn item(&self, alias: &str, index: usize) -> String {
-        format!(
-            "{alias}.{}",
-            self.items.get(index).map_or("", String::as_str)
-        )
-    }
-
-    fn order(&self, alias: &str, index: usize) -> String {
-        format!(
-            "{alias}.{}",
-            self.orders.get(index).map_or("", String::as_str)
-        )
-    }
-
-    /// ` ORDER BY` the sort columns again in the outer query, so its rows keep the inner
-    /// query's order (PostgreSQL sees the inner order and does not sort twice).
-    fn outer_order(&self, alias: &str, order: &[Order]) -> String {
-        if order.is_empty() {
-            return String::new();
+/// The inner query of a statement: each select item's value as `"c0"`, `"c1"`, ... and each
+/// sort value as `"o0"`, `"o1"`, ..., filtered, grouped, sorted and limited; the outer query
+/// builds the JSON from these columns, for the returned rows only. These generated names and
+/// the outer aliases (`"q"`, `"p"`, `"s"`) are letters and digits, written already quoted.
+fn page_rows(out: &mut String, body: &Body, limit: &str, offset: Option<&str>) {
+    out.push_str("SELECT ");
+    let items = body.items.iter().enumerate();
+    let items = items.map(|(index, (_, frag))| (frag.sql.as_str(), 'c', index));
+    let orders = body.order.iter().enumerate();
+    let orders = orders.map(|(index, order)| (order.sql.as_str(), 'o', index));
+    for (at, (value, prefix, index)) in items.chain(orders).enumerate() {
+        if at > 0 {
+            out.push_str(", ");
         }
-        let items: Vec<String> = order
-            .iter()
-            .enumerate()
-            .map(|(index, order)| format!("{}{}", self.order(alias, index), order.suffix))
-            .collect();
-        format!(" ORDER BY {}", items.join(", "))
+        let _ = write!(out, "{value} AS \"{prefix}{index}\"");
+    }
+    out.push_str(" FROM ");
+    out.push_str(&body.from);
+    clauses(body, out);
+    for (at, order) in body.order.iter().enumerate() {
+        out.push_str(if at == 0 { " ORDER BY " } else { ", " });
+        out.push_str(&order.sql);
+        out.push_str(&order.suffix);
+    }
+    out.push_str(" LIMIT ");
+    out.push_str(limit);
+    if let Some(offset) = offset {
+        out.push_str(" OFFSET ");
+        out.push_str(offset);
+    }
+}
+
+/// ` WHERE ... GROUP BY ... HAVING ...` of a body, those it has.
+fn clauses(body: &Body, out: &mut String) {
+    for (at, condition) in body.conditions.iter().enumerate() {
+        out.push_str(if at == 0 { " WHERE " } else { " AND " });
+        out.push_str(condition);
+    }
+    for (at, group) in body.group_by.iter().enumerate() {
+        out.push_str(if at == 0 { " GROUP BY " } else { ", " });
+        out.push_str(group);
+    }
+    if let Some(having) = &body.having {
+        out.push_str(" HAVING ");
+        out.push_str(having);
+    }
+}
+
+/// ` ORDER BY alias."o0" DESC, ...`: the inner query's sort columns again in an outer query, so
+/// its rows keep the inner order (PostgreSQL sees the inner order and does not sort twice).
+/// With DISTINCT the sort values are the select items' columns (`alias."c2"`). Nothing when
+/// there is nothing to sort by.
+fn push_outer_order(out: &mut String, alias: &str, order: &[Order], distinct: bool) {
+    let columns = order.iter().enumerate().filter_map(|(index, order)| {
+        let (prefix, index) = if distinct {
+            ('c', order.column?)
+        } else {
+            ('o', index)
+        };
+        Some((prefix, index, &order.suffix))
+    });
+    for (at, (prefix, index, suffix)) in columns.enumerate() {
+        out.push_str(if at == 0 { " ORDER BY " } else { ", " });
+        let _ = write!(out, "{alias}.\"{prefix}{index}\"{suffix}");
     }
 }
 
@@ -1041,11 +994,4 @@ fn order_suffix(item: &OrderItem) -> String {
         None => "",
     };
     format!("{direction}{nulls}")
-}
-
-/// The SQL of each record's sort values (SQL and type of each) as one JSON array (text), for
-/// its cursor.
-fn sort_values(order: impl Iterator<Item = (String, Type)>) -> String {
-    let values: Vec<String> = order.map(|(sql, ty)| json_value(&sql, ty)).collect();
-    format!("json_build_array({})::text", values.join(", "))
 }

@@ -171,12 +171,25 @@ pub fn widest_numeric(a: Type, b: Type) -> Type {
 /// The datetime form does not depend on the session's time zone, so the same SQL gives the
 /// same text wherever it runs.
 pub fn json_value(sql: &str, ty: Type) -> String {
+    let mut out = String::with_capacity(sql.len() + 8);
+    push_json_value(&mut out, sql, ty);
+    out
+}
+
+/// [`json_value`], written at the end of `out`.
+pub fn push_json_value(out: &mut String, sql: &str, ty: Type) {
     match ty {
-        Type::Decimal => format!("({sql})::text"),
-        Type::Datetime => {
-            format!("((to_json(({sql}) AT TIME ZONE 'UTC') #>> '{{}}') || 'Z')")
+        Type::Decimal => {
+            out.push('(');
+            out.push_str(sql);
+            out.push_str(")::text");
         }
-        _ => sql.to_owned(),
+        Type::Datetime => {
+            out.push_str("((to_json((");
+            out.push_str(sql);
+            out.push_str(") AT TIME ZONE 'UTC') #>> '{}') || 'Z')");
+        }
+        _ => out.push_str(sql),
     }
 }
 

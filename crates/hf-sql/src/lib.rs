@@ -30,22 +30,33 @@ pub enum Error {
 /// Validates first and quotes second, because PostgreSQL would truncate a long name instead of
 /// rejecting it.
 pub fn quote_ident(name: &str) -> Result<String, Error> {
-    check_ident(name)?;
     let mut quoted = String::with_capacity(name.len() + 2);
-    quoted.push('"');
-    for c in name.chars() {
-        if c == '"' {
-            quoted.push('"');
-        }
-        quoted.push(c);
-    }
-    quoted.push('"');
+    push_quoted_ident(&mut quoted, name)?;
     Ok(quoted)
+}
+
+/// [`quote_ident`], written at the end of `out` (which is left as it was on an error), for
+/// code that builds a statement in one string.
+pub fn push_quoted_ident(out: &mut String, name: &str) -> Result<(), Error> {
+    check_ident(name)?;
+    out.push('"');
+    for (index, part) in name.split('"').enumerate() {
+        if index > 0 {
+            out.push_str("\"\"");
+        }
+        out.push_str(part);
+    }
+    out.push('"');
+    Ok(())
 }
 
 /// Quotes `schema.name` as two identifiers.
 pub fn quote_qualified(schema: &str, name: &str) -> Result<String, Error> {
-    Ok(format!("{}.{}", quote_ident(schema)?, quote_ident(name)?))
+    let mut quoted = String::with_capacity(schema.len() + name.len() + 5);
+    push_quoted_ident(&mut quoted, schema)?;
+    quoted.push('.');
+    push_quoted_ident(&mut quoted, name)?;
+    Ok(quoted)
 }
 
 /// Checks that PostgreSQL would keep the identifier exactly as given.
@@ -143,6 +154,9 @@ mod tests {
             "\"hf:authenticated\""
         );
         assert_eq!(quote_qualified("crm", "user").unwrap(), "\"crm\".\"user\"");
+        let mut out = "t.".to_owned();
+        push_quoted_ident(&mut out, "x\"").unwrap();
+        assert_eq!(out, "t.\"x\"\"\"");
     }
 
     #[test]

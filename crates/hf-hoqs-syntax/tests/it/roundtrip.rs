@@ -50,6 +50,12 @@ fn function_name() -> impl Strategy<Value = String> {
         Just("COUNT".to_string()),
         Just("upper".to_string()),
         Just("IF".to_string()),
+        // Functions of the newer syntax, each a plain call to the parser.
+        Just("REGEX".to_string()),
+        Just("TOLABEL".to_string()),
+        Just("contains".to_string()),
+        Just("STARTS_WITH".to_string()),
+        Just("ENDS_WITH".to_string()),
         "[A-Za-z][A-Za-z0-9_]{0,6}",
     ]
     .prop_filter("reserved", |name| !is_reserved(name))

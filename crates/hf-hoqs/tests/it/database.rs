@@ -158,9 +158,16 @@ async fn run_fixture(client: &Client, path: &Path) -> Result<Vec<Value>, String>
         let params: RequestParams = directive(&source, "params")
             .map(|json| serde_json::from_str(json).unwrap())
             .unwrap_or_default();
-        let compiled = compile_fixture(model, &source, &params, directive(&source, "page"))
-            .query
-            .unwrap();
+        let compiled = compile_fixture(
+            model,
+            &source,
+            &params,
+            directive(&source, "page"),
+            directive(&source, "time_zone"),
+            directive(&source, "caller"),
+        )
+        .query
+        .unwrap();
         return run(client, &compiled.sql, &compiled.params).await;
     }
     let object = QualifiedName::parse(directive(&source, "object").unwrap()).unwrap();

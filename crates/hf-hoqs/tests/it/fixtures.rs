@@ -2,7 +2,8 @@
 //!
 //! A `*.hoqs` file is a query; leading comment lines may choose the model
 //! (`-- model: shop`, default the demo CRM) and give the request's parameters
-//! (`-- params: {"min": 10}`). A `*.expr` file is an expression compiled against a row named
+//! (`-- params: {"min": 10}`), its time zone (`-- time_zone: Pacific/Auckland`, default UTC)
+//! and the caller's name (`-- caller: ada`, default none: `$User` is then an error). A `*.expr` file is an expression compiled against a row named
 //! `new`; its lines `-- object: crm.opportunity` and `-- use: assert` (or `filter`, or
 //! `formula decimal`) say how. An ok case must compile without diagnostics and its snapshot
 //! holds the SQL, the parameters and the keys (or the joins); an err case must give at least
@@ -43,7 +44,14 @@ fn compile(path: &Path, source: &str) -> Outcome {
                 Some(json) => serde_json::from_str(json).unwrap(),
                 None => RequestParams::new(),
             };
-            let output = compile_fixture(model, source, &params, directive(source, "page"));
+            let output = compile_fixture(
+                model,
+                source,
+                &params,
+                directive(source, "page"),
+                directive(source, "time_zone"),
+                directive(source, "caller"),
+            );
             match output.query {
                 Some(query) => Outcome::Compiled(format!(
                     "{}\n---\n{}keys: {:?}\n",

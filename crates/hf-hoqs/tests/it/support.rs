@@ -135,14 +135,20 @@ pub fn compile_fixture(
     source: &str,
     params: &hf_hoqs::RequestParams,
     page: Option<&str>,
+    time_zone: Option<&str>,
+    caller: Option<&str>,
 ) -> hf_hoqs::QueryOutput {
     let after: Option<Vec<Box<serde_json::value::RawValue>>> = page
         .filter(|page| *page != "first")
         .map(|values| serde_json::from_str(values).unwrap());
+    let caller = caller.map(|name| hf_hoqs::Caller {
+        id: "6f9619ff-8b86-d011-b42d-00c04fc964ff".to_owned(),
+        name: name.to_owned(),
+    });
     let options = hf_hoqs::QueryOptions {
         params,
-        time_zone: None,
-        caller: None,
+        time_zone,
+        caller: caller.as_ref(),
         page: page.map(|_| after.as_deref()),
     };
     hf_hoqs::compile_query_with(model, source, options).unwrap()
