@@ -64,27 +64,42 @@ impl std::fmt::Display for JsStr<'_> {
     fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         use std::fmt::Write as _;
         out.write_char('"')?;
-        // Runs of characters that need no escape are written in one piece.
+        // Runs of characters that need no escape are written in one piece. Bytes, not chars:
+        // every character to escape is ASCII but U+2028 and U+2029 (`E2 80 A8`, `E2 80 A9`), so
+        // a cut is always at a character boundary.
+        let bytes = self.0.as_bytes();
         let mut plain = 0;
-        for (at, c) in self.0.char_indices() {
-            let escape: Option<&str> = match c {
-                '"' => Some("\\\""),
-                '\\' => Some("\\\\"),
-                '\n' => Some("\\n"),
-                '\r' => Some("\\r"),
-                '\t' => Some("\\t"),
-                '\u{2028}' => Some("\\u2028"),
-                '\u{2029}' => Some("\\u2029"),
-                '<' => Some("\\x3C"),
-                c if (c as u32) < 0x20 => None,
-                _ => continue,
+        let mut at = 0;
+        while at < bytes.len() {
+            let byte = bytes[at];
+            let (escape, len): (Option<&str>, usize) = match byte {
+                b'"' => (Some("\\\""), 1),
+                b'\\' => (Some("\\\\"), 1),
+                b'\n' => (Some("\\n"), 1),
+                b'\r' => (Some("\\r"), 1),
+                b'\t' => (Some("\\t"), 1),
+                b'<' => (Some("\\x3C"), 1),
+                0xE2 if bytes.get(at + 1) == Some(&0x80) => match bytes.get(at + 2) {
+                    Some(0xA8) => (Some("\\u2028"), 3),
+                    Some(0xA9) => (Some("\\u2029"), 3),
+                    _ => {
+                        at += 1;
+                        continue;
+                    }
+                },
+                byte if byte < 0x20 => (None, 1),
+                _ => {
+                    at += 1;
+                    continue;
+                }
             };
             out.write_str(&self.0[plain..at])?;
             match escape {
                 Some(text) => out.write_str(text)?,
-                None => write!(out, "\\x{:02X}", c as u32)?,
+                None => write!(out, "\\x{byte:02X}")?,
             }
-            plain = at + c.len_utf8();
+            at += len;
+            plain = at;
         }
         out.write_str(&self.0[plain..])?;
         out.write_char('"')
@@ -100,17 +115,25 @@ pub(crate) fn quote(s: &str) -> String {
     js_string(s)
 }
 
-fn slots(set: &BTreeSet<usize>) -> String {
-    let mut out = String::with_capacity(2 + 4 * set.len());
-    out.push('[');
-    for (i, slot) in set.iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
+/// A slot list as JavaScript (`[0, 2]`), written straight into the output without building a
+/// `String` (every dynamic piece of markup writes one).
+struct Slots<'s>(&'s BTreeSet<usize>);
+
+impl std::fmt::Display for Slots<'_> {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        out.write_char('[')?;
+        for (i, slot) in self.0.iter().enumerate() {
+            if i > 0 {
+                out.write_str(", ")?;
+            }
+            write!(out, "{slot}")?;
         }
-        let _ = write!(out, "{slot}");
+        out.write_char(']')
     }
-    out.push(']');
-    out
+}
+
+fn slots(set: &BTreeSet<usize>) -> Slots<'_> {
+    Slots(set)
 }
 
 const EVENT_MODIFIERS: &[&str] = &[
