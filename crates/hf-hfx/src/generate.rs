@@ -72,6 +72,10 @@ impl std::fmt::Display for JsStr<'_> {
         let mut at = 0;
         while at < bytes.len() {
             let byte = bytes[at];
+            if !MAY_ESCAPE[usize::from(byte)] {
+                at += 1;
+                continue;
+            }
             let (escape, len): (Option<&str>, usize) = match byte {
                 b'"' => (Some("\\\""), 1),
                 b'\\' => (Some("\\\\"), 1),
@@ -105,6 +109,21 @@ impl std::fmt::Display for JsStr<'_> {
         out.write_char('"')
     }
 }
+
+/// The bytes [`JsStr`] must look at: those it escapes, and the first byte of U+2028/U+2029.
+const MAY_ESCAPE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 0x20 {
+        table[byte] = true;
+        byte += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table[b'<' as usize] = true;
+    table[0xE2] = true;
+    table
+};
 
 fn js_string(s: &str) -> String {
     JsStr(s).to_string()
