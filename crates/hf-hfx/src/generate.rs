@@ -178,13 +178,16 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         for import in &script.imports {
             components.extend(import.locals.iter().cloned());
         }
+        // About what the render function takes for ordinary markup, so that it rarely grows
+        // (each growth copies everything written so far).
+        let out_capacity = sink.source.len() * 3;
         Generator {
             sink,
             alloc,
             script,
             scope,
             components,
-            out: String::new(),
+            out: String::with_capacity(out_capacity),
             next_var: 0,
             next_slot: script.state.len(),
             frames: Vec::new(),
