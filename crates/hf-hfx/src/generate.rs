@@ -64,32 +64,66 @@ impl std::fmt::Display for JsStr<'_> {
     fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         use std::fmt::Write as _;
         out.write_char('"')?;
-        // Runs of characters that need no escape are written in one piece.
+        // Runs of characters that need no escape are written in one piece. Bytes, not chars:
+        // every character to escape is ASCII but U+2028 and U+2029 (`E2 80 A8`, `E2 80 A9`), so
+        // a cut is always at a character boundary.
+        let bytes = self.0.as_bytes();
         let mut plain = 0;
-        for (at, c) in self.0.char_indices() {
-            let escape: Option<&str> = match c {
-                '"' => Some("\\\""),
-                '\\' => Some("\\\\"),
-                '\n' => Some("\\n"),
-                '\r' => Some("\\r"),
-                '\t' => Some("\\t"),
-                '\u{2028}' => Some("\\u2028"),
-                '\u{2029}' => Some("\\u2029"),
-                '<' => Some("\\x3C"),
-                c if (c as u32) < 0x20 => None,
-                _ => continue,
+        let mut at = 0;
+        while at < bytes.len() {
+            let byte = bytes[at];
+            if !MAY_ESCAPE[usize::from(byte)] {
+                at += 1;
+                continue;
+            }
+            let (escape, len): (Option<&str>, usize) = match byte {
+                b'"' => (Some("\\\""), 1),
+                b'\\' => (Some("\\\\"), 1),
+                b'\n' => (Some("\\n"), 1),
+                b'\r' => (Some("\\r"), 1),
+                b'\t' => (Some("\\t"), 1),
+                b'<' => (Some("\\x3C"), 1),
+                0xE2 if bytes.get(at + 1) == Some(&0x80) => match bytes.get(at + 2) {
+                    Some(0xA8) => (Some("\\u2028"), 3),
+                    Some(0xA9) => (Some("\\u2029"), 3),
+                    _ => {
+                        at += 1;
+                        continue;
+                    }
+                },
+                byte if byte < 0x20 => (None, 1),
+                _ => {
+                    at += 1;
+                    continue;
+                }
             };
             out.write_str(&self.0[plain..at])?;
             match escape {
                 Some(text) => out.write_str(text)?,
-                None => write!(out, "\\x{:02X}", c as u32)?,
+                None => write!(out, "\\x{byte:02X}")?,
             }
-            plain = at + c.len_utf8();
+            at += len;
+            plain = at;
         }
         out.write_str(&self.0[plain..])?;
         out.write_char('"')
     }
 }
+
+/// The bytes [`JsStr`] must look at: those it escapes, and the first byte of U+2028/U+2029.
+const MAY_ESCAPE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 0x20 {
+        table[byte] = true;
+        byte += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table[b'<' as usize] = true;
+    table[0xE2] = true;
+    table
+};
 
 fn js_string(s: &str) -> String {
     JsStr(s).to_string()
@@ -100,17 +134,25 @@ pub(crate) fn quote(s: &str) -> String {
     js_string(s)
 }
 
-fn slots(set: &BTreeSet<usize>) -> String {
-    let mut out = String::with_capacity(2 + 4 * set.len());
-    out.push('[');
-    for (i, slot) in set.iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
+/// A slot list as JavaScript (`[0, 2]`), written straight into the output without building a
+/// `String` (every dynamic piece of markup writes one).
+struct Slots<'s>(&'s BTreeSet<usize>);
+
+impl std::fmt::Display for Slots<'_> {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        out.write_char('[')?;
+        for (i, slot) in self.0.iter().enumerate() {
+            if i > 0 {
+                out.write_str(", ")?;
+            }
+            write!(out, "{slot}")?;
         }
-        let _ = write!(out, "{slot}");
+        out.write_char(']')
     }
-    out.push(']');
-    out
+}
+
+fn slots(set: &BTreeSet<usize>) -> Slots<'_> {
+    Slots(set)
 }
 
 const EVENT_MODIFIERS: &[&str] = &[
@@ -136,13 +178,16 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         for import in &script.imports {
             components.extend(import.locals.iter().cloned());
         }
+        // About what the render function takes for ordinary markup, so that it rarely grows
+        // (each growth copies everything written so far).
+        let out_capacity = sink.source.len() * 3;
         Generator {
             sink,
             alloc,
             script,
             scope,
             components,
-            out: String::new(),
+            out: String::with_capacity(out_capacity),
             next_var: 0,
             next_slot: script.state.len(),
             frames: Vec::new(),

@@ -416,13 +416,15 @@ pub(crate) fn analyze_program(
     let scoping = semantic.scoping();
     let nodes = semantic.nodes();
 
-    for node in nodes.iter().filter(|n| in_script(n.kind().span())) {
+    for node in nodes.iter() {
+        // The kind first: most nodes are neither, and a node's span costs a dispatch.
         let is_await = match node.kind() {
             AstKind::AwaitExpression(_) => true,
             AstKind::ForOfStatement(f) => f.r#await,
             _ => false,
         };
         if is_await
+            && in_script(node.kind().span())
             && !nodes.ancestor_kinds(node.id()).any(|k| {
                 matches!(
                     k,
@@ -624,7 +626,7 @@ pub(crate) fn analyze_program(
         .filter(|r| r.kind == RuneKind::State)
         .map(|r| r.name.as_str())
         .collect();
-    let mut reads_in: HashMap<String, BTreeSet<usize>> = HashMap::new();
+    let mut reads_in: HashMap<&str, BTreeSet<usize>> = HashMap::new();
     for (slot, symbol) in state_symbols.iter().enumerate() {
         let deep = deep_names.contains(info.state[slot].as_str());
         for reference in scoping.get_resolved_references(*symbol) {
@@ -637,7 +639,7 @@ pub(crate) fn analyze_program(
             if let Some(f) =
                 enclosing_function(abs(node_span).start).filter(|_| reference.is_read())
             {
-                reads_in.entry(f.clone()).or_default().insert(slot);
+                reads_in.entry(f.as_str()).or_default().insert(slot);
             }
             if let Some(target) = assignment_around(semantic, reference) {
                 let slots = BTreeSet::from([slot]);
@@ -664,7 +666,7 @@ pub(crate) fn analyze_program(
         }
     }
     // Calls between top-level functions, then the transitive closure of what they read.
-    let mut calls: HashMap<String, BTreeSet<String>> = HashMap::new();
+    let mut calls: HashMap<&str, BTreeSet<&str>> = HashMap::new();
     for (symbol, callee) in &function_symbols {
         for reference in scoping.get_resolved_references(*symbol) {
             let node_span = nodes.kind(reference.node_id()).span();
@@ -673,22 +675,22 @@ pub(crate) fn analyze_program(
             }
             if let Some(caller) = enclosing_function(abs(node_span).start) {
                 calls
-                    .entry(caller.clone())
+                    .entry(caller.as_str())
                     .or_default()
-                    .insert(callee.clone());
+                    .insert(callee.as_str());
             }
         }
     }
     let names: Vec<String> = info.functions.keys().cloned().collect();
     for name in names {
-        let mut seen = BTreeSet::from([name.clone()]);
-        let mut todo = vec![name.clone()];
+        let mut seen = BTreeSet::from([name.as_str()]);
+        let mut todo = vec![name.as_str()];
         let mut slots = BTreeSet::new();
         while let Some(f) = todo.pop() {
-            slots.extend(reads_in.get(&f).into_iter().flatten().copied());
-            for callee in calls.get(&f).into_iter().flatten() {
-                if seen.insert(callee.clone()) {
-                    todo.push(callee.clone());
+            slots.extend(reads_in.get(f).into_iter().flatten().copied());
+            for callee in calls.get(f).into_iter().flatten() {
+                if seen.insert(callee) {
+                    todo.push(callee);
                 }
             }
         }

@@ -157,23 +157,12 @@ pub(crate) struct FormBlock {
 
 /// Elements that have no content and no closing tag.
 pub(crate) fn is_void(name: &str) -> bool {
-    matches!(
-        name.to_ascii_lowercase().as_str(),
-        "area"
-            | "base"
-            | "br"
-            | "col"
-            | "embed"
-            | "hr"
-            | "img"
-            | "input"
-            | "link"
-            | "meta"
-            | "param"
-            | "source"
-            | "track"
-            | "wbr"
-    )
+    const VOID: &[&str] = &[
+        "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
+        "source", "track", "wbr",
+    ];
+    // Compared without lowercasing a copy: this runs for every tag.
+    VOID.iter().any(|void| void.eq_ignore_ascii_case(name))
 }
 
 /// An open element or block while parsing.
@@ -454,9 +443,10 @@ impl Parser<'_, '_> {
                 "expected a tag name after `<` (write `&lt;` for a literal `<`)",
             );
         }
-        let lower = name.to_ascii_lowercase();
-        if lower == "script" || lower == "style" {
-            return self.raw_block(start, &lower);
+        for raw in ["script", "style"] {
+            if name.eq_ignore_ascii_case(raw) {
+                return self.raw_block(start, raw);
+            }
         }
         let mut el = Element {
             name,
@@ -1434,6 +1424,18 @@ fn find_ascii_ci(haystack: &str, needle: &str) -> Option<usize> {
     let h = haystack.as_bytes();
     let n = needle.as_bytes();
     let first = n.first()?.to_ascii_lowercase();
+    if first.is_ascii() && !first.is_ascii_alphabetic() {
+        // `</script`, `</style`: a byte with no case, found with the library's fast search.
+        let mut from = 0;
+        while let Some(found) = haystack.get(from..)?.find(char::from(first)) {
+            let at = from + found;
+            if h.get(at..at + n.len())?.eq_ignore_ascii_case(n) {
+                return Some(at);
+            }
+            from = at + 1;
+        }
+        return None;
+    }
     let mut from = 0;
     // Candidates start with the needle's first byte; only those are compared in full.
     while let Some(found) = h[from..]
