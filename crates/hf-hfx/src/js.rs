@@ -452,7 +452,7 @@ pub(crate) fn analyze_program(
                     let Some(Expression::CallExpression(call)) = &d.init else {
                         continue;
                     };
-                    if matches!(&call.callee, Expression::Identifier(id) if id.name == "$props") {
+                    if rune_name(&call.callee) == Some("$props") {
                         rune_callees.insert(call.callee.span().start);
                         props_pattern(sink, base, var, d, call, &mut info, &mut rune_callees);
                         continue;
@@ -777,7 +777,7 @@ fn props_pattern(
             continue;
         };
         if let Some(Expression::CallExpression(bindable)) = default {
-            if matches!(&bindable.callee, Expression::Identifier(id) if id.name == "$bindable") {
+            if rune_name(&bindable.callee) == Some("$bindable") {
                 rune_callees.insert(bindable.callee.span().start);
                 info.runes.push(Rune {
                     kind: RuneKind::Bindable,
@@ -803,29 +803,35 @@ fn props_pattern(
     });
 }
 
-/// `$state`, `$state.raw`, `$derived`, `$derived.by`, `$effect` or `$effect.pre` when `callee`
-/// names one of them.
+/// Every rune a screen script may call, as written. [`rune_name`] recognises exactly these, and
+/// the fixture tests check that each has a screen that compiles and one that is refused.
+pub(crate) const RUNES: &[&str] = &[
+    "$state",
+    "$state.raw",
+    "$derived",
+    "$derived.by",
+    "$effect",
+    "$effect.pre",
+    "$props",
+    "$bindable",
+];
+
+/// The rune `callee` names (one of [`RUNES`]), if it names one.
 fn rune_name(callee: &Expression<'_>) -> Option<&'static str> {
-    match callee {
-        Expression::Identifier(id) => match id.name.as_str() {
-            "$state" => Some("$state"),
-            "$derived" => Some("$derived"),
-            "$effect" => Some("$effect"),
-            _ => None,
-        },
-        Expression::StaticMemberExpression(m) => {
-            let Expression::Identifier(object) = &m.object else {
-                return None;
-            };
-            match (object.name.as_str(), m.property.name.as_str()) {
-                ("$state", "raw") => Some("$state.raw"),
-                ("$derived", "by") => Some("$derived.by"),
-                ("$effect", "pre") => Some("$effect.pre"),
-                _ => None,
+    let (object, property) = match callee {
+        Expression::Identifier(id) => (id.name.as_str(), None),
+        Expression::StaticMemberExpression(m) => match &m.object {
+            Expression::Identifier(object) => {
+                (object.name.as_str(), Some(m.property.name.as_str()))
             }
-        }
-        _ => None,
-    }
+            _ => return None,
+        },
+        _ => return None,
+    };
+    RUNES.iter().copied().find(|rune| match property {
+        None => *rune == object,
+        Some(property) => rune.split_once('.') == Some((object, property)),
+    })
 }
 
 /// The text edits that compile the runes for the piece-by-piece compiler (the one-pass compiler

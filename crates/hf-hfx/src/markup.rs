@@ -9,6 +9,46 @@
 use crate::diagnostics::{DiagnosticCode as Code, Sink};
 use crate::scan;
 
+/// Every `{#…}`, `{:…}`, `{/…}` and `{@…}` tag the parser knows, as a source writes its start.
+/// The parser's dispatch below recognises exactly these (a unit test holds the two together);
+/// an unknown tag is reported with the closest of them, and the fixture tests check that each
+/// has a fixture that compiles and one that is refused.
+pub(crate) const TAGS: &[&str] = &[
+    "{#if",
+    "{:else",
+    "{/if",
+    "{#each",
+    "{/each",
+    "{#query",
+    "{/query",
+    "{#form",
+    "{/form",
+    "{#await",
+    "{:then",
+    "{:catch",
+    "{/await",
+    "{#key",
+    "{/key",
+    "{#snippet",
+    "{/snippet",
+    "{@render",
+    "{@const",
+    "{@html",
+];
+
+/// The known tag closest to an unknown one (`{#eahc` → `{#each`): same sigil, at most two
+/// letters changed, added or removed.
+fn closest_tag(unknown: &str) -> Option<&'static str> {
+    let sigil = unknown.get(..2)?;
+    TAGS.iter()
+        .copied()
+        .filter(|tag| tag.starts_with(sigil))
+        .map(|tag| (strsim::levenshtein(&tag[2..], &unknown[2..]), tag))
+        .filter(|(distance, _)| *distance <= 2)
+        .min()
+        .map(|(_, tag)| tag)
+}
+
 /// The name of a spread attribute (`{...object}`), which no real attribute can have.
 pub(crate) const SPREAD: &str = "...";
 
@@ -992,7 +1032,11 @@ impl Parser<'_, '_> {
             ),
             _ => {
                 let shown = &self.src[start..kw_end];
-                self.fail(Code::InvalidBlock, start, format!("unknown tag `{shown}`"))
+                let message = match closest_tag(shown) {
+                    Some(tag) => format!("unknown tag `{shown}`; did you mean `{tag}`?"),
+                    None => format!("unknown tag `{shown}`"),
+                };
+                self.fail(Code::InvalidBlock, start, message)
             }
         }
     }

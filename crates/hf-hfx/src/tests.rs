@@ -76,3 +76,74 @@ fn a_piece_that_is_not_one_expression_is_refused() {
             .is_some()
     );
 }
+
+/// The sources of the fixtures in `fixtures/hfx/<kind>`.
+fn fixture_sources(kind: &str) -> Vec<String> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/hfx")
+        .join(kind);
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "hfx"))
+        .map(|path| std::fs::read_to_string(path).unwrap())
+        .collect()
+}
+
+/// Every tag in `markup::TAGS` is one the parser recognises, and the same keywords behind
+/// another sigil are not: the list and the parser's dispatch say the same thing.
+#[test]
+fn the_tag_list_is_the_tags_the_parser_knows() {
+    let unknown = |source: &str| {
+        compile(source, None)
+            .diagnostics
+            .iter()
+            .any(|d| d.message.starts_with("unknown tag"))
+    };
+    for tag in markup::TAGS {
+        assert!(!unknown(&format!("{tag} x}}")), "{tag} is known");
+        let keyword = &tag[2..];
+        for sigil in ["{#", "{:", "{/", "{@"] {
+            let spelled = format!("{sigil}{keyword}");
+            if !markup::TAGS.contains(&spelled.as_str()) {
+                assert!(unknown(&format!("{spelled} x}}")), "{spelled} is unknown");
+            }
+        }
+    }
+    let output = compile("{#eahc items as item}{/each}", None);
+    assert!(
+        output.diagnostics[0]
+            .message
+            .contains("did you mean `{#each`?"),
+        "{:?}",
+        output.diagnostics
+    );
+}
+
+/// Every tag and every rune has a fixture that compiles and one that is refused (`{@html` is
+/// always refused), so a new construct cannot arrive without both.
+#[test]
+fn every_tag_and_rune_has_an_ok_and_an_err_fixture() {
+    let ok = fixture_sources("ok");
+    let err = fixture_sources("err");
+    let in_some = |sources: &[String], needle: &str| sources.iter().any(|s| s.contains(needle));
+    let mut missing = Vec::new();
+    for tag in markup::TAGS {
+        if *tag != "{@html" && !in_some(&ok, tag) {
+            missing.push(format!("ok fixture with {tag}"));
+        }
+        if !in_some(&err, tag) {
+            missing.push(format!("err fixture with {tag}"));
+        }
+    }
+    for rune in crate::js::RUNES {
+        let call = format!("{rune}(");
+        if !in_some(&ok, &call) {
+            missing.push(format!("ok fixture calling {rune}"));
+        }
+        if !in_some(&err, &call) {
+            missing.push(format!("err fixture calling {rune}"));
+        }
+    }
+    assert!(missing.is_empty(), "missing: {missing:?}");
+}
