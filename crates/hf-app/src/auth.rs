@@ -15,7 +15,7 @@ use hf_storage::auth::{Bootstrap, LoginThrottle, Principal, PrincipalCache};
 use hf_storage::Pool;
 
 use crate::iam::Iam;
-use crate::shed::WorkQueue;
+use crate::shed::{Admission, WorkQueue};
 use crate::{Error, Result};
 
 /// How often an instance re-reads the signing keys, to pick up `hf keys rotate`.
@@ -392,6 +392,13 @@ impl AuthState {
     /// bound, so a login flood is turned away before it costs database round trips.
     pub fn refuse_if_hashing_is_full(&self) -> Result<()> {
         self.hashing.refuse_if_full()
+    }
+
+    /// Admits a login at the door, or refuses it at once ([`Error::Overloaded`]) when as many
+    /// logins are in progress as the password checks can run and queue (see
+    /// [`WorkQueue::admit`]); the place is held until the [`Admission`] is dropped.
+    pub fn admit_login(&self) -> Result<Admission> {
+        self.hashing.admit()
     }
 
     /// Hashes a new password with argon2id on a blocking thread, at most `hashing_concurrency`

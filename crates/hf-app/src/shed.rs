@@ -51,6 +51,10 @@ pub struct WorkQueue {
     waiting: AtomicUsize,
     max_waiting: usize,
     max_wait: Duration,
+    /// Requests admitted by [`WorkQueue::admit`] and not yet finished.
+    admitted: Arc<AtomicUsize>,
+    /// How many [`WorkQueue::admit`] lets in at once: the running work plus its wait.
+    max_admitted: usize,
 }
 
 impl WorkQueue {
@@ -69,6 +73,8 @@ impl WorkQueue {
             waiting: AtomicUsize::new(0),
             max_waiting,
             max_wait,
+            admitted: Arc::new(AtomicUsize::new(0)),
+            max_admitted: concurrency.max(1) + max_waiting,
         }
     }
 
@@ -111,8 +117,44 @@ impl WorkQueue {
         }
     }
 
+    /// Admits a request that will need this queue, or refuses it at once ([`Error::Overloaded`])
+    /// when as many are admitted as can run and wait; the place is held until the
+    /// [`Admission`] is dropped, when the request ends.
+    ///
+    /// A place is taken before the request spends anything (reading its body, database round
+    /// trips), so a flood is refused in full at the door: checking for a free place instead
+    /// ([`WorkQueue::refuse_if_full`]) lets in every request that arrives between the moment a
+    /// place frees and the moment the next admitted request reaches the queue (dozens under a
+    /// flood), and all but one of them are refused only after that work, tens of milliseconds
+    /// later.
+    pub fn admit(&self) -> Result<Admission, Error> {
+        let taken = self
+            .admitted
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |admitted| {
+                (admitted < self.max_admitted).then_some(admitted + 1)
+            });
+        match taken {
+            Ok(_) => Ok(Admission {
+                admitted: Arc::clone(&self.admitted),
+            }),
+            Err(_) => Err(self.overloaded()),
+        }
+    }
+
     fn overloaded(&self) -> Error {
         Error::Overloaded { what: self.what }
+    }
+}
+
+/// A request's place among those [`WorkQueue::admit`] let in; given back when dropped.
+#[derive(Debug)]
+pub struct Admission {
+    admitted: Arc<AtomicUsize>,
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        self.admitted.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -162,6 +204,16 @@ mod tests {
         assert_eq!(queue.waiting.load(Ordering::SeqCst), 0);
         assert!(queue.refuse_if_full().is_ok());
         drop(queue.enter().await.unwrap());
+    }
+
+    #[test]
+    fn admissions_are_bounded_by_the_work_and_its_wait_and_given_back() {
+        let queue = WorkQueue::new("tests", 1, 2, Duration::from_secs(5));
+        let admitted: Vec<Admission> = (0..3).map(|_| queue.admit().unwrap()).collect();
+        assert!(matches!(queue.admit(), Err(Error::Overloaded { .. })));
+        drop(admitted);
+        assert_eq!(queue.admitted.load(Ordering::SeqCst), 0);
+        drop(queue.admit().unwrap());
     }
 
     #[tokio::test]
