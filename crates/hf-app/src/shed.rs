@@ -104,13 +104,16 @@ impl WorkQueue {
         admitted
     }
 
-    /// Refuses at once ([`Error::Overloaded`]) when no slot is free and the wait is full, so a
-    /// request can be turned away before it spends anything (database round trips) on work it
-    /// would not get to do. A later [`WorkQueue::enter`] may still refuse.
+    /// Refuses at once ([`Error::Overloaded`]) when as many requests are admitted
+    /// ([`WorkQueue::admit`]) as can run and wait, or when no slot is free and the wait is full,
+    /// so a request can be turned away before it spends anything (reading its body, database
+    /// round trips) on work it would not get to do. Takes no place: a later
+    /// [`WorkQueue::admit`] or [`WorkQueue::enter`] may still refuse.
     pub fn refuse_if_full(&self) -> Result<(), Error> {
-        let full = self.permits.available_permits() == 0
+        let all_admitted = self.admitted.load(Ordering::SeqCst) >= self.max_admitted;
+        let wait_full = self.permits.available_permits() == 0
             && self.waiting.load(Ordering::SeqCst) >= self.max_waiting;
-        if full {
+        if all_admitted || wait_full {
             Err(self.overloaded())
         } else {
             Ok(())
@@ -121,12 +124,13 @@ impl WorkQueue {
     /// when as many are admitted as can run and wait; the place is held until the
     /// [`Admission`] is dropped, when the request ends.
     ///
-    /// A place is taken before the request spends anything (reading its body, database round
-    /// trips), so a flood is refused in full at the door: checking for a free place instead
-    /// ([`WorkQueue::refuse_if_full`]) lets in every request that arrives between the moment a
-    /// place frees and the moment the next admitted request reaches the queue (dozens under a
-    /// flood), and all but one of them are refused only after that work, tens of milliseconds
-    /// later.
+    /// Taking a place before the work that precedes the queue (database round trips) refuses a
+    /// flood in full before that work. Checking for a free place instead
+    /// ([`WorkQueue::refuse_if_full`] alone) lets in every request that arrives between the
+    /// moment a place frees and the moment the next admitted request reaches the queue (dozens
+    /// under a flood), and all but one of them are refused only after that work, tens of
+    /// milliseconds later. Take it once the request's body is read, so a client that sends its
+    /// body slowly holds no place.
     pub fn admit(&self) -> Result<Admission, Error> {
         let taken = self
             .admitted
@@ -211,7 +215,9 @@ mod tests {
         let queue = WorkQueue::new("tests", 1, 2, Duration::from_secs(5));
         let admitted: Vec<Admission> = (0..3).map(|_| queue.admit().unwrap()).collect();
         assert!(matches!(queue.admit(), Err(Error::Overloaded { .. })));
+        assert!(queue.refuse_if_full().is_err());
         drop(admitted);
+        assert!(queue.refuse_if_full().is_ok());
         assert_eq!(queue.admitted.load(Ordering::SeqCst), 0);
         drop(queue.admit().unwrap());
     }

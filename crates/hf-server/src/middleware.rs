@@ -20,26 +20,24 @@ use crate::limits::Limits;
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Refuses a record request or query (`/data/...`) when the data pool's wait is full, and a
-/// login (`POST /auth/login`) when as many logins are in progress as the password checks can
-/// run and queue, before anything is spent on it (the token check, reading and parsing the
-/// body). Under overload a refusal must cost far less than the work it turns away, or refusing
-/// eats the capacity it protects; the use cases check again, for callers that come another way.
-/// An admitted login holds its place (the returned admission) until its request ends.
-fn shed_early(req: &ServiceRequest) -> Result<Option<hf_app::shed::Admission>, ApiError> {
+/// login (`POST /auth/login`) when as many logins are in progress as the password checks can run
+/// and queue, before anything is spent on it (the token check, reading and parsing the body). Under overload a refusal must cost far
+/// less than the work it turns away, or refusing eats the capacity it protects; the use cases
+/// check again, for callers that come another way.
+fn shed_early(req: &ServiceRequest) -> Result<(), ApiError> {
     let path = req.path();
     let is_data = path.starts_with("/data/");
     let is_login = path == "/auth/login" && req.method() == Method::POST;
     if !is_data && !is_login {
-        return Ok(None);
+        return Ok(());
     }
     let Some(state) = req.app_data::<web::Data<crate::state::AppState>>() else {
-        return Ok(None);
+        return Ok(());
     };
     if is_login {
-        Ok(Some(state.auth.admit_login()?))
+        state.auth.refuse_if_hashing_is_full().map_err(Into::into)
     } else {
-        hf_app::shed::refuse_if_data_pool_backed_up(state.pool())?;
-        Ok(None)
+        hf_app::shed::refuse_if_data_pool_backed_up(state.pool()).map_err(Into::into)
     }
 }
 
@@ -56,29 +54,25 @@ pub async fn edge(
     let limits = req.app_data::<Limits>().copied();
     // Refused before anything reads the body: a head over the limits, or work the service would
     // shed anyway.
-    let admitted = limits
+    let refused = limits
         .as_ref()
         .map_or(Ok(()), |limits| crate::limits::check_head(&req, limits))
         .and_then(|()| shed_early(&req));
-    let admission = match admitted {
-        Ok(admission) => admission,
-        Err(error) => {
-            log_request(
-                &method,
-                &path,
-                error.status_code().as_u16(),
-                started,
-                &request_id,
-            );
-            return Err(error.with_request_id(request_id).into());
-        }
-    };
+    if let Err(error) = refused {
+        log_request(
+            &method,
+            &path,
+            error.status_code().as_u16(),
+            started,
+            &request_id,
+        );
+        return Err(error.with_request_id(request_id).into());
+    }
     let body_expired = limits
         .as_ref()
         .and_then(|limits| crate::limits::limit_body(&mut req, limits));
 
     let outcome = AssertUnwindSafe(next.call(req)).catch_unwind().await;
-    drop(admission);
     // Failures that never became a response carry no request to build one from; they go back to
     // actix as an error whose own response is the envelope with the request id.
     let failure = match outcome {
