@@ -10,7 +10,7 @@ PostgreSQL on loopback. Run with `cargo xtask bench faults` (or directly, see Us
    RSS idle / at the peak / 30 s after the flood ended;
 2. the same, spread over 40 addresses (250 each, within the per-address cap), held until the
    body deadline answers 408;
-3. a login flood (hf-load, c = 256, keep-alive, then a new connection per login) while
+3. a login flood (hf-load: c = 256 in a closed loop, then `--login-rate` in an open loop) while
    `GET /data/crm/account/{id}` runs from another process and address (127.0.0.3): how the
    logins were answered, the refusals' latency timed apart from the logins served, and the
    record read's latency against its idle latency;
@@ -25,7 +25,7 @@ PostgreSQL on loopback. Run with `cargo xtask bench faults` (or directly, see Us
 Every section prints the load average (`uptime`) next to its figures: the machine is shared.
 
 Usage: bench/faults.py [--hf target/release/hf] [--load target/release/hf-load]
-       [--connections 20000] [--only 1,3,5] [--overload-seconds 120]
+       [--connections 20000] [--only 1,3,5] [--overload-seconds 120] [--login-rate 2000]
 Needs: python3, release builds of hf and hf-load, PostgreSQL server binaries.
 """
 
@@ -245,21 +245,28 @@ def latency(report, status):
         figures["p50"], figures["p99"], figures["max"])
 
 
-def login_flood(load, port, token, record):
-    """Logins at c = 256 from hf-load (keep-alive, then a new connection per login) while a
-    record read is timed from another process and address."""
+def login_flood(load, port, token, record, login_rate):
+    """Logins from hf-load, at c = 256 in a closed loop, then at `login_rate` per second in an
+    open loop, while a record read is timed from another process and address."""
     probe = Probe(port, record, local="127.0.0.3", token=token)
     time.sleep(10)
     idle, failures = probe.stop()
     print(f"  record read, idle: {summary(idle)}; failures {counts(failures)}; {load_average()}")
     body = json.dumps({"username": "admin", "password": PASSWORD})
-    for connections, label in (((), "keep-alive"), (("--close",), "a new connection per login")):
+    # A closed loop that never pauses keeps 256 logins outstanding, so each waits for the 255
+    # before it: its latency is 256 / the refusal rate, whatever a refusal costs. An open loop
+    # (a fixed rate far above what hashing serves) times refusals at a given load.
+    sources = ",".join(f"127.0.0.{n}" for n in range(20, 25))
+    for options, label in (
+            (("--connections", 256), "c=256, closed loop, keep-alive, no pause"),
+            (("--rate", login_rate, "--connections", 1000, "--sources", sources),
+             f"open loop, {login_rate} logins/s")):
         probe = Probe(port, record, local="127.0.0.3", token=token)
         report = hf_load(load, f"http://127.0.0.1:{port}/auth/login", "--method", "POST",
-                         "--body", body, "--connections", 256, "--seconds", 10, *connections)
+                         "--body", body, "--seconds", 10, *options)
         during, failures = probe.stop()
         refused = {s: n for s, n in report["statuses"].items() if s != "200"}
-        print(f"  logins over 10 s at c=256, {label}: {report['statuses']}, Retry-After on "
+        print(f"  logins over 10 s, {label}: {report['statuses']}, Retry-After on "
               f"{report['retry_after']}, transport errors {report['errors']}; {load_average()}")
         print(f"    logins served: {latency(report, 200)}")
         for status in refused:
@@ -386,6 +393,8 @@ def main():
     parser.add_argument("--port", type=int, default=18095)
     parser.add_argument("--only", default="1,2,3,4,5", help="sections to run, e.g. 1,5")
     parser.add_argument("--overload-seconds", type=int, default=120)
+    parser.add_argument("--login-rate", type=int, default=2000,
+                        help="logins per second of the open-loop login flood")
     args = parser.parse_args()
     sections = {int(n) for n in args.only.split(",")}
     # Each attacking process holds one descriptor per connection of its share, so section 1
@@ -433,7 +442,7 @@ def main():
                               250, 40))
         if 3 in sections:
             print("3. login flood")
-            login_flood(args.load, args.port, token, record)
+            login_flood(args.load, args.port, token, record, args.login_rate)
         if 5 in sections:
             print("5. record reads at twice the peak rate")
             overload(args.load, base, token, record, service.pid, args.overload_seconds)
