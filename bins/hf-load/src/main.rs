@@ -226,6 +226,7 @@ async fn open_loop(
     let mut unsent = 0;
     let mut index: u64 = 0;
     let mut in_flight = Vec::new();
+    let mut sweep_at = 4096;
     loop {
         let due = started + Duration::from_secs_f64(index as f64 / rate);
         if due >= deadline {
@@ -263,8 +264,11 @@ async fn open_loop(
                     .push(connection);
             }
         }));
-        if in_flight.len() >= 4096 {
+        if in_flight.len() >= sweep_at {
             in_flight.retain(|task| !task.is_finished());
+            // Sweep again when the list has doubled, not on every request while many are
+            // unfinished (that would scan them all at every request).
+            sweep_at = (2 * in_flight.len()).max(4096);
         }
     }
     for task in in_flight {
