@@ -79,9 +79,10 @@ fn bench(names: &[String]) -> Result<(), String> {
     cargo(&args)
 }
 
-/// `bench faults`: builds the release binary, then runs bench/faults.py against it.
+/// `bench faults`: builds the release binaries (hf and the load generator hf-load), then runs
+/// bench/faults.py against them.
 fn faults(options: &[String]) -> Result<(), String> {
-    cargo(&["build", "--release", "-p", "hf"])?;
+    cargo(&["build", "--release", "-p", "hf", "-p", "hf-load"])?;
     let target = std::env::var("CARGO_TARGET_DIR").map_or_else(
         |_| workspace_root().join("target"),
         std::path::PathBuf::from,
@@ -90,6 +91,8 @@ fn faults(options: &[String]) -> Result<(), String> {
         .arg(workspace_root().join("bench/faults.py"))
         .arg("--hf")
         .arg(target.join("release/hf"))
+        .arg("--load")
+        .arg(target.join("release/hf-load"))
         .args(options)
         .current_dir(workspace_root())
         .status()

@@ -388,8 +388,9 @@ impl AuthState {
         Ok(claims.sub)
     }
 
-    /// Refuses at once ([`Error::Overloaded`]) when password checks are already queued to the
-    /// bound, so a login flood is turned away before it costs database round trips.
+    /// Refuses at once ([`Error::Overloaded`]) when as many logins are in progress as the
+    /// password checks can run and queue (or the queue is full), so a login flood is turned away
+    /// before its body is read; takes no place (see [`WorkQueue::refuse_if_full`]).
     pub fn refuse_if_hashing_is_full(&self) -> Result<()> {
         self.hashing.refuse_if_full()
     }
@@ -475,7 +476,9 @@ impl AuthState {
         password: String,
         address: &str,
     ) -> Result<Issued> {
-        self.refuse_if_hashing_is_full()?;
+        // Held until the login ends: logins past what hashing can run and queue are refused
+        // here, before their database round trips (see `WorkQueue::admit`).
+        let _admission = self.hashing.admit()?;
         let throttle = self.config.throttle;
         if let Some(wait) =
             hf_storage::auth::login_blocked_for(pool, &throttle, username, address).await?

@@ -51,6 +51,10 @@ pub struct WorkQueue {
     waiting: AtomicUsize,
     max_waiting: usize,
     max_wait: Duration,
+    /// Requests admitted by [`WorkQueue::admit`] and not yet finished.
+    admitted: Arc<AtomicUsize>,
+    /// How many [`WorkQueue::admit`] lets in at once: the running work plus its wait.
+    max_admitted: usize,
 }
 
 impl WorkQueue {
@@ -69,6 +73,8 @@ impl WorkQueue {
             waiting: AtomicUsize::new(0),
             max_waiting,
             max_wait,
+            admitted: Arc::new(AtomicUsize::new(0)),
+            max_admitted: concurrency.max(1) + max_waiting,
         }
     }
 
@@ -98,21 +104,61 @@ impl WorkQueue {
         admitted
     }
 
-    /// Refuses at once ([`Error::Overloaded`]) when no slot is free and the wait is full, so a
-    /// request can be turned away before it spends anything (database round trips) on work it
-    /// would not get to do. A later [`WorkQueue::enter`] may still refuse.
+    /// Refuses at once ([`Error::Overloaded`]) when as many requests are admitted
+    /// ([`WorkQueue::admit`]) as can run and wait, or when no slot is free and the wait is full,
+    /// so a request can be turned away before it spends anything (reading its body, database
+    /// round trips) on work it would not get to do. Takes no place: a later
+    /// [`WorkQueue::admit`] or [`WorkQueue::enter`] may still refuse.
     pub fn refuse_if_full(&self) -> Result<(), Error> {
-        let full = self.permits.available_permits() == 0
+        let all_admitted = self.admitted.load(Ordering::SeqCst) >= self.max_admitted;
+        let wait_full = self.permits.available_permits() == 0
             && self.waiting.load(Ordering::SeqCst) >= self.max_waiting;
-        if full {
+        if all_admitted || wait_full {
             Err(self.overloaded())
         } else {
             Ok(())
         }
     }
 
+    /// Admits a request that will need this queue, or refuses it at once ([`Error::Overloaded`])
+    /// when as many are admitted as can run and wait; the place is held until the
+    /// [`Admission`] is dropped, when the request ends.
+    ///
+    /// Taking a place before the work that precedes the queue (database round trips) refuses a
+    /// flood in full before that work. Checking for a free place instead
+    /// ([`WorkQueue::refuse_if_full`] alone) lets in every request that arrives between the
+    /// moment a place frees and the moment the next admitted request reaches the queue (dozens
+    /// under a flood), and all but one of them are refused only after that work, tens of
+    /// milliseconds later. Take it once the request's body is read, so a client that sends its
+    /// body slowly holds no place.
+    pub fn admit(&self) -> Result<Admission, Error> {
+        let taken = self
+            .admitted
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |admitted| {
+                (admitted < self.max_admitted).then_some(admitted + 1)
+            });
+        match taken {
+            Ok(_) => Ok(Admission {
+                admitted: Arc::clone(&self.admitted),
+            }),
+            Err(_) => Err(self.overloaded()),
+        }
+    }
+
     fn overloaded(&self) -> Error {
         Error::Overloaded { what: self.what }
+    }
+}
+
+/// A request's place among those [`WorkQueue::admit`] let in; given back when dropped.
+#[derive(Debug)]
+pub struct Admission {
+    admitted: Arc<AtomicUsize>,
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        self.admitted.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -162,6 +208,18 @@ mod tests {
         assert_eq!(queue.waiting.load(Ordering::SeqCst), 0);
         assert!(queue.refuse_if_full().is_ok());
         drop(queue.enter().await.unwrap());
+    }
+
+    #[test]
+    fn admissions_are_bounded_by_the_work_and_its_wait_and_given_back() {
+        let queue = WorkQueue::new("tests", 1, 2, Duration::from_secs(5));
+        let admitted: Vec<Admission> = (0..3).map(|_| queue.admit().unwrap()).collect();
+        assert!(matches!(queue.admit(), Err(Error::Overloaded { .. })));
+        assert!(queue.refuse_if_full().is_err());
+        drop(admitted);
+        assert!(queue.refuse_if_full().is_ok());
+        assert_eq!(queue.admitted.load(Ordering::SeqCst), 0);
+        drop(queue.admit().unwrap());
     }
 
     #[tokio::test]

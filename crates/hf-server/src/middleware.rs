@@ -20,8 +20,8 @@ use crate::limits::Limits;
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Refuses a record request or query (`/data/...`) when the data pool's wait is full, and a
-/// login (`POST /auth/login`) when the password checks' wait is full, before anything is spent
-/// on it (the token check, reading and parsing the body). Under overload a refusal must cost far
+/// login (`POST /auth/login`) when as many logins are in progress as the password checks can run
+/// and queue, before anything is spent on it (the token check, reading and parsing the body). Under overload a refusal must cost far
 /// less than the work it turns away, or refusing eats the capacity it protects; the use cases
 /// check again, for callers that come another way.
 fn shed_early(req: &ServiceRequest) -> Result<(), ApiError> {

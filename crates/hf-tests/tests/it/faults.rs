@@ -1,6 +1,6 @@
 //! Faults injected for real: an exhausted pool, a read-only metadata cache, a database
 //! connection killed in the middle of a live write or of a record write's `COMMIT`, a ref lock
-//! file left in the cache, a login flood. Each gets its status and code, nothing is lost, and
+//! file left in the cache, a login flood, logins with slow bodies. Each gets its status and code, nothing is lost, and
 //! the service is normal afterwards.
 
 use std::time::Duration;
@@ -339,6 +339,34 @@ async fn a_login_flood_is_shed_with_overloaded() {
     // Afterwards logins work as before.
     let password = server.admin_password.clone().unwrap();
     server.login(&server.admin_name, &password).await;
+    server.stop().await;
+}
+
+/// A login takes its place among those the password checks can run and queue only once its
+/// body is read: logins whose bodies never arrive hold no place, and others still log in.
+#[tokio::test]
+async fn logins_with_slow_bodies_hold_no_place_in_the_password_checks() {
+    use tokio::io::AsyncWriteExt;
+    let server = TestServer::start_with(|config| {
+        config.auth.hashing_concurrency = 1;
+        config.auth.hashing_queue = 1;
+    })
+    .await;
+    let address = server.base_url.trim_start_matches("http://").to_owned();
+    let mut slow = Vec::new();
+    for _ in 0..4 {
+        let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        let head = format!(
+            "POST /auth/login HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        slow.push(stream);
+    }
+    // Let the service take up the heads (and, were it wrong, the places).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let password = server.admin_password.clone().unwrap();
+    server.login(&server.admin_name, &password).await;
+    drop(slow);
     server.stop().await;
 }
 
