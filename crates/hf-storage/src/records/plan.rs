@@ -10,7 +10,8 @@
 //! checks it (required fields, references, unique values, read-only values, rules compiled by
 //! `hf-hoqs` against `"new"`) in a `"check"` CTE, and writes only when every check holds. The
 //! statement returns the checks, so all problems come back at once, and a rejected write has
-//! changed nothing.
+//! changed nothing. A create also returns the record it stored, so it needs no read after it
+//! (see `Builder::stored_record`).
 //!
 //! Parameters of write statements, all bound as text and cast in the SQL:
 //! `$1` id, `$2` which columns the body gives (`boolean[]`), `$3` whether to write at all,
@@ -557,7 +558,11 @@ impl Builder<'_> {
             "\"ins\" AS (INSERT INTO {table} ({all_columns}) SELECT {all_columns} FROM \"new\" \
              WHERE $3::boolean AND {exists_old}(SELECT {all_ok} FROM \"check\"){conflict} \
              RETURNING {returning})",
-            returning = if stored_record.is_some() { "*" } else { "1" },
+            returning = if stored_record.is_some() {
+                all_columns.as_str()
+            } else {
+                "1"
+            },
             exists_old = if kind == WriteKind::Create {
                 ""
             } else {
@@ -614,11 +619,11 @@ impl Builder<'_> {
     }
 
     /// The `SELECT` of the record a create stores (`record`, `version`), as `read_own` would
-    /// read it, from the row the insert returns (`"ins"`, `RETURNING *`): the create then needs
-    /// no read statement after it, so it is one statement in its own transaction. `None` (with
-    /// `params` as given) when the record's fields read the object's own table, which a
-    /// statement does not see change under its own insert: a formula through a lookup to a
-    /// rollup over this object's records must be read by a statement of its own.
+    /// read it, from the row the insert returns (`"ins"`, `RETURNING` its columns): the create
+    /// then needs no read statement after it, so it is one statement in its own transaction.
+    /// `None` (with `params` as given) when the record's fields read the object's own table,
+    /// which a statement does not see change under its own insert: a formula through a lookup
+    /// to a rollup over this object's records must be read by a statement of its own.
     fn stored_record(&self, table: &str, params: Params) -> Result<(Option<String>, Params)> {
         let mut compiler = self.compiler("r", params.clone())?;
         let projection = self.projection(&mut compiler)?;
@@ -958,7 +963,10 @@ mod tests {
         let plan = build(&model, &name).unwrap();
         let create = &plan.writes.as_ref().unwrap().create;
         assert!(create.returns_record);
-        assert!(create.statement.sql.contains("RETURNING *"));
+        assert!(create
+            .statement
+            .sql
+            .contains("RETURNING \"id\", \"account\""));
 
         // A formula through the lookup to a rollup over the opportunities themselves: the
         // insert's own statement would not count the new record yet.
