@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Data path against raw PostgreSQL, in one run on one database: three kinds of work through hf
 # (wrk, c=16) next to pgbench -M prepared -j2 -c16 sending the one statement a client would send
-# for it, each printed as a ratio with both p99s:
+# for it, each printed as a ratio with both p99s, and the CPU time hf and the PostgreSQL backends
+# serving it spent per request (load-independent, unlike the ratios):
 #   - GET /data/crm/opportunity/{id}     vs  SELECT … FROM crm.opportunity WHERE id = …
 #   - POST /data/query (filter, sort, lookup path, 50 rows)
 #                                        vs  the same JOIN … WHERE … ORDER BY … LIMIT 50
@@ -97,23 +98,39 @@ SQL
 
 # hf's CPU time so far (user + system), in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
-# wrk at c=16; prints "<req/s> <p99 ms> <hf CPU µs per request>". The CPU per request is hf's
-# own (from /proc), so it hardly depends on what else the machine runs, unlike req/s.
+# The CPU time so far of every PostgreSQL backend connected to the bench database (hf's
+# connections while wrk runs), one "<pid> <ticks>" line each.
+pg_ticks() {
+  local backend
+  for backend in $(psql -qtA "$PG/postgres" -c "SELECT pid FROM pg_stat_activity WHERE datname = '$DB'"); do
+    [ -r "/proc/$backend/stat" ] && echo "$backend $(awk '{print $14 + $15}' "/proc/$backend/stat")"
+  done
+  return 0
+}
+# wrk at c=16; prints "<req/s> <p99 ms> <hf CPU µs per request> <PostgreSQL CPU µs per
+# request>". The CPU per request is hf's own and that of the backends serving it (from /proc),
+# so it hardly depends on what else the machine runs, unlike req/s.
 run_wrk() {
   local before after
+  pg_ticks >"$DATA/pg_before.txt"
   before=$(cpu_ticks)
   wrk -t2 -c16 -d"${SECONDS_EACH}"s --latency "$@" >"$DATA/wrk.txt"
   after=$(cpu_ticks)
+  pg_ticks >"$DATA/pg_after.txt"
   grep -q "Non-2xx" "$DATA/wrk.txt" && { echo "hf answered errors:" >&2; cat "$DATA/wrk.txt" >&2; exit 1; }
-  python3 - "$DATA/wrk.txt" "$((after - before))" "$(getconf CLK_TCK)" <<'PY'
+  python3 - "$DATA/wrk.txt" "$((after - before))" "$(getconf CLK_TCK)" "$DATA/pg_before.txt" "$DATA/pg_after.txt" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
 requests = int(re.search(r"(\d+) requests in", text).group(1))
 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
 value, unit = re.search(r"\s99%\s+([\d.]+)(us|ms|s)", text).groups()
 p99 = float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
-cpu_us = int(sys.argv[2]) / int(sys.argv[3]) * 1e6 / max(requests, 1)
-print(f"{rps:.0f} {p99:.2f} {cpu_us:.0f}")
+tick_us = 1e6 / int(sys.argv[3])
+cpu_us = int(sys.argv[2]) * tick_us / max(requests, 1)
+ticks = lambda name: dict(map(int, line.split()) for line in open(name) if line.strip())
+before, after = ticks(sys.argv[4]), ticks(sys.argv[5])
+pg_us = sum(t - before.get(p, 0) for p, t in after.items()) * tick_us / max(requests, 1)
+print(f"{rps:.0f} {p99:.2f} {cpu_us:.0f} {pg_us:.0f}")
 PY
 }
 # pgbench -M prepared -j2 -c16; prints "<tps> <p99 ms>" (p99 from the transaction log).
@@ -128,14 +145,14 @@ p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] / 1000
 print(f"{tps:.0f} {p99:.2f}")
 PY
 }
-report() {  # name, hf "<rps> <p99> <cpu>", pgbench "<tps> <p99>"
+report() {  # name, hf "<rps> <p99> <cpu> <pg cpu>", pgbench "<tps> <p99>"
   python3 - "$@" <<'PY'
 import sys
 name, hf, pg = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 hf_rps, hf_p99, pg_tps, pg_p99 = float(hf[0]), float(hf[1]), float(pg[0]), float(pg[1])
 print(f"{name:<34} hf {hf_rps:>8.0f} req/s p99 {hf_p99:7.2f} ms | pgbench {pg_tps:>8.0f} tps "
       f"p99 {pg_p99:7.2f} ms | ratio {hf_rps / pg_tps:.2f}, p99 {hf_p99 / pg_p99:.1f}x "
-      f"| hf CPU {hf[2]} µs/request")
+      f"| hf CPU {hf[2]} µs/request, PostgreSQL CPU {hf[3]} µs/request")
 PY
 }
 

@@ -218,15 +218,13 @@ async fn run_once(
     let mut connection = pool.data().get().await?;
     let epoch = ROLES_EPOCH.load(Ordering::SeqCst);
     // Preparing a statement resets the role (see `prepared`), so a request whose statements
-    // are not all prepared switches too.
+    // are not all prepared switches too (found out by `prepared`, which looks each statement up
+    // once: hashing a record write's SQL is not free).
     let mut switch = force_switch
         || !connection
             .session
             .as_ref()
-            .is_some_and(|session| session.serves(caller, epoch))
-        || steps
-            .iter()
-            .any(|step| !connection.statements.contains_key(step.sql));
+            .is_some_and(|session| session.serves(caller, epoch));
     // Unknown until every statement of this request succeeded: a request that fails, or is
     // dropped half-way, leaves the next one to switch every setting again.
     connection.session = None;
@@ -364,38 +362,43 @@ async fn prepared(
     connection: &mut DataConnection,
     sqls: &[(&str, usize)],
 ) -> Result<(Vec<Statement>, bool)> {
+    let found: Vec<Option<Statement>> = sqls
+        .iter()
+        .map(|(sql, _)| connection.statements.get(*sql).cloned())
+        .collect();
+    if found.iter().all(Option::is_some) {
+        return Ok((found.into_iter().flatten().collect(), false));
+    }
     let mut missing: Vec<(&str, usize)> = sqls
         .iter()
-        .filter(|(sql, _)| !connection.statements.contains_key(*sql))
-        .copied()
+        .zip(&found)
+        .filter(|(_, statement)| statement.is_none())
+        .map(|(sql, _)| *sql)
         .collect();
-    let reset = !missing.is_empty();
-    if reset {
-        for fixed in FIXED {
-            if !connection.statements.contains_key(fixed.0) && !missing.contains(&fixed) {
-                missing.push(fixed);
-            }
+    for fixed in FIXED {
+        if !connection.statements.contains_key(fixed.0) && !missing.contains(&fixed) {
+            missing.push(fixed);
         }
-        let client = &**connection;
-        let types: Vec<Vec<Type>> = missing
-            .iter()
-            .map(|(_, count)| vec![Type::TEXT; *count])
-            .collect();
-        let reset = client.batch_execute(RESET_ROLE);
-        let prepares = join_all(
-            missing
-                .iter()
-                .zip(&types)
-                .map(|((sql, _), types)| client.prepare_typed(sql, types)),
-        );
-        let (reset, prepares) = join(reset, prepares).await;
-        reset?;
-        let mut made = Vec::with_capacity(missing.len());
-        for ((sql, _), statement) in missing.iter().zip(prepares) {
-            made.push(((*sql).to_owned(), statement?));
-        }
-        connection.statements.extend(made);
     }
+    let client = &**connection;
+    let types: Vec<Vec<Type>> = missing
+        .iter()
+        .map(|(_, count)| vec![Type::TEXT; *count])
+        .collect();
+    let reset = client.batch_execute(RESET_ROLE);
+    let prepares = join_all(
+        missing
+            .iter()
+            .zip(&types)
+            .map(|((sql, _), types)| client.prepare_typed(sql, types)),
+    );
+    let (reset, prepares) = join(reset, prepares).await;
+    reset?;
+    let mut made = Vec::with_capacity(missing.len());
+    for ((sql, _), statement) in missing.iter().zip(prepares) {
+        made.push(((*sql).to_owned(), statement?));
+    }
+    connection.statements.extend(made);
     let statements = sqls
         .iter()
         .map(|(sql, _)| {
@@ -404,7 +407,7 @@ async fn prepared(
             })
         })
         .collect::<Result<_>>()?;
-    Ok((statements, reset))
+    Ok((statements, true))
 }
 
 #[cfg(test)]

@@ -198,7 +198,8 @@ pub async fn create(
     let write = &writes.create;
     let own = write_params(&input, &id, None);
     let mut steps = vec![(&write.statement, own)];
-    if input.problems.is_empty() {
+    // A create whose statement returns the record it stored is that one statement alone.
+    if input.problems.is_empty() && !write.returns_record {
         steps.push(read_step(&writes.read_own, &id));
     }
     let ran = run(caller, Access::Write, &steps).await?;
@@ -223,7 +224,18 @@ pub async fn create(
     if !problems.is_empty() {
         return Ok(Outcome::Rejected(problems));
     }
-    written_record(&plan, &rows, &id)
+    if !write.returns_record {
+        return written_record(&plan, &rows, &id);
+    }
+    let json: Option<String> = result.try_get("record")?;
+    let version: Option<String> = result.try_get("version")?;
+    match json.zip(version) {
+        Some((json, version)) => Ok(Outcome::Done(Record { json, version })),
+        None => Err(unexpected(
+            &plan,
+            &format!("the create of record {id} returned no record"),
+        )),
+    }
 }
 
 /// Changes the fields a body gives of the record with this id. `if_match` holds the versions

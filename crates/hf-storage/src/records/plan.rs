@@ -10,7 +10,8 @@
 //! checks it (required fields, references, unique values, read-only values, rules compiled by
 //! `hf-hoqs` against `"new"`) in a `"check"` CTE, and writes only when every check holds. The
 //! statement returns the checks, so all problems come back at once, and a rejected write has
-//! changed nothing.
+//! changed nothing. A create also returns the record it stored, so it needs no read after it
+//! (see `Builder::stored_record`).
 //!
 //! Parameters of write statements, all bound as text and cast in the SQL:
 //! `$1` id, `$2` which columns the body gives (`boolean[]`), `$3` whether to write at all,
@@ -132,6 +133,11 @@ pub(crate) struct Statement {
 pub(crate) struct Write {
     pub(crate) statement: Statement,
     pub(crate) checks: Vec<Check>,
+    /// Whether the statement also returns the record it stored, as a read would (`record`
+    /// and `version` columns, NULL when it wrote nothing), so that no read statement (and no
+    /// explicit transaction around the two) has to follow it. Only creates do, and only when
+    /// the record's fields do not read the object's own table (see `Builder::stored_record`).
+    pub(crate) returns_record: bool,
 }
 
 /// One check of a write; it holds when its column is true.
@@ -347,14 +353,10 @@ impl Builder<'_> {
             let column = self.column(by)?;
             (column.key.clone(), Type::from_scalar(column.ty))
         };
-        let items: Vec<String> = projection
-            .iter()
-            .map(|(key, sql)| Ok(format!("{sql} AS {}", ident(key)?)))
-            .collect::<Result<_>>()?;
+        let items = projection_items(&projection)?;
         let mut sql = String::from("SELECT row_to_json(\"x\")::text, \"x\".\"updatedAt\" FROM (");
         sql.push_str(&format!(
-            "SELECT {} FROM {relation} AS {alias}{joins} WHERE {alias}.{} = $1::{}",
-            items.join(", "),
+            "SELECT {items} FROM {relation} AS {alias}{joins} WHERE {alias}.{} = $1::{}",
             ident(&column)?,
             ty.sql_type()
         ));
@@ -471,6 +473,10 @@ impl Builder<'_> {
             conditions.push(format!("({}) IS NOT FALSE", expr.sql));
         }
         let (new_joins, params) = new_compiler.finish();
+        let (stored_record, params) = match kind {
+            WriteKind::Create => self.stored_record(table, params)?,
+            WriteKind::Update | WriteKind::Upsert(_) => (None, params),
+        };
 
         // The current values of read-only fields, compared with those the body repeats; in a
         // subquery of its own, so its joins cannot clash with those over "new".
@@ -551,7 +557,12 @@ impl Builder<'_> {
             format!(
             "\"ins\" AS (INSERT INTO {table} ({all_columns}) SELECT {all_columns} FROM \"new\" \
              WHERE $3::boolean AND {exists_old}(SELECT {all_ok} FROM \"check\"){conflict} \
-             RETURNING 1)",
+             RETURNING {returning})",
+            returning = if stored_record.is_some() {
+                all_columns.as_str()
+            } else {
+                "1"
+            },
             exists_old = if kind == WriteKind::Create {
                 ""
             } else {
@@ -576,9 +587,14 @@ impl Builder<'_> {
         match kind {
             WriteKind::Create => {
                 sql.push_str(&format!(", {insert} "));
-                sql.push_str(
-                    "SELECT \"check\".*, EXISTS (SELECT FROM \"ins\") AS \"written\" FROM \"check\"",
-                );
+                sql.push_str("SELECT \"check\".*, EXISTS (SELECT FROM \"ins\") AS \"written\"");
+                match &stored_record {
+                    Some(select) => sql.push_str(&format!(
+                        ", \"stored\".\"record\", \"stored\".\"version\" FROM \"check\" \
+                         LEFT JOIN ({select}) AS \"stored\" ON true"
+                    )),
+                    None => sql.push_str(" FROM \"check\""),
+                }
             }
             WriteKind::Update => {
                 sql.push_str(&format!(", {update} "));
@@ -598,7 +614,31 @@ impl Builder<'_> {
         Ok(Write {
             statement: statement(sql, params, own),
             checks,
+            returns_record: stored_record.is_some(),
         })
+    }
+
+    /// The `SELECT` of the record a create stores (`record`, `version`), as `read_own` would
+    /// read it, from the row the insert returns (`"ins"`, `RETURNING` its columns): the create
+    /// then needs no read statement after it, so it is one statement in its own transaction.
+    /// `None` (with `params` as given) when the record's fields read the object's own table,
+    /// which a statement does not see change under its own insert: a formula through a lookup
+    /// to a rollup over this object's records must be read by a statement of its own.
+    fn stored_record(&self, table: &str, params: Params) -> Result<(Option<String>, Params)> {
+        let mut compiler = self.compiler("r", params.clone())?;
+        let projection = self.projection(&mut compiler)?;
+        let (joins, with_record) = compiler.finish();
+        let items = projection_items(&projection)?;
+        // Tables appear only as `quote_qualified` names, so the text tells whether the
+        // record's SQL reads this table (directly or in a relation of a supertype).
+        if items.contains(table) || joins.contains(table) {
+            return Ok((None, params));
+        }
+        let select = format!(
+            "SELECT row_to_json(\"x\")::text AS \"record\", \"x\".\"updatedAt\" AS \"version\" \
+             FROM (SELECT {items} FROM \"ins\" AS \"r\"{joins}) AS \"x\""
+        );
+        Ok((Some(select), with_record))
     }
 
     /// The `"new"` CTE: the record as it would be stored.
@@ -834,6 +874,15 @@ enum WriteKind {
     Upsert(usize),
 }
 
+/// `<sql> AS "<key>", ...`: the select list of a record.
+fn projection_items(projection: &[(String, String)]) -> Result<String> {
+    let items: Vec<String> = projection
+        .iter()
+        .map(|(key, sql)| Ok(format!("{sql} AS {}", ident(key)?)))
+        .collect::<Result<_>>()?;
+    Ok(items.join(", "))
+}
+
 fn statement(sql: String, params: Params, own: usize) -> Statement {
     Statement {
         sql,
@@ -905,6 +954,40 @@ mod tests {
             let plan = build(&model, &QualifiedName::new("crm", object)).unwrap();
             insta::assert_snapshot!(object, render(&plan));
         }
+    }
+
+    #[test]
+    fn a_create_returns_its_record_unless_the_record_reads_its_own_table() {
+        let mut model = demo();
+        let name = QualifiedName::new("crm", "opportunity");
+        let plan = build(&model, &name).unwrap();
+        let create = &plan.writes.as_ref().unwrap().create;
+        assert!(create.returns_record);
+        assert!(create
+            .statement
+            .sql
+            .contains("RETURNING \"id\", \"account\""));
+
+        // A formula through the lookup to a rollup over the opportunities themselves: the
+        // insert's own statement would not count the new record yet.
+        let opportunity = model
+            .modules
+            .get_mut("crm")
+            .and_then(|module| module.objects.get_mut("opportunity"))
+            .unwrap();
+        let kind = FieldKind::Formula {
+            formula: "account.opportunity_count".to_owned(),
+            field_type: ScalarType::Integer,
+        };
+        opportunity.fields.insert(
+            "siblings".into(),
+            hf_model::Field::new("siblings", "Siblings", kind),
+        );
+        let plan = build(&model, &name).unwrap();
+        let create = &plan.writes.as_ref().unwrap().create;
+        assert!(!create.returns_record);
+        assert!(create.statement.sql.contains("RETURNING 1"));
+        assert!(!create.statement.sql.contains("\"stored\""));
     }
 
     #[test]
