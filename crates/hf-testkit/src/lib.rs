@@ -393,18 +393,34 @@ impl TestServer {
         let created: serde_json::Value = response.json().await.expect("a JSON body");
         assert_eq!(status, 201, "creating {name} failed: {created}");
         let password = format!("pw-{}", uuid::Uuid::new_v4().simple());
-        let response = self
-            .http
-            .post(self.url("/auth/set-password"))
-            .json(&serde_json::json!({
-                "setupToken": created["setupToken"],
-                "password": password,
-            }))
-            .send()
-            .await
-            .expect("POST /auth/set-password");
-        let status = response.status();
-        let body: serde_json::Value = response.json().await.expect("a JSON body");
+        // Password checks are bounded (a busy machine or concurrent creations may be told 503
+        // OVERLOADED before anything is done); like any client, try again after `Retry-After`.
+        let mut attempts = 0;
+        let (status, body) = loop {
+            let response = self
+                .http
+                .post(self.url("/auth/set-password"))
+                .json(&serde_json::json!({
+                    "setupToken": created["setupToken"],
+                    "password": password,
+                }))
+                .send()
+                .await
+                .expect("POST /auth/set-password");
+            let status = response.status();
+            let retry_after = response
+                .headers()
+                .get("retry-after")
+                .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+            let body: serde_json::Value = response.json().await.expect("a JSON body");
+            attempts += 1;
+            match retry_after {
+                Some(seconds) if status == 503 && attempts < 10 => {
+                    tokio::time::sleep(std::time::Duration::from_secs(seconds.clamp(1, 5))).await;
+                }
+                _ => break (status, body),
+            }
+        };
         assert_eq!(status, 200, "setting the password of {name} failed: {body}");
         TestPrincipal {
             id: created["id"].as_str().expect("an id").to_owned(),
