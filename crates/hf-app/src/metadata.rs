@@ -422,39 +422,29 @@ impl App {
             }
         }
         for query in &output.queries {
-            let params = null_parameters(&query.text);
-            let checked =
-                hf_hoqs::compile_query(&snapshot.model, &query.text, &params).map_err(|error| {
-                    Error::Internal(format!(
-                        "the branch's metadata cannot be compiled to SQL: {error}"
-                    ))
-                })?;
-            let unknown = checked
-                .diagnostics
-                .iter()
-                .filter(|diagnostic| diagnostic.code == hf_hoqs::Code::UnknownName);
-            let before = problems.len();
-            for diagnostic in unknown {
-                problems.push(hf_hfx::Diagnostic::at(
+            let found = query_problems(&snapshot.model, query)?;
+            // A type error is reported only once every name resolves: an unknown name makes
+            // the types around it meaningless.
+            let (code, diagnostics) = if found.unknown_names.is_empty() {
+                (
+                    hf_hfx::DiagnosticCode::QueryTypeError,
+                    found.literal_type_errors,
+                )
+            } else {
+                (
                     hf_hfx::DiagnosticCode::QueryUnknownName,
-                    diagnostic.message.clone(),
+                    found.unknown_names,
+                )
+            };
+            problems.extend(diagnostics.into_iter().map(|diagnostic| {
+                hf_hfx::Diagnostic::at(
+                    code,
+                    diagnostic.message,
                     hf_hfx::SourceFile::Screen,
                     source,
                     query.offset + diagnostic.span.start,
-                ));
-            }
-            if problems.len() == before && !query.params.is_empty() {
-                let mistyped = literal_parameter_type_errors(&snapshot.model, query)?;
-                problems.extend(mistyped.into_iter().map(|diagnostic| {
-                    hf_hfx::Diagnostic::at(
-                        hf_hfx::DiagnosticCode::QueryTypeError,
-                        diagnostic.message,
-                        hf_hfx::SourceFile::Screen,
-                        source,
-                        query.offset + diagnostic.span.start,
-                    )
-                }));
-            }
+                )
+            }));
         }
         if problems.is_empty() {
             Ok(())
@@ -516,18 +506,9 @@ pub(crate) fn broken_screens(model: &Model) -> BTreeSet<(String, String)> {
                     .is_some_and(|m| m.screens.contains_key(&import.screen))
             });
             let query_broken = |query: &hf_hfx::QueryText| {
-                let params = null_parameters(&query.text);
-                let unknown_name =
-                    hf_hoqs::compile_query(model, &query.text, &params).is_ok_and(|checked| {
-                        checked
-                            .diagnostics
-                            .iter()
-                            .any(|d| d.code == hf_hoqs::Code::UnknownName)
-                    });
-                unknown_name
-                    || (!query.params.is_empty()
-                        && literal_parameter_type_errors(model, query)
-                            .is_ok_and(|errors| !errors.is_empty()))
+                query_problems(model, query).is_ok_and(|found| {
+                    !found.unknown_names.is_empty() || !found.literal_type_errors.is_empty()
+                })
             };
             if missing_import || output.queries.iter().any(query_broken) {
                 broken.insert((module_key.clone(), screen_key.clone()));
@@ -537,14 +518,18 @@ pub(crate) fn broken_screens(model: &Model) -> BTreeSet<(String, String)> {
     broken
 }
 
-/// The type errors of `query` with the parameters the screen writes as literals bound to their
-/// values (the others to null) that are located at one of those parameters: a literal every run
-/// of the query would refuse (`{ limit: "ten" }` for `LIMIT :limit`). Errors elsewhere may come
-/// from the parameters bound to null here, which have other values when the query runs.
-fn literal_parameter_type_errors(
-    model: &Model,
-    query: &hf_hfx::QueryText,
-) -> Result<Vec<hf_hoqs::Diagnostic>> {
+/// What is wrong with a screen's literal `{#query}` against `model`, found by one compile with
+/// the parameters the screen writes as literals bound to their values and the others to null.
+struct QueryProblems {
+    /// Objects and fields the query names that `model` does not have.
+    unknown_names: Vec<hf_hoqs::Diagnostic>,
+    /// Type errors located at a parameter written as a literal: a literal every run of the query
+    /// would refuse (`{ limit: "ten" }` for `LIMIT :limit`). Type errors elsewhere may come from
+    /// the parameters bound to null here, which have other values when the query runs.
+    literal_type_errors: Vec<hf_hoqs::Diagnostic>,
+}
+
+fn query_problems(model: &Model, query: &hf_hfx::QueryText) -> Result<QueryProblems> {
     let mut params = null_parameters(&query.text);
     for param in &query.params {
         if let (Some(slot), Ok(value)) = (
@@ -567,11 +552,18 @@ fn literal_parameter_type_errors(
                 .is_some_and(|rest| !rest.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
         })
     };
-    Ok(checked
+    let (unknown_names, others): (Vec<_>, Vec<_>) = checked
         .diagnostics
         .into_iter()
+        .partition(|diagnostic| diagnostic.code == hf_hoqs::Code::UnknownName);
+    let literal_type_errors = others
+        .into_iter()
         .filter(|diagnostic| diagnostic.code == hf_hoqs::Code::TypeError && at_literal(diagnostic))
-        .collect())
+        .collect();
+    Ok(QueryProblems {
+        unknown_names,
+        literal_type_errors,
+    })
 }
 
 /// Every `:name` parameter of a query bound to null: enough to check its names and types.
