@@ -27,7 +27,7 @@ type RecordPath = web::Path<(String, String, String)>;
         (status = 201, description = "The record as stored, with its `ETag`.", body = Object),
         (status = 400, description = "MALFORMED_JSON, INVALID_BODY (not an object, a property twice), INVALID_KEY", body = ErrorBody),
         (status = 401, description = "UNAUTHENTICATED", body = ErrorBody),
-        (status = 403, description = "FORBIDDEN: the caller's database role may not insert (grants, row-level security)", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN: the caller's database role may not insert the record, or may not read the record it inserted (grants, row-level security)", body = ErrorBody),
         (status = 404, description = "MODULE_NOT_FOUND, OBJECT_NOT_FOUND", body = ErrorBody),
         (status = 409, description = "UNIQUE_VIOLATION", body = ErrorBody),
         (status = 413, description = "PAYLOAD_TOO_LARGE", body = ErrorBody),

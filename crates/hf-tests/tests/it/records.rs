@@ -925,6 +925,33 @@ async fn database_grants_decide_what_a_principal_may_do() {
     ctx.server.stop().await;
 }
 
+/// A row-level security policy may let a caller insert a record it may not read: the create is
+/// refused with 403 `FORBIDDEN` (the record comes back in the create's own statement, which the
+/// read policy covers too), nothing is stored, and never a 500.
+#[tokio::test]
+async fn a_create_the_caller_may_not_read_back_is_forbidden_and_stores_nothing() {
+    let ctx = Ctx::start().await;
+    let user = principal(&ctx, "rec_blind").await;
+    for statement in [
+        "ALTER TABLE crm.account ENABLE ROW LEVEL SECURITY",
+        "CREATE POLICY insert_any ON crm.account FOR INSERT TO \"hf:authenticated\" WITH CHECK (true)",
+        "CREATE POLICY read_none ON crm.account FOR SELECT TO \"hf:authenticated\" USING (false)",
+    ] {
+        ctx.sql(statement).await;
+    }
+    let response = ctx
+        .send_as(
+            &user.token,
+            Method::POST,
+            "/data/crm/account",
+            Some(json!({"name": "Blind"})),
+        )
+        .await;
+    assert_envelope(response, 403, "FORBIDDEN").await;
+    assert_eq!(ctx.count("crm.account").await, 0);
+    ctx.server.stop().await;
+}
+
 #[tokio::test]
 async fn row_level_security_hides_records() {
     let ctx = Ctx::start().await;
