@@ -25,9 +25,8 @@ pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// less than the work it turns away, or refusing eats the capacity it protects; the use cases
 /// check again, for callers that come another way.
 fn shed_early(req: &ServiceRequest) -> Result<(), ApiError> {
-    let path = req.path();
-    let is_data = path.starts_with("/data/");
-    let is_login = path == "/auth/login" && req.method() == Method::POST;
+    let is_data = req.path().starts_with("/data/");
+    let is_login = is_login(req);
     if !is_data && !is_login {
         return Ok(());
     }
@@ -39,6 +38,21 @@ fn shed_early(req: &ServiceRequest) -> Result<(), ApiError> {
     } else {
         hf_app::shed::refuse_if_data_pool_backed_up(state.pool()).map_err(Into::into)
     }
+}
+
+/// How long a login refused at the door (every password check place taken) waits before its
+/// answer is sent. A flood in a closed loop (each connection sends its next login the moment the
+/// last was answered) otherwise turns the service into a refusal machine: about 22,000 refusals
+/// a second on two cores, each costing as much CPU as a record read (most of it the kernel's
+/// sends and wake-ups), which starves the ordinary requests it is meant to protect. Held on a
+/// timer, a refused login costs nothing while it waits, a connection can be refused at most
+/// 1 / pace times a second, and the answer still comes well within the 100 ms a refusal may
+/// take. Well-behaved clients wait longer anyway: the answer carries `Retry-After`.
+pub const LOGIN_REFUSAL_PACE: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Whether the request is a login (`POST /auth/login`).
+fn is_login(req: &ServiceRequest) -> bool {
+    req.path() == "/auth/login" && req.method() == Method::POST
 }
 
 /// The middleware function wrapped around the whole application.
@@ -54,10 +68,21 @@ pub async fn edge(
     let limits = req.app_data::<Limits>().copied();
     // Refused before anything reads the body: a head over the limits, or work the service would
     // shed anyway.
-    let refused = limits
+    let head = limits
         .as_ref()
-        .map_or(Ok(()), |limits| crate::limits::check_head(&req, limits))
-        .and_then(|()| shed_early(&req));
+        .map_or(Ok(()), |limits| crate::limits::check_head(&req, limits));
+    let refused = match head.map(|()| shed_early(&req)) {
+        Err(error) => Err(error),
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(shed)) => {
+            if is_login(&req) {
+                // A client that sends its next login the moment one is refused is answered
+                // no faster than this (see `LOGIN_REFUSAL_PACE`).
+                actix_web::rt::time::sleep(LOGIN_REFUSAL_PACE).await;
+            }
+            Err(shed)
+        }
+    };
     if let Err(error) = refused {
         log_request(
             &method,

@@ -324,10 +324,15 @@ async fn a_login_flood_is_shed_with_overloaded() {
         }
     });
     let mut overloaded = 0;
-    for (response, _elapsed) in futures_util::future::join_all(logins).await {
+    for (response, elapsed) in futures_util::future::join_all(logins).await {
         match response.status().as_u16() {
             401 => {}
             503 => {
+                // Paced: a client that retries at once cannot spin the service on refusals.
+                assert!(
+                    elapsed >= hf_server::middleware::LOGIN_REFUSAL_PACE,
+                    "refused after {elapsed:?}"
+                );
                 assert_eq!(response.headers()["retry-after"], "1");
                 assert_envelope(response, 503, "OVERLOADED").await;
                 overloaded += 1;
