@@ -133,7 +133,9 @@ pub fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let allowed = (word.chars().count() / 3).max(1);
     let mut best: Option<(usize, &'a str)> = None;
     for candidate in candidates {
-        let distance = edit_distance(&word, &candidate.to_ascii_lowercase());
+        // Optimal string alignment: insertions, deletions, substitutions and swaps of two
+        // neighbours each cost one (`nmae` → `name` is one edit).
+        let distance = strsim::osa_distance(&word, &candidate.to_ascii_lowercase());
         if distance == 0 || distance > allowed {
             continue;
         }
@@ -142,34 +144,6 @@ pub fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
         }
     }
     best.map(|(_, candidate)| candidate)
-}
-
-/// Optimal-string-alignment distance: insertions, deletions, substitutions and swaps of
-/// two neighbours each cost one (`nmae` → `name` is one edit).
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let width = b.len() + 1;
-    // Rows i-2, i-1 and i of the dynamic-programming table.
-    let mut older = vec![0; width];
-    let mut previous: Vec<usize> = (0..width).collect();
-    let mut current = vec![0; width];
-    for i in 1..=a.len() {
-        current[0] = i;
-        for j in 1..width {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut value = (previous[j] + 1)
-                .min(current[j - 1] + 1)
-                .min(previous[j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                value = value.min(older[j - 2] + 1);
-            }
-            current[j] = value;
-        }
-        std::mem::swap(&mut older, &mut previous);
-        std::mem::swap(&mut previous, &mut current);
-    }
-    previous[b.len()]
 }
 
 /// Reports every call in `expr` whose name is not a known function, with a suggestion.
