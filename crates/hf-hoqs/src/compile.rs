@@ -7,7 +7,7 @@
 //! collects the `LEFT JOIN`s its paths need, each path prefix joined once. This is the single
 //! place where metadata names become SQL identifiers, always through `hf_sql::quote_ident`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use hf_hoqs_syntax::ast::{Ident, Path, Span};
@@ -132,6 +132,10 @@ pub(crate) struct Compiler<'a> {
     computing: Vec<(QualifiedName, String)>,
     expanded_bytes: usize,
     relations: HashMap<QualifiedName, String>,
+    /// The objects whose tables the compiled SQL reads, when asked for (the records layer
+    /// needs to know whether a record's fields read its own table); `None` for queries, which
+    /// do not need it.
+    pub(crate) tables_read: Option<HashSet<QualifiedName>>,
     /// The request's IANA time zone for date literals, `TODAY()` and date functions in a
     /// query; `None` is UTC (and formulas, rules and filters are always UTC).
     pub(crate) time_zone: Option<&'a str>,
@@ -166,6 +170,7 @@ impl<'a> Compiler<'a> {
             computing: Vec::new(),
             expanded_bytes: 0,
             relations: HashMap::new(),
+            tables_read: None,
             time_zone: None,
             caller: None,
             session_caller: false,
@@ -306,6 +311,11 @@ impl<'a> Compiler<'a> {
     }
 
     fn table(&mut self, object: &QualifiedName) -> String {
+        if let Some(read) = &mut self.tables_read {
+            if !read.contains(object) {
+                read.insert(object.clone());
+            }
+        }
         match hf_sql::quote_qualified(&object.module, &object.object) {
             Ok(quoted) => quoted,
             Err(error) => {

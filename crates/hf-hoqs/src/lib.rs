@@ -35,6 +35,8 @@ mod params;
 mod query;
 mod types;
 
+use std::collections::HashSet;
+
 use hf_hoqs_syntax::functions::{check_function_names, check_query_function_names};
 use hf_hoqs_syntax::{parse_expression, parse_query};
 use hf_model::{Model, QualifiedName, ScalarType};
@@ -256,8 +258,10 @@ impl<'m> ExprCompiler<'m> {
             });
         }
         let alias = hf_sql::quote_ident(row_alias)?;
+        let mut compiler = Compiler::new(model, params, None, 0);
+        compiler.tables_read = Some(HashSet::new());
         Ok(ExprCompiler {
-            compiler: Compiler::new(model, params, None, 0),
+            compiler,
             level: Level::default(),
             row: Row {
                 object: object.clone(),
@@ -363,6 +367,17 @@ impl<'m> ExprCompiler<'m> {
             sql: frag.sql,
             ty: frag.ty,
         }))
+    }
+
+    /// Whether the SQL compiled so far reads `object`'s table (through a lookup, a rollup or
+    /// the relation of a supertype); the row source given to [`ExprCompiler::new`] does not
+    /// count. A statement does not see its own writes, so a write whose returned record reads
+    /// the written table must read it in a statement of its own.
+    pub fn reads_table_of(&self, object: &QualifiedName) -> bool {
+        self.compiler
+            .tables_read
+            .as_ref()
+            .is_some_and(|read| read.contains(object))
     }
 
     /// The `LEFT JOIN`s the compiled expressions need (to append after the row source), and

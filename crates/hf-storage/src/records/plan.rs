@@ -474,7 +474,7 @@ impl Builder<'_> {
         }
         let (new_joins, params) = new_compiler.finish();
         let (stored_record, params) = match kind {
-            WriteKind::Create => self.stored_record(table, params)?,
+            WriteKind::Create => self.stored_record(params)?,
             WriteKind::Update | WriteKind::Upsert(_) => (None, params),
         };
 
@@ -624,16 +624,14 @@ impl Builder<'_> {
     /// `None` (with `params` as given) when the record's fields read the object's own table,
     /// which a statement does not see change under its own insert: a formula through a lookup
     /// to a rollup over this object's records must be read by a statement of its own.
-    fn stored_record(&self, table: &str, params: Params) -> Result<(Option<String>, Params)> {
+    fn stored_record(&self, params: Params) -> Result<(Option<String>, Params)> {
         let mut compiler = self.compiler("r", params.clone())?;
         let projection = self.projection(&mut compiler)?;
-        let (joins, with_record) = compiler.finish();
-        let items = projection_items(&projection)?;
-        // Tables appear only as `quote_qualified` names, so the text tells whether the
-        // record's SQL reads this table (directly or in a relation of a supertype).
-        if items.contains(table) || joins.contains(table) {
+        if compiler.reads_table_of(&self.plan.name) {
             return Ok((None, params));
         }
+        let (joins, with_record) = compiler.finish();
+        let items = projection_items(&projection)?;
         let select = format!(
             "SELECT row_to_json(\"x\")::text AS \"record\", \"x\".\"updatedAt\" AS \"version\" \
              FROM (SELECT {items} FROM \"ins\" AS \"r\"{joins}) AS \"x\""
