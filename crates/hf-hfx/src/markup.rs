@@ -1387,8 +1387,11 @@ impl Parser<'_, '_> {
 /// `${}`), with the offset of each text's first character and the span of the block's parameters
 /// (when it has any), in document order.
 pub(crate) fn query_texts(src: &str, nodes: &[Node], out: &mut Vec<(String, usize, Option<Span>)>) {
+    // Children are visited in place: this runs on every compile, and a list of them per node
+    // would cost an allocation each.
+    let visit = |nodes: &[Node], out: &mut Vec<_>| query_texts(src, nodes, out);
     for node in nodes {
-        let children: Vec<&[Node]> = match node {
+        match node {
             Node::Query(block) => {
                 let literal = &src[block.query.start..block.query.end];
                 let quote = literal
@@ -1409,24 +1412,26 @@ pub(crate) fn query_texts(src: &str, nodes: &[Node], out: &mut Vec<(String, usiz
                         ));
                     }
                 }
-                vec![&block.body]
+                visit(&block.body, out);
             }
-            Node::Element(el) => vec![&el.children],
-            Node::If(block) => block.branches.iter().map(|(_, b)| b.as_slice()).collect(),
-            Node::Each(block) => std::iter::once(block.body.as_slice())
-                .chain(block.else_body.as_deref())
-                .collect(),
-            Node::Form(block) => vec![&block.body],
-            Node::Snippet(block) => vec![&block.body],
-            Node::Await(block) => std::iter::once(block.pending.as_slice())
-                .chain(block.then.iter().map(|(_, b)| b.as_slice()))
-                .chain(block.catch.iter().map(|(_, b)| b.as_slice()))
-                .collect(),
-            Node::Key { body, .. } => vec![body],
-            Node::Text(_) | Node::Expr(_) | Node::Const { .. } | Node::Render(_) => Vec::new(),
-        };
-        for nodes in children {
-            query_texts(src, nodes, out);
+            Node::Element(el) => visit(&el.children, out),
+            Node::If(block) => block.branches.iter().for_each(|(_, b)| visit(b, out)),
+            Node::Each(block) => {
+                visit(&block.body, out);
+                if let Some(body) = &block.else_body {
+                    visit(body, out);
+                }
+            }
+            Node::Form(block) => visit(&block.body, out),
+            Node::Snippet(block) => visit(&block.body, out),
+            Node::Await(block) => {
+                visit(&block.pending, out);
+                for (_, body) in block.then.iter().chain(&block.catch) {
+                    visit(body, out);
+                }
+            }
+            Node::Key { body, .. } => visit(body, out),
+            Node::Text(_) | Node::Expr(_) | Node::Const { .. } | Node::Render(_) => {}
         }
     }
 }
