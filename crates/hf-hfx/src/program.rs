@@ -22,14 +22,17 @@ use std::path::Path;
 
 use oxc::allocator::{Allocator, GetAllocator, TakeIn};
 use oxc::ast::ast::{
-    Argument, Declaration, Expression, IdentifierName, NumberBase, Program, Statement,
+    Argument, BindingIdentifier, Declaration, Expression, IdentifierName,
+    ImportDeclarationSpecifier, NumberBase, Program, Statement,
 };
 use oxc::ast::builder::AstBuilder;
+use oxc::ast::AstKind;
 use oxc::ast_visit::{walk_mut, VisitMut};
 use oxc::codegen::{Codegen, CodegenOptions, Context, Gen};
 use oxc::parser::Parser;
-use oxc::semantic::SemanticBuilder;
+use oxc::semantic::{Semantic, SemanticBuilder};
 use oxc::span::{GetSpan, Span as OxcSpan, SPAN};
+use oxc::syntax::symbol::SymbolFlags;
 use oxc::transformer::{TransformOptions, Transformer};
 
 use crate::diagnostics::{Sink, SourceFile};
@@ -183,12 +186,18 @@ impl<'a> Unit<'a> {
             return None;
         }
         let infos = analyze_pieces(&program, &semantic, &pieces, pieces_start)?;
-        let scoping = semantic.into_scoping();
-        let options = TransformOptions::default();
-        let transformed = Transformer::new(alloc, Path::new("screen.ts"), &options)
-            .build_with_scoping(scoping, &mut program);
-        if !transformed.diagnostics.is_empty() {
-            return None;
+        if needs_strip(&semantic) {
+            let scoping = semantic.into_scoping();
+            let options = TransformOptions::default();
+            let transformed = Transformer::new(alloc, Path::new("screen.ts"), &options)
+                .build_with_scoping(scoping, &mut program);
+            if !transformed.diagnostics.is_empty() {
+                return None;
+            }
+        } else {
+            // What the strip would have done to a program it leaves unchanged.
+            drop(semantic);
+            program.source_type = program.source_type.with_javascript(true);
         }
 
         // Split the program: script statements, imports, and the pieces' code.
@@ -681,6 +690,74 @@ fn analyze_pieces(
         }
     }
     Some(infos)
+}
+
+/// Whether the TypeScript strip could change the program: it holds TypeScript syntax, a class
+/// (whose members may carry TypeScript modifiers; classes are rare in screens, so they simply
+/// count), or an import the strip removes because nothing reads it. A screen written in plain
+/// JavaScript skips the strip, which is a full pass over the program.
+fn needs_strip(semantic: &Semantic<'_>) -> bool {
+    let scoping = semantic.scoping();
+    // What the strip checks before it keeps an imported name: a read, and no value declared
+    // under the same name.
+    let unread = |local: &BindingIdentifier<'_>| {
+        let symbol = local.symbol_id();
+        (scoping.symbol_flags(symbol) - SymbolFlags::Import).is_value()
+            || scoping.get_resolved_reference_ids(symbol).is_empty()
+    };
+    semantic.nodes().iter().any(|node| match node.kind() {
+        // Every piece of TypeScript syntax is one of these or lies inside one of them (types
+        // only occur in annotations, type parameters and type arguments).
+        AstKind::TSTypeAnnotation(_)
+        | AstKind::TSTypeParameterDeclaration(_)
+        | AstKind::TSTypeParameterInstantiation(_)
+        | AstKind::TSThisParameter(_)
+        | AstKind::TSAsExpression(_)
+        | AstKind::TSSatisfiesExpression(_)
+        | AstKind::TSTypeAssertion(_)
+        | AstKind::TSNonNullExpression(_)
+        | AstKind::TSInstantiationExpression(_)
+        | AstKind::TSEnumDeclaration(_)
+        | AstKind::TSTypeAliasDeclaration(_)
+        | AstKind::TSInterfaceDeclaration(_)
+        | AstKind::TSExternalModuleDeclaration(_)
+        | AstKind::TSNamespaceDeclaration(_)
+        | AstKind::TSGlobalDeclaration(_)
+        | AstKind::TSImportEqualsDeclaration(_)
+        | AstKind::TSExportAssignment(_)
+        | AstKind::TSNamespaceExportDeclaration(_)
+        | AstKind::Class(_)
+        | AstKind::Decorator(_)
+        | AstKind::ExportNamedDeclaration(_)
+        | AstKind::ExportFromDeclaration(_)
+        | AstKind::ExportAllDeclaration(_)
+        | AstKind::ExportDefaultDeclaration(_) => true,
+        // The TypeScript that is a flag rather than a node.
+        AstKind::Function(f) => f.declare || f.body.is_none(),
+        AstKind::VariableDeclaration(v) => v.declare,
+        AstKind::VariableDeclarator(d) => d.definite,
+        AstKind::FormalParameter(p) => {
+            p.accessibility.is_some() || p.readonly || p.r#override || p.optional
+        }
+        AstKind::ImportDeclaration(import) => {
+            import.import_kind.is_type()
+                || import.specifiers.as_ref().is_some_and(|specifiers| {
+                    specifiers.is_empty()
+                        || specifiers.iter().any(|specifier| match specifier {
+                            ImportDeclarationSpecifier::ImportSpecifier(s) => {
+                                s.import_kind.is_type() || unread(&s.local)
+                            }
+                            ImportDeclarationSpecifier::ImportDefaultSpecifier(s) => {
+                                unread(&s.local)
+                            }
+                            ImportDeclarationSpecifier::ImportNamespaceSpecifier(s) => {
+                                unread(&s.local)
+                            }
+                        })
+                })
+        }
+        _ => false,
+    })
 }
 
 /// Whether `kind` is the arrow a pattern piece is wrapped in (`((<pattern>) => 0)`), which is
