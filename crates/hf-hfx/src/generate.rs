@@ -539,9 +539,9 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             return;
         }
         let imported = self.script.imports.iter().any(|i| {
-            i.default_name.as_deref() == Some(el.name.as_str())
+            i.default_name.as_deref() == Some(el.name)
                 || matches!(i.specifier, crate::imports::Specifier::Screen { .. })
-                    && i.locals.contains(&el.name)
+                    && i.locals.iter().any(|local| local == el.name)
         });
         if imported {
             self.sink.error(
@@ -550,7 +550,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 format!(
                     "<{}> is an HTML tag: a component's name starts with a capital letter (`import {} from …`)",
                     el.name,
-                    capitalised(&el.name)
+                    capitalised(el.name)
                 ),
             );
             return;
@@ -565,18 +565,18 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             " = $$rt.el(",
             parent,
             ", ",
-            JsStr(&el.name),
+            JsStr(el.name),
             ns,
             ");\n"
         );
         let child_ctx = Ctx {
-            pre: ctx.pre || matches!(el.name.as_str(), "pre" | "textarea"),
+            pre: ctx.pre || matches!(el.name, "pre" | "textarea"),
             svg: svg && el.name != "foreignObject",
         };
         self.nodes(&el.children, &v, child_ctx);
         self.attributes(el, &v);
         if let Some((form, slot)) = self.form.clone() {
-            if matches!(el.name.as_str(), "input" | "select" | "textarea") {
+            if matches!(el.name, "input" | "select" | "textarea") {
                 if let Some(key) = self.field_key(el, &form) {
                     emit!(
                         self.out,
@@ -599,8 +599,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     /// a static `name="key"`.
     fn field_key(&self, el: &Element, form: &str) -> Option<String> {
         for attr in &el.attrs {
-            if let ("bind:value" | "bind:checked", AttrValue::Expr(span)) =
-                (attr.name.as_str(), &attr.value)
+            if let ("bind:value" | "bind:checked", AttrValue::Expr(span)) = (attr.name, &attr.value)
             {
                 let text: String = self.src()[span.start..span.end]
                     .chars()
@@ -614,8 +613,8 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 return is_field_key(key).then(|| key.to_string());
             }
         }
-        el.attrs.iter().find_map(|a| match (&a.name[..], &a.value) {
-            ("name", AttrValue::Text(t)) if is_field_key(t) => Some(t.clone()),
+        el.attrs.iter().find_map(|a| match (a.name, &a.value) {
+            ("name", AttrValue::Text(t)) if is_field_key(t) => Some(t.to_string()),
             _ => None,
         })
     }
@@ -649,7 +648,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         let mut has_class = false;
         let mut has_spread = false;
         for attr in &el.attrs {
-            let name = attr.name.as_str();
+            let name = attr.name;
             if name == markup::SPREAD {
                 // The runtime adds the scope class to whatever `class` the object holds.
                 has_spread = true;
@@ -968,7 +967,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
 
     fn binding(&mut self, el: &Element, attr: &Attr, kind: &str, v: &str) {
         let fits = match kind {
-            "value" => matches!(el.name.as_str(), "input" | "textarea" | "select"),
+            "value" => matches!(el.name, "input" | "textarea" | "select"),
             "checked" | "group" => el.name == "input",
             "this" => true,
             _ => false,
@@ -1006,7 +1005,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     }
 
     fn component(&mut self, el: &Element, parent: &str) {
-        if !self.components.contains(&el.name) {
+        if !self.components.contains(el.name) {
             self.sink.error(
                 Code::UnknownComponent,
                 el.start,
@@ -1069,7 +1068,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 );
                 continue;
             } else {
-                attr.name.clone()
+                attr.name.to_string()
             };
             let (code, d) = self.attr_code(attr);
             deps.extend(d);
@@ -1549,9 +1548,9 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             ", ",
             slot,
             ", ",
-            JsStr(&block.module),
+            JsStr(block.module),
             ", ",
-            JsStr(&block.object),
+            JsStr(block.object),
             ", () => ",
             id,
             ", ",

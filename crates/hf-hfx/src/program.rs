@@ -58,18 +58,18 @@ enum Kind {
 }
 
 /// One piece of code from the markup.
-struct Piece {
+struct Piece<'d> {
     kind: Kind,
     /// Where its text is in the HFX source (for a name, its element's start).
     source: Span,
     /// The text of a [`Kind::Name`].
-    name: Option<String>,
+    name: Option<&'d str>,
     /// Where its wrapper statement starts in the program text.
     start: usize,
 }
 
-impl Piece {
-    fn new(kind: Kind, source: Span) -> Piece {
+impl<'d> Piece<'d> {
+    fn new(kind: Kind, source: Span) -> Piece<'d> {
         Piece {
             kind,
             source,
@@ -79,7 +79,7 @@ impl Piece {
     }
 
     fn text<'s>(&'s self, source: &'s str) -> &'s str {
-        match &self.name {
+        match self.name {
             Some(name) => name,
             None => &source[self.source.start..self.source.end],
         }
@@ -389,7 +389,7 @@ impl<'a> Unit<'a> {
 }
 
 /// Collects the markup's pieces of code in document order.
-fn collect(nodes: &[Node], out: &mut Vec<Piece>) {
+fn collect<'d>(nodes: &[Node<'d>], out: &mut Vec<Piece<'d>>) {
     let push = |kind: Kind, source: Span, out: &mut Vec<Piece>| out.push(Piece::new(kind, source));
     for node in nodes {
         match node {
@@ -455,9 +455,9 @@ fn collect(nodes: &[Node], out: &mut Vec<Piece>) {
     }
 }
 
-fn collect_element(el: &Element, out: &mut Vec<Piece>) {
+fn collect_element<'d>(el: &Element<'d>, out: &mut Vec<Piece<'d>>) {
     if el.name.starts_with(|c: char| c.is_ascii_uppercase())
-        && crate::markup::is_identifier(&el.name)
+        && crate::markup::is_identifier(el.name)
     {
         let mut piece = Piece::new(
             Kind::Name,
@@ -466,7 +466,7 @@ fn collect_element(el: &Element, out: &mut Vec<Piece>) {
                 end: el.start,
             },
         );
-        piece.name = Some(el.name.clone());
+        piece.name = Some(el.name);
         out.push(piece);
     }
     for attr in &el.attrs {
@@ -480,7 +480,7 @@ fn collect_element(el: &Element, out: &mut Vec<Piece>) {
                         end: attr.start,
                     },
                 );
-                piece.name = Some(action.to_string());
+                piece.name = Some(action);
                 out.push(piece);
             }
         }
