@@ -343,6 +343,17 @@ enum Closer<'n> {
     Block(&'n str),
 }
 
+impl Closer<'_> {
+    /// The closer as written (`</div>`, `{/if}`), for messages: made only for one, since every
+    /// element and block closes.
+    fn shown(&self) -> String {
+        match self {
+            Closer::Element(name) => format!("</{name}>"),
+            Closer::Block(keyword) => format!("{{/{keyword}}}"),
+        }
+    }
+}
+
 struct Parser<'s, 'd> {
     src: &'s str,
     bytes: &'s [u8],
@@ -826,12 +837,12 @@ impl<'s> Parser<'s, '_> {
                 format!("<{name}> is a void element and takes no closing tag"),
             );
         }
-        self.close(Closer::Element(name), start, &format!("</{name}>"))
+        self.close(Closer::Element(name), start)
     }
 
     /// Closes the innermost frame if `closer` matches it; otherwise reports the error at the
     /// unclosed frame (when the closer matches something further out) or at the closer.
-    fn close(&mut self, closer: Closer<'_>, at: usize, shown: &str) -> Option<()> {
+    fn close(&mut self, closer: Closer<'_>, at: usize) -> Option<()> {
         let matches = |frame: &Frame| match (&closer, frame) {
             (Closer::Element(n), Frame::Element(e)) => e.name == *n,
             (Closer::Block(b), Frame::If { .. }) => *b == "if",
@@ -852,6 +863,7 @@ impl<'s> Parser<'s, '_> {
                 Some(())
             }
             Some(top) if self.stack.iter().any(matches) => {
+                let shown = closer.shown();
                 let (code, msg) = match top {
                     Frame::Element(_) => (
                         Code::UnclosedTag,
@@ -875,22 +887,22 @@ impl<'s> Parser<'s, '_> {
             }
             Some(top) => {
                 let msg = format!(
-                    "{shown} does not match {} (expected {})",
+                    "{} does not match {} (expected {})",
+                    closer.shown(),
                     top.label(),
                     top.closer()
                 );
                 self.fail(Code::MismatchedTag, at, msg)
             }
-            None if shown == "</script>" || shown == "</style>" => self.fail(
-                Code::UnexpectedClosingTag,
-                at,
-                format!("{shown} closes nothing (a `{shown}` inside a string ends the block early; write `<\\/` in strings)"),
-            ),
-            None => self.fail(
-                Code::UnexpectedClosingTag,
-                at,
-                format!("{shown} closes nothing"),
-            ),
+            None => {
+                let shown = closer.shown();
+                let msg = if shown == "</script>" || shown == "</style>" {
+                    format!("{shown} closes nothing (a `{shown}` inside a string ends the block early; write `<\\/` in strings)")
+                } else {
+                    format!("{shown} closes nothing")
+                };
+                self.fail(Code::UnexpectedClosingTag, at, msg)
+            }
         }
     }
 
@@ -996,7 +1008,7 @@ impl<'s> Parser<'s, '_> {
                         format!("{{/{kw}}} takes nothing after its name"),
                     );
                 }
-                self.close(Closer::Block(kw), start, &format!("{{/{kw}}}"))
+                self.close(Closer::Block(kw), start)
             }
             (Some(b'@'), "const") => {
                 let text = &self.src[rest.start..rest.end];
