@@ -323,7 +323,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     format!("`{name}`: names starting with `$$` are reserved"),
                 );
             }
-            let hint = match name.as_str() {
+            let hint = match *name {
                 "$state" | "$derived" | "$effect" => {
                     Some("runes belong at the top level of the script: `let name = $state(value);`")
                 }
@@ -343,7 +343,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             // `name = value` to deeply reactive state keeps the proxy, as in the script.
             let text = &self.src()[target.start..target.end];
             let after = text
-                .strip_prefix(name.as_str())
+                .strip_prefix(*name)
                 .map(str::trim_start)
                 .filter(|rest| rest.starts_with('=') && !rest.starts_with("=="));
             if let (Some(rest), [slot]) = (after, writes.iter().collect::<Vec<_>>().as_slice()) {
@@ -393,7 +393,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     format!("`{name}`: names starting with `$$` are reserved"),
                 );
             }
-            let hint = match name.as_str() {
+            let hint = match *name {
                 "$state" | "$derived" | "$effect" => {
                     Some("runes belong at the top level of the script: `let name = $state(value);`")
                 }

@@ -183,10 +183,12 @@ impl ScriptInfo {
 
 /// Free names an `{expression}` reads and the assignments it makes to them.
 #[derive(Debug, Default)]
-pub(crate) struct ExprInfo {
-    pub(crate) reads: BTreeSet<String>,
+pub(crate) struct ExprInfo<'a> {
+    /// The names, in the compile's arena: a `String` each would cost an allocation and a free
+    /// for every name every piece of code reads.
+    pub(crate) reads: BTreeSet<&'a str>,
     /// `(root name, span of the assignment or update expression)`.
-    pub(crate) writes: Vec<(String, Span)>,
+    pub(crate) writes: Vec<(&'a str, Span)>,
 }
 
 /// Reports oxc diagnostics, shifting their offsets by `shift` and clamping them into `clamp`.
@@ -949,11 +951,11 @@ pub(crate) fn assignment_around(semantic: &Semantic<'_>, reference: &Reference) 
 
 /// Parses one `{expression}` (`span` of the HFX source) and lists the free names it reads and
 /// assigns. Returns `None` (with diagnostics) when it is not a single valid expression.
-pub(crate) fn analyze_expression(
-    alloc: &Allocator,
+pub(crate) fn analyze_expression<'a>(
+    alloc: &'a Allocator,
     sink: &mut Sink<'_>,
     span: Span,
-) -> Option<ExprInfo> {
+) -> Option<ExprInfo<'a>> {
     let text = &sink.source[span.start..span.end];
     if !nesting_ok(sink, text, span.start) {
         return None;
@@ -991,11 +993,11 @@ pub(crate) fn analyze_expression(
             .clamp(span.start, span.end),
     };
     for (name, ids) in scoping.root_unresolved_references() {
-        let name = name.as_str().to_string();
+        let name: &'a str = alloc.alloc_str(name.as_str());
         for id in ids {
             let reference = scoping.get_reference(*id);
             if let Some(target) = assignment_around(&semantic, reference) {
-                info.writes.push((name.clone(), to_src(target)));
+                info.writes.push((name, to_src(target)));
             }
         }
         info.reads.insert(name);

@@ -88,9 +88,9 @@ impl<'d> Piece<'d> {
 
 /// What the compiler knows about one piece after the analysis.
 #[derive(Debug, Default)]
-pub(crate) struct PieceInfo {
+pub(crate) struct PieceInfo<'a> {
     /// Free names read and assignments made (assignment spans in program positions).
-    pub(crate) expr: ExprInfo,
+    pub(crate) expr: ExprInfo<'a>,
     /// An `{#each}` pattern's bound names.
     names: Vec<String>,
     /// Whether the expression can be assigned to (a `bind:` target).
@@ -104,7 +104,7 @@ pub(crate) struct Unit<'a> {
     /// Piece index by source span, sorted by span (a binary search is cheaper than hashing
     /// for the few lookups each piece gets).
     by_span: Vec<((usize, usize), usize)>,
-    infos: Vec<PieceInfo>,
+    infos: Vec<PieceInfo<'a>>,
     /// Each piece's code (the expression inside its parentheses, or a pattern's arrow).
     exprs: Vec<Option<Expression<'a>>>,
     /// The script's statements after the strip, imports excepted; printed as one program.
@@ -185,7 +185,7 @@ impl<'a> Unit<'a> {
         if scratch.has_errors() {
             return None;
         }
-        let infos = analyze_pieces(&program, &semantic, &pieces, pieces_start)?;
+        let infos = analyze_pieces(alloc, &program, &semantic, &pieces, pieces_start)?;
         if needs_strip(&semantic) {
             let scoping = semantic.into_scoping();
             let options = TransformOptions::default();
@@ -297,7 +297,7 @@ impl<'a> Unit<'a> {
     }
 
     /// What the analysis found about the expression at `span`.
-    pub(crate) fn info(&self, span: Span) -> Option<&ExprInfo> {
+    pub(crate) fn info(&self, span: Span) -> Option<&ExprInfo<'a>> {
         let index = self.index_of(span)?;
         Some(&self.infos[index].expr)
     }
@@ -574,13 +574,14 @@ fn well_formed(program: &Program<'_>, pieces: &[Piece], script_len: usize) -> bo
 /// Analyses every piece: the free names each expression reads and the assignments it makes
 /// (free names are those not declared inside the piece), each pattern's names, and which
 /// expressions can be assigned to. `None` when a piece uses `await` outside a function.
-fn analyze_pieces(
+fn analyze_pieces<'a>(
+    alloc: &'a Allocator,
     program: &Program<'_>,
     semantic: &oxc::semantic::Semantic<'_>,
     pieces: &[Piece],
     pieces_start: usize,
-) -> Option<Vec<PieceInfo>> {
-    let mut infos: Vec<PieceInfo> = pieces.iter().map(|_| PieceInfo::default()).collect();
+) -> Option<Vec<PieceInfo<'a>>> {
+    let mut infos: Vec<PieceInfo<'a>> = pieces.iter().map(|_| PieceInfo::default()).collect();
     let piece_at = |at: u32| -> Option<usize> {
         let at = at as usize;
         if at < pieces_start {
@@ -590,31 +591,31 @@ fn analyze_pieces(
     };
     let scoping = semantic.scoping();
     let nodes = semantic.nodes();
-    let record = |name: &str, reference: &oxc::semantic::Reference, infos: &mut Vec<PieceInfo>| {
-        let at = nodes.kind(reference.node_id()).span().start;
-        if let Some(index) = piece_at(at) {
-            let info = &mut infos[index].expr;
-            if let Some(target) = js::assignment_around(semantic, reference) {
-                info.writes.push((
-                    name.to_string(),
-                    Span {
-                        start: target.start as usize,
-                        end: target.end as usize,
-                    },
-                ));
+    let record =
+        |name: &'a str, reference: &oxc::semantic::Reference, infos: &mut Vec<PieceInfo<'a>>| {
+            let at = nodes.kind(reference.node_id()).span().start;
+            if let Some(index) = piece_at(at) {
+                let info = &mut infos[index].expr;
+                if let Some(target) = js::assignment_around(semantic, reference) {
+                    info.writes.push((
+                        name,
+                        Span {
+                            start: target.start as usize,
+                            end: target.end as usize,
+                        },
+                    ));
+                }
+                info.reads.insert(name);
             }
-            if !info.reads.contains(name) {
-                info.reads.insert(name.to_string());
-            }
-        }
-    };
+        };
     for (name, ids) in scoping.root_unresolved_references() {
+        let name = alloc.alloc_str(name.as_str());
         for id in ids {
-            record(name.as_str(), scoping.get_reference(*id), &mut infos);
+            record(name, scoping.get_reference(*id), &mut infos);
         }
     }
     for symbol in scoping.iter_bindings_in(scoping.root_scope_id()) {
-        let name = scoping.symbol_name(symbol);
+        let name = alloc.alloc_str(scoping.symbol_name(symbol));
         for reference in scoping.get_resolved_references(symbol) {
             record(name, reference, &mut infos);
         }
