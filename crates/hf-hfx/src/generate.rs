@@ -40,8 +40,6 @@ pub(crate) struct Generator<'s, 'k, 'a> {
     pub(crate) script: &'k ScriptInfo,
     /// The scope class when the screen has a `<style>`.
     pub(crate) scope: Option<String>,
-    /// Names usable as components (imports and top-level constants).
-    pub(crate) components: BTreeSet<String>,
     pub(crate) out: String,
     next_var: usize,
     /// Next free slot for `{#query}` and `{#form}` state (after the script's state).
@@ -232,10 +230,6 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         script: &'k ScriptInfo,
         scope: Option<String>,
     ) -> Self {
-        let mut components: BTreeSet<String> = script.others.clone();
-        for import in &script.imports {
-            components.extend(import.locals.iter().cloned());
-        }
         // About what the render function takes for ordinary markup, so that it rarely grows
         // (each growth copies everything written so far).
         let out_capacity = sink.source.len() * 3;
@@ -244,7 +238,6 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             alloc,
             script,
             scope,
-            components,
             out: String::with_capacity(out_capacity),
             next_var: 0,
             next_slot: script.state.len(),
@@ -252,6 +245,16 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             form: None,
             fast: None,
         }
+    }
+
+    /// Whether `name` can be used as a component: an import or a top-level constant.
+    fn is_component(&self, name: &str) -> bool {
+        self.script.others.contains(name)
+            || self
+                .script
+                .imports
+                .iter()
+                .any(|import| import.locals.iter().any(|local| local == name))
     }
 
     fn src(&self) -> &'s str {
@@ -1005,7 +1008,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     }
 
     fn component(&mut self, el: &Element, parent: &str) {
-        if !self.components.contains(el.name) {
+        if !self.is_component(el.name) {
             self.sink.error(
                 Code::UnknownComponent,
                 el.start,
