@@ -428,7 +428,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
 
     fn nodes(&mut self, nodes: &[Node], parent: &str, ctx: Ctx) {
         // Snippets are declared first, so that markup before a snippet may render it.
-        let mut snippets = std::collections::HashSet::new();
+        let mut snippets = rustc_hash::FxHashSet::default();
         for node in nodes {
             if let Node::Snippet(block) = node {
                 let name = self.src()[block.name.start..block.name.end].to_string();

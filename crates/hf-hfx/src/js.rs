@@ -5,7 +5,11 @@
 //! Positions handed out by this module are byte offsets into the HFX source (or the sidecar), so
 //! the code generator can splice text without knowing about oxc.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+// Maps keyed by names and positions use FxHash: the keys are short, SipHash costs several times
+// more per key, and oxc's own scope analysis hashes the same names with a hash of that kind.
+use rustc_hash::FxHashMap;
 use std::path::Path;
 
 use oxc::allocator::Allocator;
@@ -124,7 +128,7 @@ pub(crate) struct ScriptInfo {
     pub(crate) exports: Vec<String>,
     /// Top-level functions and the state slots they read, directly or through other top-level
     /// functions, so that `{total()}` updates when what `total` reads changes.
-    pub(crate) functions: HashMap<String, BTreeSet<usize>>,
+    pub(crate) functions: FxHashMap<String, BTreeSet<usize>>,
     /// Every other top-level name (const, class, import, enum).
     pub(crate) others: BTreeSet<String>,
     /// Instrumentation and `export` removals, in source offsets.
@@ -628,7 +632,7 @@ pub(crate) fn analyze_program(
         .filter(|r| r.kind == RuneKind::State)
         .map(|r| r.name.as_str())
         .collect();
-    let mut reads_in: HashMap<&str, BTreeSet<usize>> = HashMap::new();
+    let mut reads_in: FxHashMap<&str, BTreeSet<usize>> = FxHashMap::default();
     for (slot, symbol) in state_symbols.iter().enumerate() {
         let deep = deep_names.contains(info.state[slot].as_str());
         for reference in scoping.get_resolved_references(*symbol) {
@@ -668,7 +672,7 @@ pub(crate) fn analyze_program(
         }
     }
     // Calls between top-level functions, then the transitive closure of what they read.
-    let mut calls: HashMap<&str, BTreeSet<&str>> = HashMap::new();
+    let mut calls: FxHashMap<&str, BTreeSet<&str>> = FxHashMap::default();
     for (symbol, callee) in &function_symbols {
         for reference in scoping.get_resolved_references(*symbol) {
             let node_span = nodes.kind(reference.node_id()).span();

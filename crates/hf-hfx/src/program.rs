@@ -17,7 +17,9 @@
 //! pipeline), which locates every problem precisely. So valid screens take this path and
 //! diagnostics are always those of the piece-by-piece compiler.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap;
 use std::path::Path;
 
 use oxc::allocator::{Allocator, GetAllocator, TakeIn};
@@ -246,7 +248,7 @@ impl<'a> Unit<'a> {
         // The script's own changes: `export let` props read their value from the caller, and
         // assignments to state are wrapped.
         unwrap_props(&mut program, &ast)?;
-        let mut targets: HashMap<(u32, u32), BTreeSet<usize>> = HashMap::new();
+        let mut targets: FxHashMap<(u32, u32), BTreeSet<usize>> = FxHashMap::default();
         for (span, slot) in &script.wraps {
             targets
                 .entry((span.start, span.end))
@@ -313,7 +315,7 @@ impl<'a> Unit<'a> {
         let index = self.index_of(span)?;
         let mut expr = self.exprs.get_mut(index)?.take()?;
         if !wraps.is_empty() {
-            let targets: HashMap<(u32, u32), BTreeSet<usize>> = wraps
+            let targets: FxHashMap<(u32, u32), BTreeSet<usize>> = wraps
                 .iter()
                 .map(|(s, slots)| ((s.start as u32, s.end as u32), slots.clone()))
                 .collect();
@@ -850,7 +852,7 @@ fn call<'a>(
 /// of `name = value` as `$$.deep(value, slot)` when `name` is deeply reactive state.
 struct Wrapper<'a, 'w> {
     ast: &'w AstBuilder<'a>,
-    targets: &'w HashMap<(u32, u32), BTreeSet<usize>>,
+    targets: &'w FxHashMap<(u32, u32), BTreeSet<usize>>,
     deep: &'w BTreeSet<usize>,
 }
 
@@ -927,7 +929,7 @@ fn compile_runes<'a>(
 struct Runes<'a, 'r> {
     alloc: &'a Allocator,
     ast: &'r AstBuilder<'a>,
-    by_call: HashMap<(u32, u32), &'r js::Rune>,
+    by_call: FxHashMap<(u32, u32), &'r js::Rune>,
     failed: bool,
 }
 
