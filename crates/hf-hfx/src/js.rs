@@ -6,10 +6,6 @@
 //! the code generator can splice text without knowing about oxc.
 
 use std::collections::BTreeSet;
-
-// Maps keyed by names and positions use FxHash: the keys are short, SipHash costs several times
-// more per key, and oxc's own scope analysis hashes the same names with a hash of that kind.
-use rustc_hash::FxHashMap;
 use std::path::Path;
 
 use oxc::allocator::Allocator;
@@ -25,6 +21,9 @@ use oxc::semantic::{Semantic, SemanticBuilder};
 use oxc::span::{GetSpan, SourceType, Span as OxcSpan};
 use oxc::syntax::reference::Reference;
 use oxc::transformer::{TransformOptions, Transformer};
+// Maps keyed by names and positions use FxHash: the keys are short, SipHash costs several times
+// more per key, and oxc's own scope analysis hashes the same names with a hash of that kind.
+use rustc_hash::FxHashMap;
 
 use crate::diagnostics::{DiagnosticCode as Code, Sink};
 use crate::imports::{self, Specifier, Urls};

@@ -18,8 +18,6 @@
 //! diagnostics are always those of the piece-by-piece compiler.
 
 use std::collections::BTreeSet;
-
-use rustc_hash::FxHashMap;
 use std::path::Path;
 
 use oxc::allocator::{Allocator, GetAllocator, TakeIn};
@@ -36,6 +34,7 @@ use oxc::semantic::{Semantic, SemanticBuilder};
 use oxc::span::{GetSpan, Span as OxcSpan, SPAN};
 use oxc::syntax::symbol::SymbolFlags;
 use oxc::transformer::{TransformOptions, Transformer};
+use rustc_hash::FxHashMap;
 
 use crate::diagnostics::{Sink, SourceFile};
 use crate::imports::Specifier;
