@@ -80,20 +80,22 @@ pub(crate) enum Node<'s> {
     Expr(Span),
     Element(Element<'s>),
     If(IfBlock<'s>),
-    Each(EachBlock<'s>),
+    // The larger blocks are boxed so that a node, which is moved several times while the tree is
+    // built, stays the size of an element.
+    Each(Box<EachBlock<'s>>),
     /// `{@const name = expression}`.
     Const {
         name: Span,
         value: Span,
     },
-    Query(QueryBlock<'s>),
-    Form(FormBlock<'s>),
+    Query(Box<QueryBlock<'s>>),
+    Form(Box<FormBlock<'s>>),
     /// `{#snippet name(params)}…{/snippet}`.
     Snippet(SnippetBlock<'s>),
     /// `{@render expression}`: the expression calls a snippet (`name(args)`).
     Render(Span),
     /// `{#await promise}…{:then value}…{:catch error}…{/await}`.
-    Await(AwaitBlock<'s>),
+    Await(Box<AwaitBlock<'s>>),
     /// `{#key expression}…{/key}`: the content is made anew when the value changes.
     Key {
         value: Span,
@@ -326,11 +328,11 @@ impl<'s> Frame<'s> {
                 let _ = closed_else;
                 Node::If(block)
             }
-            Frame::Each { block, .. } => Node::Each(block),
-            Frame::Query { block, .. } => Node::Query(block),
-            Frame::Form { block, .. } => Node::Form(block),
+            Frame::Each { block, .. } => Node::Each(Box::new(block)),
+            Frame::Query { block, .. } => Node::Query(Box::new(block)),
+            Frame::Form { block, .. } => Node::Form(Box::new(block)),
             Frame::Snippet { block, .. } => Node::Snippet(block),
-            Frame::Await { block, .. } => Node::Await(block),
+            Frame::Await { block, .. } => Node::Await(Box::new(block)),
             Frame::Key { value, body, .. } => Node::Key { value, body },
         }
     }
