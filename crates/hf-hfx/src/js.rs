@@ -247,19 +247,29 @@ pub(crate) fn analyze_script(alloc: &Allocator, sink: &mut Sink<'_>, span: Span)
         report(sink, &built.diagnostics, shift, span);
         return ScriptInfo::default();
     }
-    analyze_program(sink, &program, &built.semantic, span.start, text.len())
+    analyze_program(
+        sink,
+        &program,
+        &built.semantic,
+        span.start,
+        text.len(),
+        true,
+    )
 }
 
 /// Analyses the script part of an analysed program: the statements and references in its first
 /// `script_len` bytes, which are the script's text moved back by `base` bytes of the HFX source.
 /// (The one-pass compiler's program continues with the markup's expressions; their references
-/// to the script's names are not the script's business.)
+/// to the script's names are not the script's business.) `text_edits` asks for the state
+/// instrumentation as [`ScriptInfo::edits`] too, which only the piece-by-piece compiler applies
+/// (the one-pass compiler wraps the AST, see [`ScriptInfo::wraps`]).
 pub(crate) fn analyze_program(
     sink: &mut Sink<'_>,
     program: &Program<'_>,
     semantic: &Semantic<'_>,
     base: usize,
     script_len: usize,
+    text_edits: bool,
 ) -> ScriptInfo {
     let mut info = ScriptInfo::default();
     let in_script = |s: OxcSpan| (s.start as usize) < script_len;
@@ -647,11 +657,16 @@ pub(crate) fn analyze_program(
                 reads_in.entry(f.as_str()).or_default().insert(slot);
             }
             if let Some(target) = assignment_around(semantic, reference) {
-                let slots = BTreeSet::from([slot]);
-                info.edits.extend(Edit::wrap(abs(target), &slots));
+                if text_edits {
+                    let slots = BTreeSet::from([slot]);
+                    info.edits.extend(Edit::wrap(abs(target), &slots));
+                }
                 info.wraps.push((target, slot));
             }
-            if let Some(right) = deep.then(|| assigned_value(semantic, reference)).flatten() {
+            let deep_value = (deep && text_edits)
+                .then(|| assigned_value(semantic, reference))
+                .flatten();
+            if let Some(right) = deep_value {
                 // Ranked like a wrap of the value's own span (see `Edit::rank`).
                 let (start, end) = (abs(right).start, abs(right).end);
                 let len = i64::try_from(end - start).unwrap_or(i64::MAX);
@@ -714,7 +729,9 @@ pub(crate) fn analyze_program(
             info.deep.insert(slot);
         }
     }
-    rune_edits(&mut info, base);
+    if text_edits {
+        rune_edits(&mut info, base);
+    }
     info
 }
 

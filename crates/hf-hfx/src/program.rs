@@ -182,7 +182,8 @@ impl<'a> Unit<'a> {
         let semantic = built.semantic;
         let mut scratch = Sink::new(source, SourceFile::Screen);
         let base = doc.script.map_or(0, |s| s.start);
-        let script = js::analyze_program(&mut scratch, &program, &semantic, base, script_len);
+        let script =
+            js::analyze_program(&mut scratch, &program, &semantic, base, script_len, false);
         if scratch.has_errors() {
             return None;
         }
