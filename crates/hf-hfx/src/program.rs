@@ -326,6 +326,8 @@ impl<'a> Unit<'a> {
                 deep: &self.deep,
             }
             .visit_expression(&mut expr);
+        } else if let Some(code) = plain_reads(&expr) {
+            return Some(code);
         }
         let mut codegen = Codegen::new().with_source_text(self.text);
         codegen.print_ascii_byte(b'(');
@@ -388,6 +390,34 @@ impl<'a> Unit<'a> {
         };
         Codegen::new().with_options(options).build(&self.body).code
     }
+}
+
+/// A name or a chain of property reads (`row.owner.name`) in parentheses, written as the printer
+/// writes it, or `None` for any other expression. Most pieces of markup are such reads, and a
+/// printer costs more to make than to print one.
+fn plain_reads(expr: &Expression<'_>) -> Option<String> {
+    let mut names = Vec::new();
+    let mut object = expr;
+    let root = loop {
+        match object {
+            Expression::Identifier(id) => break id.name.as_str(),
+            Expression::StaticMemberExpression(member) if !member.optional => {
+                names.push(member.property.name.as_str());
+                object = &member.object;
+            }
+            _ => return None,
+        }
+    };
+    let mut code =
+        String::with_capacity(2 + root.len() + names.iter().map(|n| n.len() + 1).sum::<usize>());
+    code.push('(');
+    code.push_str(root);
+    for name in names.iter().rev() {
+        code.push('.');
+        code.push_str(name);
+    }
+    code.push(')');
+    Some(code)
 }
 
 /// Collects the markup's pieces of code in document order.
@@ -1005,5 +1035,63 @@ impl<'a> VisitMut<'a> for Runes<'a, '_> {
             Some(compiled) => *expr = compiled,
             None => self.failed = true,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`plain_reads`] writes what the printer writes, or leaves the expression to it.
+    #[test]
+    fn plain_reads_print_as_the_printer_does() {
+        let cases = [
+            "x",
+            "row.owner.name",
+            "a . b",
+            "a\n.\nb",
+            "\\u0061.b",
+            "ünï.cöde",
+            "$$x.$y",
+            "a.await",
+            "a?.b",
+            "a.b?.c",
+            "(a).b",
+            "a[0].b",
+            "a.b()",
+            "this.x",
+            "a.#b",
+        ];
+        for case in cases {
+            let alloc = Allocator::default();
+            let text = alloc.alloc_str(&format!("({case}\n);"));
+            let parsed = Parser::new(&alloc, text, js::ts_module()).parse();
+            let Some(Statement::ExpressionStatement(stmt)) = parsed.program.body.first() else {
+                continue;
+            };
+            let Expression::ParenthesizedExpression(paren) = &stmt.expression else {
+                continue;
+            };
+            let mut codegen = Codegen::new().with_source_text(text);
+            codegen.print_ascii_byte(b'(');
+            codegen.print_expression(&paren.expression);
+            codegen.print_ascii_byte(b')');
+            let printed = codegen.into_source_text();
+            if let Some(fast) = plain_reads(&paren.expression) {
+                assert_eq!(fast, printed, "{case}");
+            }
+        }
+        let alloc = Allocator::default();
+        let parsed = Parser::new(&alloc, "(row.owner.name\n);", js::ts_module()).parse();
+        let Some(Statement::ExpressionStatement(stmt)) = parsed.program.body.first() else {
+            panic!("no statement");
+        };
+        let Expression::ParenthesizedExpression(paren) = &stmt.expression else {
+            panic!("no parentheses");
+        };
+        assert_eq!(
+            plain_reads(&paren.expression).as_deref(),
+            Some("(row.owner.name)")
+        );
     }
 }
