@@ -9,7 +9,6 @@
 //! Recursion here follows the markup tree, whose depth the parser caps at `markup::MAX_DEPTH`.
 
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
 
 use oxc::allocator::Allocator;
 
@@ -41,8 +40,6 @@ pub(crate) struct Generator<'s, 'k, 'a> {
     pub(crate) script: &'k ScriptInfo,
     /// The scope class when the screen has a `<style>`.
     pub(crate) scope: Option<String>,
-    /// Names usable as components (imports and top-level constants).
-    pub(crate) components: BTreeSet<String>,
     pub(crate) out: String,
     next_var: usize,
     /// Next free slot for `{#query}` and `{#form}` state (after the script's state).
@@ -56,14 +53,66 @@ pub(crate) struct Generator<'s, 'k, 'a> {
     pub(crate) fast: Option<&'k mut crate::program::Unit<'a>>,
 }
 
+/// A piece of generated code that [`emit!`] appends to the output. `write!` would do the same
+/// through the formatting machinery, which costs more than the copying itself for pieces this
+/// short, and the render function is written a few bytes at a time.
+pub(crate) trait Emit {
+    fn emit(&self, out: &mut String);
+}
+
+impl Emit for str {
+    fn emit(&self, out: &mut String) {
+        out.push_str(self);
+    }
+}
+
+impl Emit for String {
+    fn emit(&self, out: &mut String) {
+        out.push_str(self);
+    }
+}
+
+impl<T: Emit + ?Sized> Emit for &T {
+    fn emit(&self, out: &mut String) {
+        (**self).emit(out);
+    }
+}
+
+impl Emit for usize {
+    fn emit(&self, out: &mut String) {
+        // Digits from the last; a usize has at most 20.
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut n = *self;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        for &digit in &digits[at..] {
+            out.push(char::from(digit));
+        }
+    }
+}
+
+/// Appends each piece to the output in turn: `emit!(out, "const ", v, " = ", code, ";\n")`.
+macro_rules! emit {
+    ($out:expr, $($piece:expr),+ $(,)?) => {{
+        let out: &mut String = &mut $out;
+        $( Emit::emit(&$piece, out); )+
+    }};
+}
+
 /// A string written as a JavaScript string literal (`"…"`, escaped so that it can also sit in an
 /// inline `<script>`), straight into the output without building a `String`.
 pub(crate) struct JsStr<'s>(pub(crate) &'s str);
 
-impl std::fmt::Display for JsStr<'_> {
-    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use std::fmt::Write as _;
-        out.write_char('"')?;
+impl Emit for JsStr<'_> {
+    fn emit(&self, out: &mut String) {
+        out.push('"');
         // Runs of characters that need no escape are written in one piece. Bytes, not chars:
         // every character to escape is ASCII but U+2028 and U+2029 (`E2 80 A8`, `E2 80 A9`), so
         // a cut is always at a character boundary.
@@ -97,16 +146,21 @@ impl std::fmt::Display for JsStr<'_> {
                     continue;
                 }
             };
-            out.write_str(&self.0[plain..at])?;
+            out.push_str(&self.0[plain..at]);
             match escape {
-                Some(text) => out.write_str(text)?,
-                None => write!(out, "\\x{byte:02X}")?,
+                Some(text) => out.push_str(text),
+                None => {
+                    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+                    out.push_str("\\x");
+                    out.push(char::from(HEX[usize::from(byte >> 4)]));
+                    out.push(char::from(HEX[usize::from(byte & 15)]));
+                }
             }
             at += len;
             plain = at;
         }
-        out.write_str(&self.0[plain..])?;
-        out.write_char('"')
+        out.push_str(&self.0[plain..]);
+        out.push('"');
     }
 }
 
@@ -126,7 +180,9 @@ const MAY_ESCAPE: [bool; 256] = {
 };
 
 fn js_string(s: &str) -> String {
-    JsStr(s).to_string()
+    let mut out = String::with_capacity(s.len() + 2);
+    JsStr(s).emit(&mut out);
+    out
 }
 
 /// Quotes a string as a JavaScript string literal (also used for the CSS and scope names).
@@ -138,16 +194,16 @@ pub(crate) fn quote(s: &str) -> String {
 /// `String` (every dynamic piece of markup writes one).
 struct Slots<'s>(&'s BTreeSet<usize>);
 
-impl std::fmt::Display for Slots<'_> {
-    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        out.write_char('[')?;
+impl Emit for Slots<'_> {
+    fn emit(&self, out: &mut String) {
+        out.push('[');
         for (i, slot) in self.0.iter().enumerate() {
             if i > 0 {
-                out.write_str(", ")?;
+                out.push_str(", ");
             }
-            write!(out, "{slot}")?;
+            slot.emit(out);
         }
-        out.write_char(']')
+        out.push(']');
     }
 }
 
@@ -174,10 +230,6 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         script: &'k ScriptInfo,
         scope: Option<String>,
     ) -> Self {
-        let mut components: BTreeSet<String> = script.others.clone();
-        for import in &script.imports {
-            components.extend(import.locals.iter().cloned());
-        }
         // About what the render function takes for ordinary markup, so that it rarely grows
         // (each growth copies everything written so far).
         let out_capacity = sink.source.len() * 3;
@@ -186,7 +238,6 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             alloc,
             script,
             scope,
-            components,
             out: String::with_capacity(out_capacity),
             next_var: 0,
             next_slot: script.state.len(),
@@ -196,12 +247,23 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         }
     }
 
+    /// Whether `name` can be used as a component: an import or a top-level constant.
+    fn is_component(&self, name: &str) -> bool {
+        self.script.others.contains(name)
+            || self
+                .script
+                .imports
+                .iter()
+                .any(|import| import.locals.iter().any(|local| local == name))
+    }
+
     fn src(&self) -> &'s str {
         self.sink.source
     }
 
     fn var(&mut self, prefix: &str) -> String {
-        let v = format!("$${prefix}{}", self.next_var);
+        let mut v = String::with_capacity(8);
+        emit!(v, "$$", prefix, self.next_var);
         self.next_var += 1;
         v
     }
@@ -264,7 +326,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     format!("`{name}`: names starting with `$$` are reserved"),
                 );
             }
-            let hint = match name.as_str() {
+            let hint = match *name {
                 "$state" | "$derived" | "$effect" => {
                     Some("runes belong at the top level of the script: `let name = $state(value);`")
                 }
@@ -284,7 +346,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             // `name = value` to deeply reactive state keeps the proxy, as in the script.
             let text = &self.src()[target.start..target.end];
             let after = text
-                .strip_prefix(name.as_str())
+                .strip_prefix(*name)
                 .map(str::trim_start)
                 .filter(|rest| rest.starts_with('=') && !rest.starts_with("=="));
             if let (Some(rest), [slot]) = (after, writes.iter().collect::<Vec<_>>().as_slice()) {
@@ -334,7 +396,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     format!("`{name}`: names starting with `$$` are reserved"),
                 );
             }
-            let hint = match name.as_str() {
+            let hint = match *name {
                 "$state" | "$derived" | "$effect" => {
                     Some("runes belong at the top level of the script: `let name = $state(value);`")
                 }
@@ -366,7 +428,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
 
     fn nodes(&mut self, nodes: &[Node], parent: &str, ctx: Ctx) {
         // Snippets are declared first, so that markup before a snippet may render it.
-        let mut snippets = std::collections::HashSet::new();
+        let mut snippets = rustc_hash::FxHashSet::default();
         for node in nodes {
             if let Node::Snippet(block) = node {
                 let name = self.src()[block.name.start..block.name.end].to_string();
@@ -399,11 +461,16 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 Node::Expr(span) => {
                     let (code, deps) = self.expr(*span);
                     let v = self.var("x");
-                    let _ = writeln!(self.out, "const {v} = $$rt.text({parent}, \"\");");
-                    let _ = writeln!(
+                    emit!(self.out, "const ", v, " = $$rt.text(", parent, ", \"\");\n");
+                    emit!(
                         self.out,
-                        "$$b.u({}, () => $$rt.set_text({v}, {code}));",
-                        slots(&deps)
+                        "$$b.u(",
+                        slots(&deps),
+                        ", () => $$rt.set_text(",
+                        v,
+                        ", ",
+                        code,
+                        "));\n"
                     );
                 }
                 Node::Element(el) => self.element(el, parent, ctx),
@@ -417,10 +484,15 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 Node::Await(block) => self.await_block(block, parent, ctx),
                 Node::Key { value, body } => {
                     let (code, deps) = self.expr(*value);
-                    let _ = writeln!(
+                    emit!(
                         self.out,
-                        "$$rt.key_block($$b, {parent}, () => {code}, {}, ($$b, $$t) => {{",
-                        slots(&deps)
+                        "$$rt.key_block($$b, ",
+                        parent,
+                        ", () => ",
+                        code,
+                        ", ",
+                        slots(&deps),
+                        ", ($$b, $$t) => {\n"
                     );
                     self.frames.push(Vec::new());
                     self.nodes(body, "$$t", ctx);
@@ -453,7 +525,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             }
             collapsed
         };
-        let _ = writeln!(self.out, "$$rt.text({parent}, {});", JsStr(&shown));
+        emit!(self.out, "$$rt.text(", parent, ", ", JsStr(&shown), ");\n");
     }
 
     fn element(&mut self, el: &Element, parent: &str, ctx: Ctx) {
@@ -470,9 +542,9 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             return;
         }
         let imported = self.script.imports.iter().any(|i| {
-            i.default_name.as_deref() == Some(el.name.as_str())
+            i.default_name.as_deref() == Some(el.name)
                 || matches!(i.specifier, crate::imports::Specifier::Screen { .. })
-                    && i.locals.contains(&el.name)
+                    && i.locals.iter().any(|local| local == el.name)
         });
         if imported {
             self.sink.error(
@@ -481,7 +553,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 format!(
                     "<{}> is an HTML tag: a component's name starts with a capital letter (`import {} from …`)",
                     el.name,
-                    capitalised(&el.name)
+                    capitalised(el.name)
                 ),
             );
             return;
@@ -489,24 +561,37 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         let svg = ctx.svg || el.name == "svg";
         let v = self.var("e");
         let ns = if svg { ", true" } else { "" };
-        let _ = writeln!(
+        emit!(
             self.out,
-            "const {v} = $$rt.el({parent}, {}{ns});",
-            JsStr(&el.name)
+            "const ",
+            v,
+            " = $$rt.el(",
+            parent,
+            ", ",
+            JsStr(el.name),
+            ns,
+            ");\n"
         );
         let child_ctx = Ctx {
-            pre: ctx.pre || matches!(el.name.as_str(), "pre" | "textarea"),
+            pre: ctx.pre || matches!(el.name, "pre" | "textarea"),
             svg: svg && el.name != "foreignObject",
         };
         self.nodes(&el.children, &v, child_ctx);
         self.attributes(el, &v);
         if let Some((form, slot)) = self.form.clone() {
-            if matches!(el.name.as_str(), "input" | "select" | "textarea") {
+            if matches!(el.name, "input" | "select" | "textarea") {
                 if let Some(key) = self.field_key(el, &form) {
-                    let _ = writeln!(
+                    emit!(
                         self.out,
-                        "$$rt.field_error($$b, {v}, {form}, {}, [{slot}]);",
-                        JsStr(&key)
+                        "$$rt.field_error($$b, ",
+                        v,
+                        ", ",
+                        form,
+                        ", ",
+                        JsStr(&key),
+                        ", [",
+                        slot,
+                        "]);\n"
                     );
                 }
             }
@@ -517,8 +602,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     /// a static `name="key"`.
     fn field_key(&self, el: &Element, form: &str) -> Option<String> {
         for attr in &el.attrs {
-            if let ("bind:value" | "bind:checked", AttrValue::Expr(span)) =
-                (attr.name.as_str(), &attr.value)
+            if let ("bind:value" | "bind:checked", AttrValue::Expr(span)) = (attr.name, &attr.value)
             {
                 let text: String = self.src()[span.start..span.end]
                     .chars()
@@ -532,8 +616,8 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 return is_field_key(key).then(|| key.to_string());
             }
         }
-        el.attrs.iter().find_map(|a| match (&a.name[..], &a.value) {
-            ("name", AttrValue::Text(t)) if is_field_key(t) => Some(t.clone()),
+        el.attrs.iter().find_map(|a| match (a.name, &a.value) {
+            ("name", AttrValue::Text(t)) if is_field_key(t) => Some(t.to_string()),
             _ => None,
         })
     }
@@ -545,18 +629,19 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             AttrValue::Expr(span) => self.expr(*span),
             AttrValue::Mixed(parts) => {
                 let mut deps = BTreeSet::new();
-                let mut pieces = vec!["\"\"".to_string()];
+                let mut joined = String::from("\"\"");
                 for part in parts {
+                    joined.push_str(" + ");
                     match part {
-                        Part::Text(t) => pieces.push(js_string(t)),
+                        Part::Text(t) => JsStr(t).emit(&mut joined),
                         Part::Expr(span) => {
                             let (code, d) = self.expr(*span);
                             deps.extend(d);
-                            pieces.push(format!("$$rt.str({code})"));
+                            emit!(joined, "$$rt.str(", code, ")");
                         }
                     }
                 }
-                (pieces.join(" + "), deps)
+                (joined, deps)
             }
         }
     }
@@ -566,7 +651,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         let mut has_class = false;
         let mut has_spread = false;
         for attr in &el.attrs {
-            let name = attr.name.as_str();
+            let name = attr.name;
             if name == markup::SPREAD {
                 // The runtime adds the scope class to whatever `class` the object holds.
                 has_spread = true;
@@ -574,10 +659,21 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 class_deps.extend(deps.iter().copied());
                 let scope = self.scope.as_deref().map_or("null".into(), js_string);
                 let own_class = el.attrs.iter().any(|a| a.name == "class");
-                let _ = writeln!(
+                emit!(
                     self.out,
-                    "$$rt.spread($$b, {v}, () => {code}, {}, {scope}, {own_class});",
-                    slots(&deps)
+                    "$$rt.spread($$b, ",
+                    v,
+                    ", () => ",
+                    code,
+                    ", ",
+                    slots(&deps),
+                    ", ",
+                    scope,
+                    if own_class {
+                        ", true);\n"
+                    } else {
+                        ", false);\n"
+                    }
                 );
             } else if name.starts_with("on:")
                 || (is_event_attr(name) && matches!(attr.value, AttrValue::Expr(_)))
@@ -597,11 +693,17 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 // After every other attribute: see below.
             } else if let Some(prop) = name.strip_prefix("style:") {
                 let (code, deps) = self.directive_value(attr, prop);
-                let _ = writeln!(
+                emit!(
                     self.out,
-                    "$$b.u({}, () => $$rt.style({v}, {}, {code}));",
+                    "$$b.u(",
                     slots(&deps),
-                    JsStr(prop)
+                    ", () => $$rt.style(",
+                    v,
+                    ", ",
+                    JsStr(prop),
+                    ", ",
+                    code,
+                    "));\n"
                 );
             } else if name.contains(':') && !name.starts_with("xlink:") && !name.starts_with("xml:")
             {
@@ -622,7 +724,9 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     has_class = true;
                     class_deps.extend(deps.iter().copied());
                     if let Some(scope) = &self.scope {
-                        code = format!("$$rt.cls({code}, {})", JsStr(scope));
+                        let mut wrapped = String::with_capacity(code.len() + scope.len() + 16);
+                        emit!(wrapped, "$$rt.cls(", code, ", ", JsStr(scope), ")");
+                        code = wrapped;
                     }
                 }
                 let setter = if PROPERTIES.contains(&name)
@@ -633,20 +737,46 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     "attr"
                 };
                 if deps.is_empty() {
-                    let _ = writeln!(self.out, "$$rt.{setter}({v}, {}, {code});", JsStr(name));
-                } else {
-                    let _ = writeln!(
+                    emit!(
                         self.out,
-                        "$$b.u({}, () => $$rt.{setter}({v}, {}, {code}));",
+                        "$$rt.",
+                        setter,
+                        "(",
+                        v,
+                        ", ",
+                        JsStr(name),
+                        ", ",
+                        code,
+                        ");\n"
+                    );
+                } else {
+                    emit!(
+                        self.out,
+                        "$$b.u(",
                         slots(&deps),
-                        JsStr(name)
+                        ", () => $$rt.",
+                        setter,
+                        "(",
+                        v,
+                        ", ",
+                        JsStr(name),
+                        ", ",
+                        code,
+                        "));\n"
                     );
                 }
             }
         }
         if !has_class && !has_spread {
             if let Some(scope) = &self.scope {
-                let _ = writeln!(self.out, "$$rt.attr({v}, \"class\", {});", JsStr(scope));
+                emit!(
+                    self.out,
+                    "$$rt.attr(",
+                    v,
+                    ", \"class\", ",
+                    JsStr(scope),
+                    ");\n"
+                );
             }
         }
         // Bindings read the element's `value` (a radio's in `bind:group`, a select's options),
@@ -663,11 +793,17 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             if let Some(class) = attr.name.strip_prefix("class:") {
                 let (code, mut deps) = self.directive_value(attr, class);
                 deps.extend(class_deps.iter().copied());
-                let _ = writeln!(
+                emit!(
                     self.out,
-                    "$$b.u({}, () => $$rt.toggle_class({v}, {}, {code}));",
+                    "$$b.u(",
                     slots(&deps),
-                    JsStr(class)
+                    ", () => $$rt.toggle_class(",
+                    v,
+                    ", ",
+                    JsStr(class),
+                    ", ",
+                    code,
+                    "));\n"
                 );
             }
         }
@@ -734,11 +870,17 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             return;
         };
         let (code, _) = self.expr(*span);
-        let _ = writeln!(
+        emit!(
             self.out,
-            "$$rt.on({v}, {}, () => {code}, {});",
+            "$$rt.on(",
+            v,
+            ", ",
             JsStr(event),
-            JsStr(&modifiers.join("|"))
+            ", () => ",
+            code,
+            ", ",
+            JsStr(&modifiers.join("|")),
+            ");\n"
         );
     }
 
@@ -758,10 +900,17 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             AttrValue::Bare => ("undefined".to_string(), BTreeSet::new()),
             _ => self.attr_code(attr),
         };
-        let _ = writeln!(
+        emit!(
             self.out,
-            "$$rt.action($$, $$b, {v}, {action}, () => {param}, {});",
-            slots(&deps)
+            "$$rt.action($$, $$b, ",
+            v,
+            ", ",
+            action,
+            ", () => ",
+            param,
+            ", ",
+            slots(&deps),
+            ");\n"
         );
     }
 
@@ -821,7 +970,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
 
     fn binding(&mut self, el: &Element, attr: &Attr, kind: &str, v: &str) {
         let fits = match kind {
-            "value" => matches!(el.name.as_str(), "input" | "textarea" | "select"),
+            "value" => matches!(el.name, "input" | "textarea" | "select"),
             "checked" | "group" => el.name == "input",
             "this" => true,
             _ => false,
@@ -839,18 +988,27 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         };
         let (code, assign, deps) = self.bind_assignment(span);
         if kind == "this" {
-            let _ = writeln!(self.out, "(($$v) => {{ {assign}; }})({v});");
+            emit!(self.out, "(($$v) => { ", assign, "; })(", v, ");\n");
         } else {
-            let _ = writeln!(
+            emit!(
                 self.out,
-                "$$rt.bind_{kind}($$b, {v}, () => {code}, ($$v) => {{ {assign}; }}, {});",
-                slots(&deps)
+                "$$rt.bind_",
+                kind,
+                "($$b, ",
+                v,
+                ", () => ",
+                code,
+                ", ($$v) => { ",
+                assign,
+                "; }, ",
+                slots(&deps),
+                ");\n"
             );
         }
     }
 
     fn component(&mut self, el: &Element, parent: &str) {
-        if !self.components.contains(&el.name) {
+        if !self.is_component(el.name) {
             self.sink.error(
                 Code::UnknownComponent,
                 el.start,
@@ -867,7 +1025,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 let name = self.src()[block.name.start..block.name.end].to_string();
                 let var = self.var("s");
                 self.snippet(&var, block.params, &block.body, Ctx::default());
-                props.push(format!("{}: {var}", JsStr(&name)));
+                props.push(entry(&name, &var));
             }
         }
         let content: Vec<&Node> = el
@@ -913,18 +1071,24 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 );
                 continue;
             } else {
-                attr.name.clone()
+                attr.name.to_string()
             };
             let (code, d) = self.attr_code(attr);
             deps.extend(d);
-            props.push(format!("{}: {code}", JsStr(&key)));
+            props.push(entry(&key, &code));
         }
-        let _ = writeln!(
+        emit!(
             self.out,
-            "$$rt.child($$b, {parent}, {}, () => ({{ {} }}), {}{this});",
+            "$$rt.child($$b, ",
+            parent,
+            ", ",
             el.name,
+            ", () => ({ ",
             props.join(", "),
-            slots(&deps)
+            " }), ",
+            slots(&deps),
+            this,
+            ");\n"
         );
     }
 
@@ -937,10 +1101,10 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 Some(span) => {
                     let (code, d) = self.expr(*span);
                     deps.extend(d);
-                    let _ = write!(select, "{code} ? {i} : ");
+                    emit!(select, code, " ? ", i, " : ");
                 }
                 None => {
-                    let _ = write!(select, "{i}");
+                    emit!(select, i);
                     has_else = true;
                 }
             }
@@ -948,10 +1112,15 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         if !has_else {
             select.push_str("-1");
         }
-        let _ = writeln!(
+        emit!(
             self.out,
-            "$$rt.if_block($$b, {parent}, () => {select}, {}, [",
-            slots(&deps)
+            "$$rt.if_block($$b, ",
+            parent,
+            ", () => ",
+            select,
+            ", ",
+            slots(&deps),
+            ", [\n"
         );
         for (_, body) in &block.branches {
             self.out.push_str("($$b, $$t) => {\n");
@@ -966,10 +1135,15 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     /// `{#await}`: a branch each for pending, then and catch (`null` when absent).
     fn await_block(&mut self, block: &markup::AwaitBlock, parent: &str, ctx: Ctx) {
         let (promise, deps) = self.expr(block.promise);
-        let _ = writeln!(
+        emit!(
             self.out,
-            "$$rt.await_block($$b, {parent}, () => {promise}, {}, ",
-            slots(&deps)
+            "$$rt.await_block($$b, ",
+            parent,
+            ", () => ",
+            promise,
+            ", ",
+            slots(&deps),
+            ", \n"
         );
         if block.pending.is_empty() {
             self.out.push_str("null,\n");
@@ -991,7 +1165,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             let mut frame = Vec::new();
             if let Some(span) = pattern {
                 let (names, code) = self.pattern(*span);
-                let _ = writeln!(self.out, "let {code} = $$v;");
+                emit!(self.out, "let ", code, " = $$v;\n");
                 frame.extend(names.into_iter().map(|name| Local {
                     name,
                     deps: BTreeSet::new(),
@@ -1062,30 +1236,50 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 writes: BTreeSet::new(),
             });
         }
-        let declare = match &index {
-            Some(i) => format!("let {pattern} = $$v, {i} = $$i;"),
-            None => format!("let {pattern} = $$v;"),
-        };
-        let reassign = match &index {
-            Some(i) => format!("({pattern} = $$v); {i} = $$i;"),
-            None => format!("({pattern} = $$v);"),
-        };
-        let _ = writeln!(
+        let mut declare = String::with_capacity(pattern.len() + 24);
+        let mut reassign = String::with_capacity(pattern.len() + 24);
+        match &index {
+            Some(i) => {
+                emit!(declare, "let ", pattern, " = $$v, ", i, " = $$i;");
+                emit!(reassign, "(", pattern, " = $$v); ", i, " = $$i;");
+            }
+            None => {
+                emit!(declare, "let ", pattern, " = $$v;");
+                emit!(reassign, "(", pattern, " = $$v);");
+            }
+        }
+        emit!(
             self.out,
-            "$$rt.each($$b, {parent}, () => {list}, {}, ",
-            slots(&list_deps)
+            "$$rt.each($$b, ",
+            parent,
+            ", () => ",
+            list,
+            ", ",
+            slots(&list_deps),
+            ", \n"
         );
         self.frames.push(frame);
         match block.key {
             Some(key) => {
                 let (code, _) = self.expr(key);
-                let _ = writeln!(self.out, "($$v, $$i) => {{ {declare} return {code}; }},");
+                emit!(
+                    self.out,
+                    "($$v, $$i) => { ",
+                    declare,
+                    " return ",
+                    code,
+                    "; },\n"
+                );
             }
             None => self.out.push_str("null,\n"),
         }
-        let _ = writeln!(
+        emit!(
             self.out,
-            "($$b, $$t, $$v, $$i) => {{ {declare} $$b.set = ($$v, $$i) => {{ {reassign} }};"
+            "($$b, $$t, $$v, $$i) => { ",
+            declare,
+            " $$b.set = ($$v, $$i) => { ",
+            reassign,
+            " };\n"
         );
         self.nodes(&block.body, "$$t", ctx);
         self.frames.pop();
@@ -1125,16 +1319,34 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 self.src()[params.start..params.end].to_string(),
             ),
         };
-        let _ = writeln!(
+        emit!(
             self.out,
-            "const {var} = $$rt.snippet($$, {slot}, ($$b, $$t, $$a) => {{"
+            "const ",
+            var,
+            " = $$rt.snippet($$, ",
+            slot,
+            ", ($$b, $$t, $$a) => {\n"
         );
         if !names.is_empty() {
             let list = names.join(", ");
             let d = self.var("p");
-            let _ = writeln!(
+            emit!(
                 self.out,
-                "const {d} = ({code}\n) => [{list}];\nlet [{list}] = {d}(...$$a);\n$$b.set = ($$a) => {{ [{list}] = {d}(...$$a); }};"
+                "const ",
+                d,
+                " = (",
+                code,
+                "\n) => [",
+                list,
+                "];\nlet [",
+                list,
+                "] = ",
+                d,
+                "(...$$a);\n$$b.set = ($$a) => { [",
+                list,
+                "] = ",
+                d,
+                "(...$$a); };\n"
             );
         }
         let slot_set = BTreeSet::from([slot]);
@@ -1175,11 +1387,16 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         };
         let (code, assign, d) = self.bind_assignment(span);
         deps.extend(d);
-        props.push(format!("{}: {code}", JsStr(prop)));
-        props.push(format!(
-            "{}: ($$v) => {{ {assign}; }}",
-            JsStr(&format!("$$bind:{prop}"))
-        ));
+        props.push(entry(prop, &code));
+        let mut callback = String::with_capacity(assign.len() + 32);
+        emit!(
+            callback,
+            JsStr(&format!("$$bind:{prop}")),
+            ": ($$v) => { ",
+            assign,
+            "; }"
+        );
+        props.push(callback);
     }
 
     /// The content between a component's tags (its snippets excepted) as a snippet without
@@ -1187,9 +1404,13 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     fn children_snippet(&mut self, var: &str, children: &[Node]) {
         let slot = self.next_slot;
         self.next_slot += 1;
-        let _ = writeln!(
+        emit!(
             self.out,
-            "const {var} = $$rt.snippet($$, {slot}, ($$b, $$t, $$a) => {{"
+            "const ",
+            var,
+            " = $$rt.snippet($$, ",
+            slot,
+            ", ($$b, $$t, $$a) => {\n"
         );
         self.frames.push(Vec::new());
         for node in children {
@@ -1212,10 +1433,15 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             return;
         }
         let (code, deps) = self.expr(span);
-        let _ = writeln!(
+        emit!(
             self.out,
-            "$$rt.render($$b, {parent}, () => {code}, {});",
-            slots(&deps)
+            "$$rt.render($$b, ",
+            parent,
+            ", () => ",
+            code,
+            ", ",
+            slots(&deps),
+            ");\n"
         );
     }
 
@@ -1234,10 +1460,17 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             return;
         }
         let (code, deps) = self.expr(value);
-        let _ = writeln!(
+        emit!(
             self.out,
-            "let {name};\n$$b.u({}, () => {{ {name} = {code}; }});",
-            slots(&deps)
+            "let ",
+            name,
+            ";\n$$b.u(",
+            slots(&deps),
+            ", () => { ",
+            name,
+            " = ",
+            code,
+            "; });\n"
         );
         if let Some(frame) = self.frames.last_mut() {
             frame.push(Local {
@@ -1269,10 +1502,23 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             None => "undefined".into(),
         };
         let name = self.src()[block.name.start..block.name.end].to_string();
-        let _ = writeln!(
+        emit!(
             self.out,
-            "$$rt.query($$, $$b, {parent}, {slot}, () => [{query}, {params}, {options}], {}, ($$b, $$t, {name}) => {{",
-            slots(&deps)
+            "$$rt.query($$, $$b, ",
+            parent,
+            ", ",
+            slot,
+            ", () => [",
+            query,
+            ", ",
+            params,
+            ", ",
+            options,
+            "], ",
+            slots(&deps),
+            ", ($$b, $$t, ",
+            name,
+            ") => {\n"
         );
         let slot_set = BTreeSet::from([slot]);
         self.frames.push(vec![Local {
@@ -1298,13 +1544,27 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         };
         let name = self.src()[block.name.start..block.name.end].to_string();
         let scope = self.scope.clone().unwrap_or_default();
-        let _ = writeln!(
+        emit!(
             self.out,
-            "$$rt.form($$, $$b, {parent}, {slot}, {}, {}, () => {id}, {}, {}, () => {options}, ($$b, $$t, {name}) => {{",
-            JsStr(&block.module),
-            JsStr(&block.object),
+            "$$rt.form($$, $$b, ",
+            parent,
+            ", ",
+            slot,
+            ", ",
+            JsStr(block.module),
+            ", ",
+            JsStr(block.object),
+            ", () => ",
+            id,
+            ", ",
             slots(&deps),
-            JsStr(&scope)
+            ", ",
+            JsStr(&scope),
+            ", () => ",
+            options,
+            ", ($$b, $$t, ",
+            name,
+            ") => {\n"
         );
         let slot_set = BTreeSet::from([slot]);
         self.frames.push(vec![Local {
@@ -1318,6 +1578,13 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         self.frames.pop();
         self.out.push_str("});\n");
     }
+}
+
+/// `"key": value`, an entry of a component's props object.
+fn entry(key: &str, value: &str) -> String {
+    let mut entry = String::with_capacity(key.len() + value.len() + 4);
+    emit!(entry, JsStr(key), ": ", value);
+    entry
 }
 
 fn capitalised(name: &str) -> String {

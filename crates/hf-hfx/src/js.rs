@@ -5,7 +5,7 @@
 //! Positions handed out by this module are byte offsets into the HFX source (or the sidecar), so
 //! the code generator can splice text without knowing about oxc.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use oxc::allocator::Allocator;
@@ -21,6 +21,9 @@ use oxc::semantic::{Semantic, SemanticBuilder};
 use oxc::span::{GetSpan, SourceType, Span as OxcSpan};
 use oxc::syntax::reference::Reference;
 use oxc::transformer::{TransformOptions, Transformer};
+// Maps keyed by names and positions use FxHash: the keys are short, SipHash costs several times
+// more per key, and oxc's own scope analysis hashes the same names with a hash of that kind.
+use rustc_hash::FxHashMap;
 
 use crate::diagnostics::{DiagnosticCode as Code, Sink};
 use crate::imports::{self, Specifier, Urls};
@@ -124,7 +127,7 @@ pub(crate) struct ScriptInfo {
     pub(crate) exports: Vec<String>,
     /// Top-level functions and the state slots they read, directly or through other top-level
     /// functions, so that `{total()}` updates when what `total` reads changes.
-    pub(crate) functions: HashMap<String, BTreeSet<usize>>,
+    pub(crate) functions: FxHashMap<String, BTreeSet<usize>>,
     /// Every other top-level name (const, class, import, enum).
     pub(crate) others: BTreeSet<String>,
     /// Instrumentation and `export` removals, in source offsets.
@@ -183,10 +186,12 @@ impl ScriptInfo {
 
 /// Free names an `{expression}` reads and the assignments it makes to them.
 #[derive(Debug, Default)]
-pub(crate) struct ExprInfo {
-    pub(crate) reads: BTreeSet<String>,
+pub(crate) struct ExprInfo<'a> {
+    /// The names, in the compile's arena: a `String` each would cost an allocation and a free
+    /// for every name every piece of code reads.
+    pub(crate) reads: BTreeSet<&'a str>,
     /// `(root name, span of the assignment or update expression)`.
-    pub(crate) writes: Vec<(String, Span)>,
+    pub(crate) writes: Vec<(&'a str, Span)>,
 }
 
 /// Reports oxc diagnostics, shifting their offsets by `shift` and clamping them into `clamp`.
@@ -242,19 +247,29 @@ pub(crate) fn analyze_script(alloc: &Allocator, sink: &mut Sink<'_>, span: Span)
         report(sink, &built.diagnostics, shift, span);
         return ScriptInfo::default();
     }
-    analyze_program(sink, &program, &built.semantic, span.start, text.len())
+    analyze_program(
+        sink,
+        &program,
+        &built.semantic,
+        span.start,
+        text.len(),
+        true,
+    )
 }
 
 /// Analyses the script part of an analysed program: the statements and references in its first
 /// `script_len` bytes, which are the script's text moved back by `base` bytes of the HFX source.
 /// (The one-pass compiler's program continues with the markup's expressions; their references
-/// to the script's names are not the script's business.)
+/// to the script's names are not the script's business.) `text_edits` asks for the state
+/// instrumentation as [`ScriptInfo::edits`] too, which only the piece-by-piece compiler applies
+/// (the one-pass compiler wraps the AST, see [`ScriptInfo::wraps`]).
 pub(crate) fn analyze_program(
     sink: &mut Sink<'_>,
     program: &Program<'_>,
     semantic: &Semantic<'_>,
     base: usize,
     script_len: usize,
+    text_edits: bool,
 ) -> ScriptInfo {
     let mut info = ScriptInfo::default();
     let in_script = |s: OxcSpan| (s.start as usize) < script_len;
@@ -626,7 +641,7 @@ pub(crate) fn analyze_program(
         .filter(|r| r.kind == RuneKind::State)
         .map(|r| r.name.as_str())
         .collect();
-    let mut reads_in: HashMap<&str, BTreeSet<usize>> = HashMap::new();
+    let mut reads_in: FxHashMap<&str, BTreeSet<usize>> = FxHashMap::default();
     for (slot, symbol) in state_symbols.iter().enumerate() {
         let deep = deep_names.contains(info.state[slot].as_str());
         for reference in scoping.get_resolved_references(*symbol) {
@@ -642,11 +657,16 @@ pub(crate) fn analyze_program(
                 reads_in.entry(f.as_str()).or_default().insert(slot);
             }
             if let Some(target) = assignment_around(semantic, reference) {
-                let slots = BTreeSet::from([slot]);
-                info.edits.extend(Edit::wrap(abs(target), &slots));
+                if text_edits {
+                    let slots = BTreeSet::from([slot]);
+                    info.edits.extend(Edit::wrap(abs(target), &slots));
+                }
                 info.wraps.push((target, slot));
             }
-            if let Some(right) = deep.then(|| assigned_value(semantic, reference)).flatten() {
+            let deep_value = (deep && text_edits)
+                .then(|| assigned_value(semantic, reference))
+                .flatten();
+            if let Some(right) = deep_value {
                 // Ranked like a wrap of the value's own span (see `Edit::rank`).
                 let (start, end) = (abs(right).start, abs(right).end);
                 let len = i64::try_from(end - start).unwrap_or(i64::MAX);
@@ -666,7 +686,7 @@ pub(crate) fn analyze_program(
         }
     }
     // Calls between top-level functions, then the transitive closure of what they read.
-    let mut calls: HashMap<&str, BTreeSet<&str>> = HashMap::new();
+    let mut calls: FxHashMap<&str, BTreeSet<&str>> = FxHashMap::default();
     for (symbol, callee) in &function_symbols {
         for reference in scoping.get_resolved_references(*symbol) {
             let node_span = nodes.kind(reference.node_id()).span();
@@ -709,7 +729,9 @@ pub(crate) fn analyze_program(
             info.deep.insert(slot);
         }
     }
-    rune_edits(&mut info, base);
+    if text_edits {
+        rune_edits(&mut info, base);
+    }
     info
 }
 
@@ -949,11 +971,11 @@ pub(crate) fn assignment_around(semantic: &Semantic<'_>, reference: &Reference) 
 
 /// Parses one `{expression}` (`span` of the HFX source) and lists the free names it reads and
 /// assigns. Returns `None` (with diagnostics) when it is not a single valid expression.
-pub(crate) fn analyze_expression(
-    alloc: &Allocator,
+pub(crate) fn analyze_expression<'a>(
+    alloc: &'a Allocator,
     sink: &mut Sink<'_>,
     span: Span,
-) -> Option<ExprInfo> {
+) -> Option<ExprInfo<'a>> {
     let text = &sink.source[span.start..span.end];
     if !nesting_ok(sink, text, span.start) {
         return None;
@@ -991,11 +1013,11 @@ pub(crate) fn analyze_expression(
             .clamp(span.start, span.end),
     };
     for (name, ids) in scoping.root_unresolved_references() {
-        let name = name.as_str().to_string();
+        let name: &'a str = alloc.alloc_str(name.as_str());
         for id in ids {
             let reference = scoping.get_reference(*id);
             if let Some(target) = assignment_around(&semantic, reference) {
-                info.writes.push((name.clone(), to_src(target)));
+                info.writes.push((name, to_src(target)));
             }
         }
         info.reads.insert(name);

@@ -6,6 +6,8 @@
 //! may recurse. The first structural error (unclosed or mismatched tag, unterminated construct)
 //! stops parsing: what follows it would only produce confusing follow-up errors.
 
+use std::borrow::Cow;
+
 use crate::diagnostics::{DiagnosticCode as Code, Sink};
 use crate::scan;
 
@@ -64,108 +66,112 @@ pub(crate) struct Span {
 
 /// A parsed HFX source.
 #[derive(Debug, Default)]
-pub(crate) struct Document {
+pub(crate) struct Document<'s> {
     pub(crate) script: Option<Span>,
     pub(crate) style: Option<Span>,
-    pub(crate) nodes: Vec<Node>,
+    pub(crate) nodes: Vec<Node<'s>>,
 }
 
 #[derive(Debug)]
-pub(crate) enum Node {
-    /// Literal text, entities already decoded.
-    Text(String),
+pub(crate) enum Node<'s> {
+    /// Literal text, entities already decoded (borrowed from the source when it has none).
+    Text(Cow<'s, str>),
     /// `{expression}`: text content, always escaped.
     Expr(Span),
-    Element(Element),
-    If(IfBlock),
-    Each(EachBlock),
+    Element(Element<'s>),
+    If(IfBlock<'s>),
+    // The larger blocks are boxed so that a node, which is moved several times while the tree is
+    // built, stays the size of an element.
+    Each(Box<EachBlock<'s>>),
     /// `{@const name = expression}`.
     Const {
         name: Span,
         value: Span,
     },
-    Query(QueryBlock),
-    Form(FormBlock),
+    Query(Box<QueryBlock<'s>>),
+    Form(Box<FormBlock<'s>>),
     /// `{#snippet name(params)}…{/snippet}`.
-    Snippet(SnippetBlock),
+    Snippet(SnippetBlock<'s>),
     /// `{@render expression}`: the expression calls a snippet (`name(args)`).
     Render(Span),
     /// `{#await promise}…{:then value}…{:catch error}…{/await}`.
-    Await(AwaitBlock),
+    Await(Box<AwaitBlock<'s>>),
     /// `{#key expression}…{/key}`: the content is made anew when the value changes.
     Key {
         value: Span,
-        body: Vec<Node>,
+        body: Vec<Node<'s>>,
     },
 }
 
+/// The tree borrows its names and texts from the source: a compile builds it and drops it, and
+/// a `String` per name and text made both cost more than the parsing itself.
 #[derive(Debug)]
-pub(crate) struct Element {
-    pub(crate) name: String,
+pub(crate) struct Element<'s> {
+    pub(crate) name: &'s str,
     pub(crate) start: usize,
-    pub(crate) attrs: Vec<Attr>,
-    pub(crate) children: Vec<Node>,
+    pub(crate) attrs: Vec<Attr<'s>>,
+    pub(crate) children: Vec<Node<'s>>,
 }
 
 #[derive(Debug)]
-pub(crate) struct Attr {
-    pub(crate) name: String,
+pub(crate) struct Attr<'s> {
+    pub(crate) name: &'s str,
     pub(crate) start: usize,
-    pub(crate) value: AttrValue,
+    pub(crate) value: AttrValue<'s>,
 }
 
 #[derive(Debug)]
-pub(crate) enum AttrValue {
+pub(crate) enum AttrValue<'s> {
     /// `disabled`: no value.
     Bare,
     /// `name="text"` (decoded).
-    Text(String),
+    Text(Cow<'s, str>),
     /// `name={expression}`.
     Expr(Span),
     /// `name="text {expression} text"`.
-    Mixed(Vec<Part>),
+    Mixed(Vec<Part<'s>>),
 }
 
 #[derive(Debug)]
-pub(crate) enum Part {
-    Text(String),
+pub(crate) enum Part<'s> {
+    Text(Cow<'s, str>),
     Expr(Span),
 }
 
 #[derive(Debug)]
-pub(crate) struct IfBlock {
+pub(crate) struct IfBlock<'s> {
     /// `(condition, body)`; the final `{:else}` branch has no condition.
-    pub(crate) branches: Vec<(Option<Span>, Vec<Node>)>,
+    pub(crate) branches: Vec<(Option<Span>, Vec<Node<'s>>)>,
 }
 
 #[derive(Debug)]
-pub(crate) struct EachBlock {
+pub(crate) struct EachBlock<'s> {
     pub(crate) list: Span,
     pub(crate) pattern: Span,
     pub(crate) index: Option<Span>,
     pub(crate) key: Option<Span>,
-    pub(crate) body: Vec<Node>,
-    pub(crate) else_body: Option<Vec<Node>>,
+    pub(crate) body: Vec<Node<'s>>,
+    pub(crate) else_body: Option<Vec<Node<'s>>>,
 }
 
 #[derive(Debug)]
-pub(crate) struct QueryBlock {
+pub(crate) struct QueryBlock<'s> {
     pub(crate) query: Span,
     pub(crate) params: Option<Span>,
     /// `{ debounce: ms, count: "HOQS" }`.
     pub(crate) options: Option<Span>,
     pub(crate) name: Span,
-    pub(crate) body: Vec<Node>,
+    pub(crate) body: Vec<Node<'s>>,
 }
 
 #[derive(Debug)]
-pub(crate) struct AwaitBlock {
+pub(crate) struct AwaitBlock<'s> {
     pub(crate) promise: Span,
-    pub(crate) pending: Vec<Node>,
+    pub(crate) pending: Vec<Node<'s>>,
     /// `{:then pattern}` (the pattern may be empty) and its content.
-    pub(crate) then: Option<(Option<Span>, Vec<Node>)>,
+    pub(crate) then: Option<(Option<Span>, Vec<Node<'s>>)>,
     /// `{:catch pattern}` and its content.
-    pub(crate) catch: Option<(Option<Span>, Vec<Node>)>,
+    pub(crate) catch: Option<(Option<Span>, Vec<Node<'s>>)>,
 }
 
 /// Which part of an `{#await}` is being parsed.
@@ -177,22 +183,22 @@ enum AwaitPart {
 }
 
 #[derive(Debug)]
-pub(crate) struct SnippetBlock {
+pub(crate) struct SnippetBlock<'s> {
     pub(crate) name: Span,
     /// The text between the parentheses (may be empty).
     pub(crate) params: Span,
-    pub(crate) body: Vec<Node>,
+    pub(crate) body: Vec<Node<'s>>,
 }
 
 #[derive(Debug)]
-pub(crate) struct FormBlock {
-    pub(crate) module: String,
-    pub(crate) object: String,
+pub(crate) struct FormBlock<'s> {
+    pub(crate) module: &'s str,
+    pub(crate) object: &'s str,
     pub(crate) id: Option<Span>,
     /// `{ validate, attributes }`.
     pub(crate) options: Option<Span>,
     pub(crate) name: Span,
-    pub(crate) body: Vec<Node>,
+    pub(crate) body: Vec<Node<'s>>,
 }
 
 /// Elements that have no content and no closing tag.
@@ -206,45 +212,45 @@ pub(crate) fn is_void(name: &str) -> bool {
 }
 
 /// An open element or block while parsing.
-enum Frame {
-    Element(Element),
+enum Frame<'s> {
+    Element(Element<'s>),
     If {
         start: usize,
-        block: IfBlock,
+        block: IfBlock<'s>,
         current: Option<Span>,
-        body: Vec<Node>,
+        body: Vec<Node<'s>>,
         closed_else: bool,
     },
     Each {
         start: usize,
-        block: EachBlock,
+        block: EachBlock<'s>,
         in_else: bool,
     },
     Query {
         start: usize,
-        block: QueryBlock,
+        block: QueryBlock<'s>,
     },
     Form {
         start: usize,
-        block: FormBlock,
+        block: FormBlock<'s>,
     },
     Snippet {
         start: usize,
-        block: SnippetBlock,
+        block: SnippetBlock<'s>,
     },
     Await {
         start: usize,
-        block: AwaitBlock,
+        block: AwaitBlock<'s>,
         part: AwaitPart,
     },
     Key {
         start: usize,
         value: Span,
-        body: Vec<Node>,
+        body: Vec<Node<'s>>,
     },
 }
 
-impl Frame {
+impl<'s> Frame<'s> {
     fn start(&self) -> usize {
         match self {
             Frame::Element(e) => e.start,
@@ -285,7 +291,7 @@ impl Frame {
         }
     }
 
-    fn children(&mut self) -> &mut Vec<Node> {
+    fn children(&mut self) -> &mut Vec<Node<'s>> {
         match self {
             Frame::Element(e) => &mut e.children,
             Frame::If { body, .. } => body,
@@ -308,7 +314,7 @@ impl Frame {
         }
     }
 
-    fn into_node(self) -> Node {
+    fn into_node(self) -> Node<'s> {
         match self {
             Frame::Element(e) => Node::Element(e),
             Frame::If {
@@ -322,11 +328,11 @@ impl Frame {
                 let _ = closed_else;
                 Node::If(block)
             }
-            Frame::Each { block, .. } => Node::Each(block),
-            Frame::Query { block, .. } => Node::Query(block),
-            Frame::Form { block, .. } => Node::Form(block),
+            Frame::Each { block, .. } => Node::Each(Box::new(block)),
+            Frame::Query { block, .. } => Node::Query(Box::new(block)),
+            Frame::Form { block, .. } => Node::Form(Box::new(block)),
             Frame::Snippet { block, .. } => Node::Snippet(block),
-            Frame::Await { block, .. } => Node::Await(block),
+            Frame::Await { block, .. } => Node::Await(Box::new(block)),
             Frame::Key { value, body, .. } => Node::Key { value, body },
         }
     }
@@ -339,17 +345,28 @@ enum Closer<'n> {
     Block(&'n str),
 }
 
+impl Closer<'_> {
+    /// The closer as written (`</div>`, `{/if}`), for messages: made only for one, since every
+    /// element and block closes.
+    fn shown(&self) -> String {
+        match self {
+            Closer::Element(name) => format!("</{name}>"),
+            Closer::Block(keyword) => format!("{{/{keyword}}}"),
+        }
+    }
+}
+
 struct Parser<'s, 'd> {
     src: &'s str,
     bytes: &'s [u8],
     pos: usize,
-    stack: Vec<Frame>,
-    doc: Document,
+    stack: Vec<Frame<'s>>,
+    doc: Document<'s>,
     sink: &'d mut Sink<'s>,
 }
 
 /// Parses HFX markup; problems go to `sink`. The document is partial when the sink has errors.
-pub(crate) fn parse(sink: &mut Sink<'_>) -> Document {
+pub(crate) fn parse<'s>(sink: &mut Sink<'s>) -> Document<'s> {
     let src = sink.source;
     let mut p = Parser {
         src,
@@ -379,8 +396,8 @@ pub(crate) fn parse(sink: &mut Sink<'_>) -> Document {
     p.doc
 }
 
-impl Parser<'_, '_> {
-    fn push_node(&mut self, node: Node) {
+impl<'s> Parser<'s, '_> {
+    fn push_node(&mut self, node: Node<'s>) {
         match self.stack.last_mut() {
             Some(frame) => frame.children().push(node),
             None => self.doc.nodes.push(node),
@@ -392,7 +409,7 @@ impl Parser<'_, '_> {
         None
     }
 
-    fn open(&mut self, frame: Frame) -> Option<()> {
+    fn open(&mut self, frame: Frame<'s>) -> Option<()> {
         if self.stack.len() >= MAX_DEPTH {
             let at = frame.start();
             return self.fail(
@@ -495,7 +512,7 @@ impl Parser<'_, '_> {
             children: Vec::new(),
         };
         let self_closing = self.attributes(&mut el)?;
-        if self_closing || is_void(&el.name) {
+        if self_closing || is_void(el.name) {
             self.push_node(Node::Element(el));
             Some(())
         } else {
@@ -503,7 +520,7 @@ impl Parser<'_, '_> {
         }
     }
 
-    fn tag_name(&mut self) -> String {
+    fn tag_name(&mut self) -> &'s str {
         let start = self.pos;
         if self.pos < self.bytes.len() && self.bytes[self.pos].is_ascii_alphabetic() {
             self.pos += 1;
@@ -513,12 +530,12 @@ impl Parser<'_, '_> {
                 self.pos += 1;
             }
         }
-        self.src[start..self.pos].to_string()
+        &self.src[start..self.pos]
     }
 
-    fn raw_block(&mut self, start: usize, lower: &str) -> Option<()> {
+    fn raw_block(&mut self, start: usize, lower: &'static str) -> Option<()> {
         let mut probe = Element {
-            name: lower.to_string(),
+            name: lower,
             start,
             attrs: Vec::new(),
             children: Vec::new(),
@@ -544,7 +561,7 @@ impl Parser<'_, '_> {
             );
         }
         for attr in &probe.attrs {
-            let allowed = matches!(attr.name.as_str(), "lang" | "type");
+            let allowed = matches!(attr.name, "lang" | "type");
             if !allowed {
                 return self.fail(
                     Code::InvalidName,
@@ -593,7 +610,7 @@ impl Parser<'_, '_> {
     }
 
     /// Parses attributes up to and including `>` or `/>`; returns whether the tag self-closed.
-    fn attributes(&mut self, el: &mut Element) -> Option<bool> {
+    fn attributes(&mut self, el: &mut Element<'s>) -> Option<bool> {
         loop {
             self.skip_ws();
             let at = self.pos;
@@ -635,7 +652,7 @@ impl Parser<'_, '_> {
                             );
                         }
                         el.attrs.push(Attr {
-                            name: SPREAD.to_string(),
+                            name: SPREAD,
                             start: at,
                             value: AttrValue::Expr(value),
                         });
@@ -653,7 +670,7 @@ impl Parser<'_, '_> {
                     self.add_attr(
                         el,
                         Attr {
-                            name: inner.to_string(),
+                            name: inner,
                             start: at,
                             value: AttrValue::Expr(span),
                         },
@@ -672,7 +689,7 @@ impl Parser<'_, '_> {
                         }
                         self.pos += 1;
                     }
-                    let name = self.src[name_start..self.pos].to_string();
+                    let name = &self.src[name_start..self.pos];
                     if name.is_empty() {
                         return self.fail(
                             Code::InvalidName,
@@ -704,7 +721,7 @@ impl Parser<'_, '_> {
         }
     }
 
-    fn add_attr(&mut self, el: &mut Element, attr: Attr) -> Option<()> {
+    fn add_attr(&mut self, el: &mut Element<'s>, attr: Attr<'s>) -> Option<()> {
         if el.attrs.iter().any(|a| a.name == attr.name) {
             return self.fail(
                 Code::DuplicateAttribute,
@@ -716,7 +733,7 @@ impl Parser<'_, '_> {
         Some(())
     }
 
-    fn attr_value(&mut self, name_start: usize) -> Option<AttrValue> {
+    fn attr_value(&mut self, name_start: usize) -> Option<AttrValue<'s>> {
         let at = self.pos;
         match self.bytes.get(self.pos) {
             None => self.fail(Code::Unterminated, name_start, "attribute value is missing"),
@@ -771,10 +788,10 @@ impl Parser<'_, '_> {
                     }
                 }
                 Some(match parts.len() {
-                    0 => AttrValue::Text(String::new()),
+                    0 => AttrValue::Text(Cow::Borrowed("")),
                     1 if matches!(parts[0], Part::Text(_)) => match parts.pop() {
                         Some(Part::Text(t)) => AttrValue::Text(t),
-                        _ => AttrValue::Text(String::new()),
+                        _ => AttrValue::Text(Cow::Borrowed("")),
                     },
                     _ => AttrValue::Mixed(parts),
                 })
@@ -815,19 +832,19 @@ impl Parser<'_, '_> {
             );
         }
         self.pos += 1;
-        if is_void(&name) {
+        if is_void(name) {
             return self.fail(
                 Code::UnexpectedClosingTag,
                 start,
                 format!("<{name}> is a void element and takes no closing tag"),
             );
         }
-        self.close(Closer::Element(&name), start, &format!("</{name}>"))
+        self.close(Closer::Element(name), start)
     }
 
     /// Closes the innermost frame if `closer` matches it; otherwise reports the error at the
     /// unclosed frame (when the closer matches something further out) or at the closer.
-    fn close(&mut self, closer: Closer<'_>, at: usize, shown: &str) -> Option<()> {
+    fn close(&mut self, closer: Closer<'_>, at: usize) -> Option<()> {
         let matches = |frame: &Frame| match (&closer, frame) {
             (Closer::Element(n), Frame::Element(e)) => e.name == *n,
             (Closer::Block(b), Frame::If { .. }) => *b == "if",
@@ -848,6 +865,7 @@ impl Parser<'_, '_> {
                 Some(())
             }
             Some(top) if self.stack.iter().any(matches) => {
+                let shown = closer.shown();
                 let (code, msg) = match top {
                     Frame::Element(_) => (
                         Code::UnclosedTag,
@@ -871,22 +889,22 @@ impl Parser<'_, '_> {
             }
             Some(top) => {
                 let msg = format!(
-                    "{shown} does not match {} (expected {})",
+                    "{} does not match {} (expected {})",
+                    closer.shown(),
                     top.label(),
                     top.closer()
                 );
                 self.fail(Code::MismatchedTag, at, msg)
             }
-            None if shown == "</script>" || shown == "</style>" => self.fail(
-                Code::UnexpectedClosingTag,
-                at,
-                format!("{shown} closes nothing (a `{shown}` inside a string ends the block early; write `<\\/` in strings)"),
-            ),
-            None => self.fail(
-                Code::UnexpectedClosingTag,
-                at,
-                format!("{shown} closes nothing"),
-            ),
+            None => {
+                let shown = closer.shown();
+                let msg = if shown == "</script>" || shown == "</style>" {
+                    format!("{shown} closes nothing (a `{shown}` inside a string ends the block early; write `<\\/` in strings)")
+                } else {
+                    format!("{shown} closes nothing")
+                };
+                self.fail(Code::UnexpectedClosingTag, at, msg)
+            }
         }
     }
 
@@ -992,7 +1010,7 @@ impl Parser<'_, '_> {
                         format!("{{/{kw}}} takes nothing after its name"),
                     );
                 }
-                self.close(Closer::Block(kw), start, &format!("{{/{kw}}}"))
+                self.close(Closer::Block(kw), start)
             }
             (Some(b'@'), "const") => {
                 let text = &self.src[rest.start..rest.end];
@@ -1100,7 +1118,7 @@ impl Parser<'_, '_> {
         }
     }
 
-    fn each_header(&mut self, start: usize, rest: Span) -> Option<EachBlock> {
+    fn each_header(&mut self, start: usize, rest: Span) -> Option<EachBlock<'s>> {
         let text = &self.src[rest.start..rest.end];
         let Some(as_at) = scan::last_top_level_as(text) else {
             return self.fail(Code::InvalidBlock, start, "expected `{#each list as item}`");
@@ -1182,7 +1200,7 @@ impl Parser<'_, '_> {
         Some((head, name))
     }
 
-    fn query_header(&mut self, start: usize, rest: Span) -> Option<QueryBlock> {
+    fn query_header(&mut self, start: usize, rest: Span) -> Option<QueryBlock<'s>> {
         let (head, name) = self.split_as(start, rest, "{#query \"HOQS\", params as name}")?;
         let text = &self.src[head.start..head.end];
         let (query, params) = match scan::first_top_level(text, |c| c == b',') {
@@ -1221,7 +1239,7 @@ impl Parser<'_, '_> {
 
     /// `promise`, or the short forms `promise then value` / `promise catch error` (no pending
     /// content).
-    fn await_header(&self, rest: Span) -> (AwaitBlock, AwaitPart) {
+    fn await_header(&self, rest: Span) -> (AwaitBlock<'s>, AwaitPart) {
         let text = &self.src[rest.start..rest.end];
         for (word, part) in [(" then", AwaitPart::Then), (" catch", AwaitPart::Catch)] {
             if let Some(at) = scan::last_top_level_word(text, word) {
@@ -1298,7 +1316,7 @@ impl Parser<'_, '_> {
     }
 
     /// `name(params)`: an identifier, then the parameter list in parentheses.
-    fn snippet_header(&mut self, start: usize, rest: Span) -> Option<SnippetBlock> {
+    fn snippet_header(&mut self, start: usize, rest: Span) -> Option<SnippetBlock<'s>> {
         let text = &self.src[rest.start..rest.end];
         let name_len = text.bytes().take_while(|b| is_ident_byte(*b)).count();
         let after = text[name_len..].trim_start();
@@ -1332,7 +1350,7 @@ impl Parser<'_, '_> {
         })
     }
 
-    fn form_header(&mut self, start: usize, rest: Span) -> Option<FormBlock> {
+    fn form_header(&mut self, start: usize, rest: Span) -> Option<FormBlock<'s>> {
         let (head, name) = self.split_as(start, rest, "{#form module.object, id as name}")?;
         let text = &self.src[head.start..head.end];
         let (target, id) = match scan::first_top_level(text, |c| c == b',') {
@@ -1373,8 +1391,8 @@ impl Parser<'_, '_> {
             );
         }
         Some(FormBlock {
-            module: module.to_string(),
-            object: object.to_string(),
+            module,
+            object,
             id,
             options,
             name,
@@ -1387,8 +1405,11 @@ impl Parser<'_, '_> {
 /// `${}`), with the offset of each text's first character and the span of the block's parameters
 /// (when it has any), in document order.
 pub(crate) fn query_texts(src: &str, nodes: &[Node], out: &mut Vec<(String, usize, Option<Span>)>) {
+    // Children are visited in place: this runs on every compile, and a list of them per node
+    // would cost an allocation each.
+    let visit = |nodes: &[Node], out: &mut Vec<_>| query_texts(src, nodes, out);
     for node in nodes {
-        let children: Vec<&[Node]> = match node {
+        match node {
             Node::Query(block) => {
                 let literal = &src[block.query.start..block.query.end];
                 let quote = literal
@@ -1409,24 +1430,26 @@ pub(crate) fn query_texts(src: &str, nodes: &[Node], out: &mut Vec<(String, usiz
                         ));
                     }
                 }
-                vec![&block.body]
+                visit(&block.body, out);
             }
-            Node::Element(el) => vec![&el.children],
-            Node::If(block) => block.branches.iter().map(|(_, b)| b.as_slice()).collect(),
-            Node::Each(block) => std::iter::once(block.body.as_slice())
-                .chain(block.else_body.as_deref())
-                .collect(),
-            Node::Form(block) => vec![&block.body],
-            Node::Snippet(block) => vec![&block.body],
-            Node::Await(block) => std::iter::once(block.pending.as_slice())
-                .chain(block.then.iter().map(|(_, b)| b.as_slice()))
-                .chain(block.catch.iter().map(|(_, b)| b.as_slice()))
-                .collect(),
-            Node::Key { body, .. } => vec![body],
-            Node::Text(_) | Node::Expr(_) | Node::Const { .. } | Node::Render(_) => Vec::new(),
-        };
-        for nodes in children {
-            query_texts(src, nodes, out);
+            Node::Element(el) => visit(&el.children, out),
+            Node::If(block) => block.branches.iter().for_each(|(_, b)| visit(b, out)),
+            Node::Each(block) => {
+                visit(&block.body, out);
+                if let Some(body) = &block.else_body {
+                    visit(body, out);
+                }
+            }
+            Node::Form(block) => visit(&block.body, out),
+            Node::Snippet(block) => visit(&block.body, out),
+            Node::Await(block) => {
+                visit(&block.pending, out);
+                for (_, body) in block.then.iter().chain(&block.catch) {
+                    visit(body, out);
+                }
+            }
+            Node::Key { body, .. } => visit(body, out),
+            Node::Text(_) | Node::Expr(_) | Node::Const { .. } | Node::Render(_) => {}
         }
     }
 }
@@ -1497,9 +1520,9 @@ fn find_ascii_ci(haystack: &str, needle: &str) -> Option<usize> {
 }
 
 /// Decodes the common named entities and numeric references; unknown ones stay as written.
-pub(crate) fn decode_entities(text: &str) -> String {
+pub(crate) fn decode_entities(text: &str) -> Cow<'_, str> {
     if !text.contains('&') {
-        return text.to_string();
+        return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -1546,5 +1569,5 @@ pub(crate) fn decode_entities(text: &str) -> String {
         }
     }
     out.push_str(rest);
-    out
+    Cow::Owned(out)
 }

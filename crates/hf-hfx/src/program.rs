@@ -17,20 +17,24 @@
 //! pipeline), which locates every problem precisely. So valid screens take this path and
 //! diagnostics are always those of the piece-by-piece compiler.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use oxc::allocator::{Allocator, GetAllocator, TakeIn};
 use oxc::ast::ast::{
-    Argument, Declaration, Expression, IdentifierName, NumberBase, Program, Statement,
+    Argument, BindingIdentifier, Declaration, Expression, IdentifierName,
+    ImportDeclarationSpecifier, NumberBase, Program, Statement,
 };
 use oxc::ast::builder::AstBuilder;
+use oxc::ast::AstKind;
 use oxc::ast_visit::{walk_mut, VisitMut};
 use oxc::codegen::{Codegen, CodegenOptions, Context, Gen};
 use oxc::parser::Parser;
-use oxc::semantic::SemanticBuilder;
+use oxc::semantic::{Semantic, SemanticBuilder};
 use oxc::span::{GetSpan, Span as OxcSpan, SPAN};
+use oxc::syntax::symbol::SymbolFlags;
 use oxc::transformer::{TransformOptions, Transformer};
+use rustc_hash::FxHashMap;
 
 use crate::diagnostics::{Sink, SourceFile};
 use crate::imports::Specifier;
@@ -55,18 +59,18 @@ enum Kind {
 }
 
 /// One piece of code from the markup.
-struct Piece {
+struct Piece<'d> {
     kind: Kind,
     /// Where its text is in the HFX source (for a name, its element's start).
     source: Span,
     /// The text of a [`Kind::Name`].
-    name: Option<String>,
+    name: Option<&'d str>,
     /// Where its wrapper statement starts in the program text.
     start: usize,
 }
 
-impl Piece {
-    fn new(kind: Kind, source: Span) -> Piece {
+impl<'d> Piece<'d> {
+    fn new(kind: Kind, source: Span) -> Piece<'d> {
         Piece {
             kind,
             source,
@@ -76,7 +80,7 @@ impl Piece {
     }
 
     fn text<'s>(&'s self, source: &'s str) -> &'s str {
-        match &self.name {
+        match self.name {
             Some(name) => name,
             None => &source[self.source.start..self.source.end],
         }
@@ -85,9 +89,9 @@ impl Piece {
 
 /// What the compiler knows about one piece after the analysis.
 #[derive(Debug, Default)]
-pub(crate) struct PieceInfo {
+pub(crate) struct PieceInfo<'a> {
     /// Free names read and assignments made (assignment spans in program positions).
-    pub(crate) expr: ExprInfo,
+    pub(crate) expr: ExprInfo<'a>,
     /// An `{#each}` pattern's bound names.
     names: Vec<String>,
     /// Whether the expression can be assigned to (a `bind:` target).
@@ -101,7 +105,7 @@ pub(crate) struct Unit<'a> {
     /// Piece index by source span, sorted by span (a binary search is cheaper than hashing
     /// for the few lookups each piece gets).
     by_span: Vec<((usize, usize), usize)>,
-    infos: Vec<PieceInfo>,
+    infos: Vec<PieceInfo<'a>>,
     /// Each piece's code (the expression inside its parentheses, or a pattern's arrow).
     exprs: Vec<Option<Expression<'a>>>,
     /// The script's statements after the strip, imports excepted; printed as one program.
@@ -178,17 +182,24 @@ impl<'a> Unit<'a> {
         let semantic = built.semantic;
         let mut scratch = Sink::new(source, SourceFile::Screen);
         let base = doc.script.map_or(0, |s| s.start);
-        let script = js::analyze_program(&mut scratch, &program, &semantic, base, script_len);
+        let script =
+            js::analyze_program(&mut scratch, &program, &semantic, base, script_len, false);
         if scratch.has_errors() {
             return None;
         }
-        let infos = analyze_pieces(&program, &semantic, &pieces, pieces_start)?;
-        let scoping = semantic.into_scoping();
-        let options = TransformOptions::default();
-        let transformed = Transformer::new(alloc, Path::new("screen.ts"), &options)
-            .build_with_scoping(scoping, &mut program);
-        if !transformed.diagnostics.is_empty() {
-            return None;
+        let infos = analyze_pieces(alloc, &program, &semantic, &pieces, pieces_start)?;
+        if needs_strip(&semantic) {
+            let scoping = semantic.into_scoping();
+            let options = TransformOptions::default();
+            let transformed = Transformer::new(alloc, Path::new("screen.ts"), &options)
+                .build_with_scoping(scoping, &mut program);
+            if !transformed.diagnostics.is_empty() {
+                return None;
+            }
+        } else {
+            // What the strip would have done to a program it leaves unchanged.
+            drop(semantic);
+            program.source_type = program.source_type.with_javascript(true);
         }
 
         // Split the program: script statements, imports, and the pieces' code.
@@ -237,7 +248,7 @@ impl<'a> Unit<'a> {
         // The script's own changes: `export let` props read their value from the caller, and
         // assignments to state are wrapped.
         unwrap_props(&mut program, &ast)?;
-        let mut targets: HashMap<(u32, u32), BTreeSet<usize>> = HashMap::new();
+        let mut targets: FxHashMap<(u32, u32), BTreeSet<usize>> = FxHashMap::default();
         for (span, slot) in &script.wraps {
             targets
                 .entry((span.start, span.end))
@@ -288,7 +299,7 @@ impl<'a> Unit<'a> {
     }
 
     /// What the analysis found about the expression at `span`.
-    pub(crate) fn info(&self, span: Span) -> Option<&ExprInfo> {
+    pub(crate) fn info(&self, span: Span) -> Option<&ExprInfo<'a>> {
         let index = self.index_of(span)?;
         Some(&self.infos[index].expr)
     }
@@ -304,7 +315,7 @@ impl<'a> Unit<'a> {
         let index = self.index_of(span)?;
         let mut expr = self.exprs.get_mut(index)?.take()?;
         if !wraps.is_empty() {
-            let targets: HashMap<(u32, u32), BTreeSet<usize>> = wraps
+            let targets: FxHashMap<(u32, u32), BTreeSet<usize>> = wraps
                 .iter()
                 .map(|(s, slots)| ((s.start as u32, s.end as u32), slots.clone()))
                 .collect();
@@ -315,6 +326,8 @@ impl<'a> Unit<'a> {
                 deep: &self.deep,
             }
             .visit_expression(&mut expr);
+        } else if let Some(code) = plain_reads(&expr) {
+            return Some(code);
         }
         let mut codegen = Codegen::new().with_source_text(self.text);
         codegen.print_ascii_byte(b'(');
@@ -379,8 +392,36 @@ impl<'a> Unit<'a> {
     }
 }
 
+/// A name or a chain of property reads (`row.owner.name`) in parentheses, written as the printer
+/// writes it, or `None` for any other expression. Most pieces of markup are such reads, and a
+/// printer costs more to make than to print one.
+fn plain_reads(expr: &Expression<'_>) -> Option<String> {
+    let mut names = Vec::new();
+    let mut object = expr;
+    let root = loop {
+        match object {
+            Expression::Identifier(id) => break id.name.as_str(),
+            Expression::StaticMemberExpression(member) if !member.optional => {
+                names.push(member.property.name.as_str());
+                object = &member.object;
+            }
+            _ => return None,
+        }
+    };
+    let mut code =
+        String::with_capacity(2 + root.len() + names.iter().map(|n| n.len() + 1).sum::<usize>());
+    code.push('(');
+    code.push_str(root);
+    for name in names.iter().rev() {
+        code.push('.');
+        code.push_str(name);
+    }
+    code.push(')');
+    Some(code)
+}
+
 /// Collects the markup's pieces of code in document order.
-fn collect(nodes: &[Node], out: &mut Vec<Piece>) {
+fn collect<'d>(nodes: &[Node<'d>], out: &mut Vec<Piece<'d>>) {
     let push = |kind: Kind, source: Span, out: &mut Vec<Piece>| out.push(Piece::new(kind, source));
     for node in nodes {
         match node {
@@ -446,9 +487,9 @@ fn collect(nodes: &[Node], out: &mut Vec<Piece>) {
     }
 }
 
-fn collect_element(el: &Element, out: &mut Vec<Piece>) {
+fn collect_element<'d>(el: &Element<'d>, out: &mut Vec<Piece<'d>>) {
     if el.name.starts_with(|c: char| c.is_ascii_uppercase())
-        && crate::markup::is_identifier(&el.name)
+        && crate::markup::is_identifier(el.name)
     {
         let mut piece = Piece::new(
             Kind::Name,
@@ -457,7 +498,7 @@ fn collect_element(el: &Element, out: &mut Vec<Piece>) {
                 end: el.start,
             },
         );
-        piece.name = Some(el.name.clone());
+        piece.name = Some(el.name);
         out.push(piece);
     }
     for attr in &el.attrs {
@@ -471,7 +512,7 @@ fn collect_element(el: &Element, out: &mut Vec<Piece>) {
                         end: attr.start,
                     },
                 );
-                piece.name = Some(action.to_string());
+                piece.name = Some(action);
                 out.push(piece);
             }
         }
@@ -565,13 +606,14 @@ fn well_formed(program: &Program<'_>, pieces: &[Piece], script_len: usize) -> bo
 /// Analyses every piece: the free names each expression reads and the assignments it makes
 /// (free names are those not declared inside the piece), each pattern's names, and which
 /// expressions can be assigned to. `None` when a piece uses `await` outside a function.
-fn analyze_pieces(
+fn analyze_pieces<'a>(
+    alloc: &'a Allocator,
     program: &Program<'_>,
     semantic: &oxc::semantic::Semantic<'_>,
     pieces: &[Piece],
     pieces_start: usize,
-) -> Option<Vec<PieceInfo>> {
-    let mut infos: Vec<PieceInfo> = pieces.iter().map(|_| PieceInfo::default()).collect();
+) -> Option<Vec<PieceInfo<'a>>> {
+    let mut infos: Vec<PieceInfo<'a>> = pieces.iter().map(|_| PieceInfo::default()).collect();
     let piece_at = |at: u32| -> Option<usize> {
         let at = at as usize;
         if at < pieces_start {
@@ -581,31 +623,31 @@ fn analyze_pieces(
     };
     let scoping = semantic.scoping();
     let nodes = semantic.nodes();
-    let record = |name: &str, reference: &oxc::semantic::Reference, infos: &mut Vec<PieceInfo>| {
-        let at = nodes.kind(reference.node_id()).span().start;
-        if let Some(index) = piece_at(at) {
-            let info = &mut infos[index].expr;
-            if let Some(target) = js::assignment_around(semantic, reference) {
-                info.writes.push((
-                    name.to_string(),
-                    Span {
-                        start: target.start as usize,
-                        end: target.end as usize,
-                    },
-                ));
+    let record =
+        |name: &'a str, reference: &oxc::semantic::Reference, infos: &mut Vec<PieceInfo<'a>>| {
+            let at = nodes.kind(reference.node_id()).span().start;
+            if let Some(index) = piece_at(at) {
+                let info = &mut infos[index].expr;
+                if let Some(target) = js::assignment_around(semantic, reference) {
+                    info.writes.push((
+                        name,
+                        Span {
+                            start: target.start as usize,
+                            end: target.end as usize,
+                        },
+                    ));
+                }
+                info.reads.insert(name);
             }
-            if !info.reads.contains(name) {
-                info.reads.insert(name.to_string());
-            }
-        }
-    };
+        };
     for (name, ids) in scoping.root_unresolved_references() {
+        let name = alloc.alloc_str(name.as_str());
         for id in ids {
-            record(name.as_str(), scoping.get_reference(*id), &mut infos);
+            record(name, scoping.get_reference(*id), &mut infos);
         }
     }
     for symbol in scoping.iter_bindings_in(scoping.root_scope_id()) {
-        let name = scoping.symbol_name(symbol);
+        let name = alloc.alloc_str(scoping.symbol_name(symbol));
         for reference in scoping.get_resolved_references(symbol) {
             record(name, reference, &mut infos);
         }
@@ -681,6 +723,74 @@ fn analyze_pieces(
         }
     }
     Some(infos)
+}
+
+/// Whether the TypeScript strip could change the program: it holds TypeScript syntax, a class
+/// (whose members may carry TypeScript modifiers; classes are rare in screens, so they simply
+/// count), or an import the strip removes because nothing reads it. A screen written in plain
+/// JavaScript skips the strip, which is a full pass over the program.
+fn needs_strip(semantic: &Semantic<'_>) -> bool {
+    let scoping = semantic.scoping();
+    // What the strip checks before it keeps an imported name: a read, and no value declared
+    // under the same name.
+    let unread = |local: &BindingIdentifier<'_>| {
+        let symbol = local.symbol_id();
+        (scoping.symbol_flags(symbol) - SymbolFlags::Import).is_value()
+            || scoping.get_resolved_reference_ids(symbol).is_empty()
+    };
+    semantic.nodes().iter().any(|node| match node.kind() {
+        // Every piece of TypeScript syntax is one of these or lies inside one of them (types
+        // only occur in annotations, type parameters and type arguments).
+        AstKind::TSTypeAnnotation(_)
+        | AstKind::TSTypeParameterDeclaration(_)
+        | AstKind::TSTypeParameterInstantiation(_)
+        | AstKind::TSThisParameter(_)
+        | AstKind::TSAsExpression(_)
+        | AstKind::TSSatisfiesExpression(_)
+        | AstKind::TSTypeAssertion(_)
+        | AstKind::TSNonNullExpression(_)
+        | AstKind::TSInstantiationExpression(_)
+        | AstKind::TSEnumDeclaration(_)
+        | AstKind::TSTypeAliasDeclaration(_)
+        | AstKind::TSInterfaceDeclaration(_)
+        | AstKind::TSExternalModuleDeclaration(_)
+        | AstKind::TSNamespaceDeclaration(_)
+        | AstKind::TSGlobalDeclaration(_)
+        | AstKind::TSImportEqualsDeclaration(_)
+        | AstKind::TSExportAssignment(_)
+        | AstKind::TSNamespaceExportDeclaration(_)
+        | AstKind::Class(_)
+        | AstKind::Decorator(_)
+        | AstKind::ExportNamedDeclaration(_)
+        | AstKind::ExportFromDeclaration(_)
+        | AstKind::ExportAllDeclaration(_)
+        | AstKind::ExportDefaultDeclaration(_) => true,
+        // The TypeScript that is a flag rather than a node.
+        AstKind::Function(f) => f.declare || f.body.is_none(),
+        AstKind::VariableDeclaration(v) => v.declare,
+        AstKind::VariableDeclarator(d) => d.definite,
+        AstKind::FormalParameter(p) => {
+            p.accessibility.is_some() || p.readonly || p.r#override || p.optional
+        }
+        AstKind::ImportDeclaration(import) => {
+            import.import_kind.is_type()
+                || import.specifiers.as_ref().is_some_and(|specifiers| {
+                    specifiers.is_empty()
+                        || specifiers.iter().any(|specifier| match specifier {
+                            ImportDeclarationSpecifier::ImportSpecifier(s) => {
+                                s.import_kind.is_type() || unread(&s.local)
+                            }
+                            ImportDeclarationSpecifier::ImportDefaultSpecifier(s) => {
+                                unread(&s.local)
+                            }
+                            ImportDeclarationSpecifier::ImportNamespaceSpecifier(s) => {
+                                unread(&s.local)
+                            }
+                        })
+                })
+        }
+        _ => false,
+    })
 }
 
 /// Whether `kind` is the arrow a pattern piece is wrapped in (`((<pattern>) => 0)`), which is
@@ -772,7 +882,7 @@ fn call<'a>(
 /// of `name = value` as `$$.deep(value, slot)` when `name` is deeply reactive state.
 struct Wrapper<'a, 'w> {
     ast: &'w AstBuilder<'a>,
-    targets: &'w HashMap<(u32, u32), BTreeSet<usize>>,
+    targets: &'w FxHashMap<(u32, u32), BTreeSet<usize>>,
     deep: &'w BTreeSet<usize>,
 }
 
@@ -849,7 +959,7 @@ fn compile_runes<'a>(
 struct Runes<'a, 'r> {
     alloc: &'a Allocator,
     ast: &'r AstBuilder<'a>,
-    by_call: HashMap<(u32, u32), &'r js::Rune>,
+    by_call: FxHashMap<(u32, u32), &'r js::Rune>,
     failed: bool,
 }
 
@@ -925,5 +1035,63 @@ impl<'a> VisitMut<'a> for Runes<'a, '_> {
             Some(compiled) => *expr = compiled,
             None => self.failed = true,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`plain_reads`] writes what the printer writes, or leaves the expression to it.
+    #[test]
+    fn plain_reads_print_as_the_printer_does() {
+        let cases = [
+            "x",
+            "row.owner.name",
+            "a . b",
+            "a\n.\nb",
+            "\\u0061.b",
+            "ünï.cöde",
+            "$$x.$y",
+            "a.await",
+            "a?.b",
+            "a.b?.c",
+            "(a).b",
+            "a[0].b",
+            "a.b()",
+            "this.x",
+            "a.#b",
+        ];
+        for case in cases {
+            let alloc = Allocator::default();
+            let text = alloc.alloc_str(&format!("({case}\n);"));
+            let parsed = Parser::new(&alloc, text, js::ts_module()).parse();
+            let Some(Statement::ExpressionStatement(stmt)) = parsed.program.body.first() else {
+                continue;
+            };
+            let Expression::ParenthesizedExpression(paren) = &stmt.expression else {
+                continue;
+            };
+            let mut codegen = Codegen::new().with_source_text(text);
+            codegen.print_ascii_byte(b'(');
+            codegen.print_expression(&paren.expression);
+            codegen.print_ascii_byte(b')');
+            let printed = codegen.into_source_text();
+            if let Some(fast) = plain_reads(&paren.expression) {
+                assert_eq!(fast, printed, "{case}");
+            }
+        }
+        let alloc = Allocator::default();
+        let parsed = Parser::new(&alloc, "(row.owner.name\n);", js::ts_module()).parse();
+        let Some(Statement::ExpressionStatement(stmt)) = parsed.program.body.first() else {
+            panic!("no statement");
+        };
+        let Expression::ParenthesizedExpression(paren) = &stmt.expression else {
+            panic!("no parentheses");
+        };
+        assert_eq!(
+            plain_reads(&paren.expression).as_deref(),
+            Some("(row.owner.name)")
+        );
     }
 }

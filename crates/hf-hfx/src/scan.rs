@@ -143,13 +143,34 @@ fn find(s: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
 /// Finds the `}` that closes an expression whose text starts at `start` (just after its `{`).
 pub(crate) fn find_expression_end(text: &str, start: usize) -> Option<usize> {
     let mut scan = JsScan::new(text, start);
-    while let Some((pos, c, depth)) = scan.next_code() {
+    loop {
+        // Only brackets matter here, and only the bytes in `SCAN_STATE` change the scan: the
+        // rest is skipped a run at a time (this runs over every expression of the markup).
+        while scan
+            .s
+            .get(scan.i)
+            .is_some_and(|&b| !SCAN_STATE[usize::from(b)])
+        {
+            scan.i += 1;
+        }
+        let (pos, c, depth) = scan.next_code()?;
         if c == b'}' && depth == 0 {
             return Some(pos);
         }
     }
-    None
 }
+
+/// The bytes that change [`JsScan`]'s state: quotes, backticks, the `/` of a comment, brackets.
+const SCAN_STATE: [bool; 256] = {
+    let mut table = [false; 256];
+    let special = b"'\"`/()[]{}";
+    let mut i = 0;
+    while i < special.len() {
+        table[special[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
 
 /// Offset (relative to `text`) of the last top-level `as` keyword, as in `list as item`.
 pub(crate) fn last_top_level_as(text: &str) -> Option<usize> {

@@ -147,3 +147,34 @@ fn every_tag_and_rune_has_an_ok_and_an_err_fixture() {
     }
     assert!(missing.is_empty(), "missing: {missing:?}");
 }
+
+#[test]
+fn the_typescript_strip_runs_where_it_changes_the_program() {
+    let js = |source: &str| {
+        let out = compile(source, None);
+        assert!(
+            out.diagnostics.is_empty(),
+            "{source}: {:?}",
+            out.diagnostics
+        );
+        out.js.unwrap_or_default()
+    };
+    // Plain JavaScript but for an import nothing reads, which the strip removes.
+    let unread =
+        js("<script>import { used, unread } from './sidecar'; let n = 0;</script><p>{used(n)}</p>");
+    assert!(
+        unread.contains("used") && !unread.contains("unread"),
+        "{unread}"
+    );
+    // TypeScript that is a node, in the script and in the markup, and TypeScript that is a flag.
+    let typed = js(
+        "<script>let n: number = 0; let later!: string; function f(x?) { return x; }</script>\
+         <p>{n as unknown}</p><p>{f(n)}</p>",
+    );
+    for ts in [": number", "unknown", "!:", "x?"] {
+        assert!(!typed.contains(ts), "{ts} in {typed}");
+    }
+    // Plain JavaScript skips the strip and prints the same.
+    let plain = js("<script>let n = 0; const double = (x) => x * 2;</script><p>{double(n)}</p>");
+    assert!(plain.contains("const double = (x) => x * 2;"), "{plain}");
+}

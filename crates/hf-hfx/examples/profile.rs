@@ -1,0 +1,43 @@
+//! A driver for instruction-count profiling of warm compiles, which wall-clock benchmarks on a
+//! busy machine cannot measure repeatably:
+//! `valgrind --tool=callgrind --toggle-collect=profile::measured target/release/examples/profile [TIMES] [ROUNDS]`
+//! compiles the benchmark's screen (its markup repeated TIMES times, default 1) once to warm the
+//! compiler's arenas, then ROUNDS more times (default 10) inside `measured`.
+
+use std::hint::black_box;
+
+const SCREEN: &str = include_str!("../../../fixtures/hfx/ok/account_list.hfx");
+
+/// The screen with its markup repeated `times` times, as the criterion benchmark builds it.
+fn scaled(times: usize) -> String {
+    let markup_start = SCREEN.find("<section").unwrap_or(0);
+    let markup_end = SCREEN.find("<style>").unwrap_or(SCREEN.len());
+    let markup = &SCREEN[markup_start..markup_end];
+    format!(
+        "{}{}{}",
+        &SCREEN[..markup_start],
+        markup.repeat(times),
+        &SCREEN[markup_end..]
+    )
+}
+
+#[inline(never)]
+fn measured(source: &str, rounds: usize) -> usize {
+    (0..rounds)
+        .map(|_| {
+            hf_hfx::compile(black_box(source), None)
+                .js
+                .map_or(0, |js| js.len())
+        })
+        .sum()
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>().ok());
+    let times = args.next().flatten().unwrap_or(1);
+    let rounds = args.next().flatten().unwrap_or(10);
+    let source = scaled(times);
+    let warm = hf_hfx::compile(&source, None);
+    assert!(warm.diagnostics.is_empty(), "{:?}", warm.diagnostics);
+    println!("{}", measured(&source, rounds));
+}
