@@ -1,10 +1,18 @@
 //! Hostile input: huge sources, deep nesting, unterminated constructs and random bytes must give
-//! a clean result or a located diagnostic, quickly, and never a panic.
+//! a clean result or a located diagnostic, and never a panic.
+//!
+//! Compile speed is measured by the benchmarks, not here. The only time these tests check is
+//! [`RUNAWAY`], far above any honest compile even of a debug build on a loaded machine, so that
+//! a compile that runs away on hostile input (quadratic on a mebibyte, or worse) fails with a
+//! name instead of stalling the suite.
 
 use std::time::{Duration, Instant};
 
 use hf_hfx::{compile, DiagnosticCode};
 use proptest::prelude::*;
+
+/// A compile taking longer than this has run away (see the module comment).
+const RUNAWAY: Duration = Duration::from_secs(120);
 
 fn timed(source: &str) -> (hf_hfx::CompileOutput, Duration) {
     let start = Instant::now();
@@ -17,7 +25,7 @@ fn deep_element_nesting_is_refused_cleanly() {
     let source = "<div>".repeat(10_000) + &"</div>".repeat(10_000);
     let (out, took) = timed(&source);
     assert_eq!(out.diagnostics[0].code, DiagnosticCode::NestingTooDeep);
-    assert!(took < Duration::from_secs(2), "{took:?}");
+    assert!(took < RUNAWAY, "{took:?}");
 }
 
 #[test]
@@ -50,7 +58,7 @@ fn deep_snippet_and_component_nesting_is_refused_cleanly() {
             DiagnosticCode::NestingTooDeep,
             "{open}"
         );
-        assert!(took < Duration::from_secs(2), "{took:?}");
+        assert!(took < RUNAWAY, "{took:?}");
     }
     // Within the limit, it compiles.
     let source = format!(
@@ -87,7 +95,7 @@ fn deeply_nested_expressions_are_refused_cleanly() {
             "{}",
             &expr[..20]
         );
-        assert!(took < Duration::from_secs(2), "{took:?}");
+        assert!(took < RUNAWAY, "{took:?}");
         let script = format!("<script>let x = {expr};</script>");
         let (out, _) = timed(&script);
         assert_eq!(out.diagnostics[0].code, DiagnosticCode::NestingTooDeep);
@@ -111,7 +119,7 @@ fn nesting_below_the_limit_compiles_on_a_small_stack() {
 }
 
 #[test]
-fn one_mebibyte_sources_compile_quickly() {
+fn one_mebibyte_sources_compile() {
     let line = "<li class=\"row\">{item.name} — {item.value * 2}</li>\n";
     let body = line.repeat((1 << 20) / line.len());
     let source =
@@ -119,7 +127,7 @@ fn one_mebibyte_sources_compile_quickly() {
     assert!(source.len() >= 1 << 20);
     let (out, took) = timed(&source);
     assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics.first());
-    assert!(took < Duration::from_secs(20), "{took:?}");
+    assert!(took < RUNAWAY, "{took:?}");
 
     let text = "x".repeat(1 << 20);
     let (out, _) = timed(&text);
@@ -128,7 +136,7 @@ fn one_mebibyte_sources_compile_quickly() {
     let open = "<p>".to_string() + &"{".repeat(1 << 20);
     let (out, took) = timed(&open);
     assert_eq!(out.diagnostics[0].code, DiagnosticCode::Unterminated);
-    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert!(took < RUNAWAY, "{took:?}");
 }
 
 #[test]
@@ -147,7 +155,7 @@ fn one_mebibyte_of_new_syntax_compiles() {
     );
     let (out, took) = timed(&source);
     assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics.first());
-    assert!(took < Duration::from_secs(30), "{took:?}");
+    assert!(took < RUNAWAY, "{took:?}");
 }
 
 #[test]
