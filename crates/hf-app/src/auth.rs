@@ -14,6 +14,7 @@ use hf_auth::token::{self, Subject, DEFAULT_LEEWAY};
 use hf_storage::auth::{Bootstrap, LoginThrottle, Principal, PrincipalCache};
 use hf_storage::Pool;
 
+use crate::background::LowPriorityThreads;
 use crate::iam::Iam;
 use crate::shed::WorkQueue;
 use crate::{Error, Result};
@@ -108,6 +109,9 @@ pub struct AuthState {
     /// Principal management, which forgets changed principals in `principals`.
     iam: Iam,
     hashing: WorkQueue,
+    /// The threads the hashes run on, below the priority of requests (see
+    /// [`crate::background`]).
+    hashing_threads: LowPriorityThreads,
     /// argon2 working memories kept between hashes, at most one per permit of `hashing`
     /// (hf_auth::password explains why they are reused).
     hash_memories: Arc<Mutex<Vec<HashMemory>>>,
@@ -214,6 +218,10 @@ pub async fn prepare(
             config.hashing_queue,
             config.hashing_wait,
         ),
+        hashing_threads: LowPriorityThreads::start(
+            "hf-password-hashing",
+            config.hashing_concurrency,
+        )?,
         hash_memories: Arc::new(Mutex::new(Vec::new())),
     };
     Ok((state, bootstrap))
@@ -419,7 +427,7 @@ impl AuthState {
         .await
     }
 
-    /// Runs argon2 work on a blocking thread, at most `hashing_concurrency` at once (and at most
+    /// Runs argon2 work on a hashing thread, at most `hashing_concurrency` at once (and at most
     /// `hashing_queue` waiting, or [`Error::Overloaded`]), each in a
     /// working memory reused from earlier hashes. The permit and the memory travel with the
     /// work, so work that outlives its request (the client went away) still counts and still
@@ -431,15 +439,15 @@ impl AuthState {
         let permit = self.hashing.enter().await?;
         let memories = Arc::clone(&self.hash_memories);
         let mut memory = lock_memories(&memories).pop().unwrap_or_default();
-        tokio::task::spawn_blocking(move || {
-            let result = work(&mut memory);
-            memory.shrink_to(&PasswordParams::OWASP);
-            lock_memories(&memories).push(memory);
-            drop(permit);
-            result
-        })
-        .await
-        .map_err(|error| Error::Internal(format!("a password hashing task failed: {error}")))
+        self.hashing_threads
+            .run(move || {
+                let result = work(&mut memory);
+                memory.shrink_to(&PasswordParams::OWASP);
+                lock_memories(&memories).push(memory);
+                drop(permit);
+                result
+            })
+            .await
     }
 }
 

@@ -10,6 +10,7 @@
 //! process (tests, a second instance) do not share them by accident. It knows nothing of HTTP.
 
 pub mod auth;
+pub mod background;
 pub mod compile;
 pub mod deploy;
 pub mod error;

@@ -1,0 +1,143 @@
+//! Threads for CPU-heavy work that must not delay requests: they run at a lower scheduling
+//! priority than the rest of the service (nice 10 on Linux).
+//!
+//! Password hashing (argon2id) keeps a core busy for tens of milliseconds per hash by design.
+//! On tokio's blocking threads, at the priority of the request threads and of the database, a
+//! login flood made the scheduler hand that core to hashing for whole time slices, and ordinary
+//! requests waited behind it: a record read's p99 was 5–6 times its idle value during a flood,
+//! although every excess login was already refused at the door. At a lower priority a hashing
+//! thread still gets every moment of CPU nobody else wants, but the scheduler runs a request
+//! or a database backend first as soon as one has work, so logins slow down under load instead
+//! of everything else.
+//!
+//! tokio's blocking pool cannot be used for this: its threads are shared with other blocking
+//! work (files, git), and an unprivileged process cannot raise a thread's priority back once it
+//! has lowered it. Hence this small pool of dedicated threads, which is all it takes; the work
+//! sent to it is already bounded by its callers ([`crate::WorkQueue`]).
+
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use crate::{Error, Result};
+
+/// How much lower than the service the threads run (Linux nice values; 0 is the default,
+/// 19 the lowest).
+pub const NICE: i32 = 10;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// A fixed set of low-priority threads taking jobs from one queue; the threads end once the
+/// pool is dropped and the jobs already queued are done.
+#[derive(Debug)]
+pub struct LowPriorityThreads {
+    jobs: Mutex<mpsc::Sender<Job>>,
+}
+
+impl LowPriorityThreads {
+    /// Starts `count` threads (at least one) named `name`.
+    pub fn start(name: &str, count: usize) -> Result<LowPriorityThreads> {
+        let (sender, receiver) = mpsc::channel::<Job>();
+        let receiver = Arc::new(Mutex::new(receiver));
+        for _ in 0..count.max(1) {
+            let receiver = Arc::clone(&receiver);
+            std::thread::Builder::new()
+                .name(name.to_owned())
+                .spawn(move || {
+                    lower_priority();
+                    loop {
+                        // The lock is held only while waiting for the next job, not while it runs.
+                        let next = receiver
+                            .lock()
+                            .unwrap_or_else(|poisoned| poisoned.into_inner())
+                            .recv();
+                        match next {
+                            Ok(job) => job(),
+                            Err(mpsc::RecvError) => break,
+                        }
+                    }
+                })
+                .map_err(|error| {
+                    Error::Internal(format!("cannot start a {name} thread: {error}"))
+                })?;
+        }
+        Ok(LowPriorityThreads {
+            jobs: Mutex::new(sender),
+        })
+    }
+
+    /// Runs `work` on one of the threads and waits for its result without blocking the async
+    /// thread. If the caller stops waiting, the work still runs to its end.
+    pub async fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T> {
+        let (done, result) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move || {
+            // The caller may have gone away; its result is then dropped.
+            let _ = done.send(work());
+        });
+        self.jobs
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .send(job)
+            .map_err(|_| Error::Internal("the low-priority threads have stopped".to_owned()))?;
+        result
+            .await
+            .map_err(|_| Error::Internal("a low-priority job ended without a result".to_owned()))
+    }
+}
+
+/// Lowers the calling thread's priority to [`NICE`]. On Linux the nice value belongs to each
+/// thread, so this leaves the rest of the process as it is. A failure only costs the priority,
+/// so it is logged and the thread carries on.
+#[cfg(target_os = "linux")]
+fn lower_priority() {
+    // SAFETY: `gettid` has no preconditions; `setpriority` with `PRIO_PROCESS` and a thread id
+    // changes only that thread's nice value and reads no memory of ours.
+    let changed = unsafe {
+        let thread = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, thread as libc::id_t, NICE)
+    };
+    if changed != 0 {
+        tracing::warn!(
+            error = %std::io::Error::last_os_error(),
+            "could not lower the priority of a background thread"
+        );
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn lower_priority() {}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// The nice value of the calling thread.
+    fn own_nice() -> i32 {
+        // SAFETY: as in `lower_priority`; `getpriority` only reads the thread's nice value.
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
+    }
+
+    #[tokio::test]
+    async fn runs_work_on_threads_of_lower_priority() {
+        let before = own_nice();
+        let threads = LowPriorityThreads::start("hf-test-low", 2).unwrap();
+        let (name, nice) = threads
+            .run(|| (std::thread::current().name().map(str::to_owned), own_nice()))
+            .await
+            .unwrap();
+        assert_eq!(name.as_deref(), Some("hf-test-low"));
+        // At least NICE (a test run at a lower priority still, without the right to raise it,
+        // leaves its threads where they were).
+        assert!(nice >= NICE, "{nice}");
+        assert_eq!(own_nice(), before, "the caller's thread keeps its priority");
+
+        // Many jobs at once all finish.
+        let results =
+            futures_util::future::join_all((0..16).map(|n| threads.run(move || n * 2))).await;
+        let mut values: Vec<i32> = results.into_iter().map(|r| r.unwrap()).collect();
+        values.sort_unstable();
+        assert_eq!(values, (0..16).map(|n| n * 2).collect::<Vec<_>>());
+    }
+}
