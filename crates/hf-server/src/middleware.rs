@@ -3,7 +3,7 @@
 //! containment, and the guarantee that every error response carries the envelope.
 
 use std::panic::AssertUnwindSafe;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
@@ -48,7 +48,22 @@ fn shed_early(req: &ServiceRequest) -> Result<(), ApiError> {
 /// timer, a refused login costs nothing while it waits, a connection can be refused at most
 /// 1 / pace times a second, and the answer still comes well within the 100 ms a refusal may
 /// take. Well-behaved clients wait longer anyway: the answer carries `Retry-After`.
-pub const LOGIN_REFUSAL_PACE: std::time::Duration = std::time::Duration::from_millis(50);
+///
+/// Each refusal waits this long plus a random share of [`LOGIN_REFUSAL_JITTER`]: with one fixed
+/// wait, the connections of a flood, which start together, stay in step and arrive in bursts
+/// (256 logins at once every 50 ms, a few milliseconds of work that a record read then queues
+/// behind).
+pub const LOGIN_REFUSAL_PACE: Duration = Duration::from_millis(40);
+
+/// The most a refused login waits beyond [`LOGIN_REFUSAL_PACE`].
+pub const LOGIN_REFUSAL_JITTER: Duration = Duration::from_millis(30);
+
+/// The wait of one refused login: the pace plus a random share of the jitter.
+fn login_refusal_wait() -> Duration {
+    let jitter_micros = LOGIN_REFUSAL_JITTER.as_micros().max(1);
+    let random = uuid::Uuid::new_v4().as_u128() % jitter_micros;
+    LOGIN_REFUSAL_PACE + Duration::from_micros(u64::try_from(random).unwrap_or(0))
+}
 
 /// Whether the request is a login (`POST /auth/login`).
 fn is_login(req: &ServiceRequest) -> bool {
@@ -78,7 +93,7 @@ pub async fn edge(
             if is_login(&req) {
                 // A client that sends its next login the moment one is refused is answered
                 // no faster than this (see `LOGIN_REFUSAL_PACE`).
-                actix_web::rt::time::sleep(LOGIN_REFUSAL_PACE).await;
+                actix_web::rt::time::sleep(login_refusal_wait()).await;
             }
             Err(shed)
         }
