@@ -5,21 +5,12 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 
-const SCREEN: &str = include_str!("../../../fixtures/hfx/ok/account_list.hfx");
-const SIDECAR: &str = include_str!("../../../fixtures/hfx/ok/account_list.ts");
+#[path = "support/inputs.rs"]
+mod inputs;
 
-/// The screen with its markup repeated `times` times (script and style once).
-fn scaled(times: usize) -> String {
-    let markup_start = SCREEN.find("<section").unwrap_or(0);
-    let markup_end = SCREEN.find("<style>").unwrap_or(SCREEN.len());
-    let markup = &SCREEN[markup_start..markup_end];
-    format!(
-        "{}{}{}",
-        &SCREEN[..markup_start],
-        markup.repeat(times),
-        &SCREEN[markup_end..]
-    )
-}
+use inputs::{scaled, SCREEN};
+
+const SIDECAR: &str = include_str!("../../../fixtures/hfx/ok/account_list.ts");
 
 fn bench(c: &mut Criterion) {
     let sizes: Vec<(usize, String)> = [5, 10, 20]

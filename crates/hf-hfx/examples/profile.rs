@@ -6,20 +6,10 @@
 
 use std::hint::black_box;
 
-const SCREEN: &str = include_str!("../../../fixtures/hfx/ok/account_list.hfx");
+#[path = "../benches/support/inputs.rs"]
+mod inputs;
 
-/// The screen with its markup repeated `times` times, as the criterion benchmark builds it.
-fn scaled(times: usize) -> String {
-    let markup_start = SCREEN.find("<section").unwrap_or(0);
-    let markup_end = SCREEN.find("<style>").unwrap_or(SCREEN.len());
-    let markup = &SCREEN[markup_start..markup_end];
-    format!(
-        "{}{}{}",
-        &SCREEN[..markup_start],
-        markup.repeat(times),
-        &SCREEN[markup_end..]
-    )
-}
+use inputs::scaled;
 
 #[inline(never)]
 fn measured(source: &str, rounds: usize) -> usize {
