@@ -736,35 +736,23 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 } else {
                     "attr"
                 };
-                if deps.is_empty() {
-                    emit!(
-                        self.out,
-                        "$$rt.",
-                        setter,
-                        "(",
-                        v,
-                        ", ",
-                        JsStr(name),
-                        ", ",
-                        code,
-                        ");\n"
-                    );
-                } else {
-                    emit!(
-                        self.out,
-                        "$$b.u(",
-                        slots(&deps),
-                        ", () => $$rt.",
-                        setter,
-                        "(",
-                        v,
-                        ", ",
-                        JsStr(name),
-                        ", ",
-                        code,
-                        "));\n"
-                    );
+                // Set once, or again whenever one of its dependencies changes.
+                if !deps.is_empty() {
+                    emit!(self.out, "$$b.u(", slots(&deps), ", () => ");
                 }
+                emit!(
+                    self.out,
+                    "$$rt.",
+                    setter,
+                    "(",
+                    v,
+                    ", ",
+                    JsStr(name),
+                    ", ",
+                    code,
+                    ")"
+                );
+                emit!(self.out, if deps.is_empty() { ";\n" } else { ");\n" });
             }
         }
         if !has_class && !has_spread {
