@@ -15,6 +15,7 @@
 //! has lowered it. Hence this small pool of dedicated threads, which is all it takes; the work
 //! sent to it is already bounded by its callers ([`crate::WorkQueue`]).
 
+use std::panic::AssertUnwindSafe;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
@@ -51,7 +52,14 @@ impl LowPriorityThreads {
                             .unwrap_or_else(|poisoned| poisoned.into_inner())
                             .recv();
                         match next {
-                            Ok(job) => job(),
+                            // A job that panics loses its result (its caller gets an error),
+                            // not the thread: the pool keeps its size, and the queue behind it
+                            // keeps moving.
+                            Ok(job) => {
+                                if std::panic::catch_unwind(AssertUnwindSafe(job)).is_err() {
+                                    tracing::error!("a low-priority job panicked");
+                                }
+                            }
                             Err(mpsc::RecvError) => break,
                         }
                     }
@@ -132,6 +140,12 @@ mod tests {
         // leaves its threads where they were).
         assert!(nice >= NICE, "{nice}");
         assert_eq!(own_nice(), before, "the caller's thread keeps its priority");
+
+        // A job that panics fails alone; the thread carries on with the next ones.
+        let single = LowPriorityThreads::start("hf-test-low", 1).unwrap();
+        let panicked = single.run(|| -> u8 { panic!("a bug in a job") }).await;
+        assert!(panicked.is_err());
+        assert_eq!(single.run(|| 7).await.unwrap(), 7);
 
         // Many jobs at once all finish.
         let results =
