@@ -21,12 +21,13 @@ pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Refuses a record request or query (`/data/...`) when the data pool's wait is full, and a
 /// login (`POST /auth/login`) when as many logins are in progress as the password checks can run
-/// and queue, before anything is spent on it (the token check, reading and parsing the body). Under overload a refusal must cost far
-/// less than the work it turns away, or refusing eats the capacity it protects; the use cases
-/// check again, for callers that come another way.
-fn shed_early(req: &ServiceRequest) -> Result<(), ApiError> {
+/// and queue, before anything is spent on it (the token check, reading and parsing the body).
+/// Under overload a refusal must cost far less than the work it turns away, or refusing eats
+/// the capacity it protects; the use cases check again, for callers that come another way. A
+/// refused login is answered only after [`login_refusal_wait`].
+async fn shed_early(req: &ServiceRequest) -> Result<(), ApiError> {
     let is_data = req.path().starts_with("/data/");
-    let is_login = is_login(req);
+    let is_login = req.path() == "/auth/login" && req.method() == Method::POST;
     if !is_data && !is_login {
         return Ok(());
     }
@@ -34,7 +35,11 @@ fn shed_early(req: &ServiceRequest) -> Result<(), ApiError> {
         return Ok(());
     };
     if is_login {
-        state.auth.refuse_if_hashing_is_full().map_err(Into::into)
+        let refused = state.auth.refuse_if_hashing_is_full();
+        if refused.is_err() {
+            actix_web::rt::time::sleep(login_refusal_wait()).await;
+        }
+        refused.map_err(Into::into)
     } else {
         hf_app::shed::refuse_if_data_pool_backed_up(state.pool()).map_err(Into::into)
     }
@@ -65,11 +70,6 @@ fn login_refusal_wait() -> Duration {
     LOGIN_REFUSAL_PACE + Duration::from_micros(u64::try_from(random).unwrap_or(0))
 }
 
-/// Whether the request is a login (`POST /auth/login`).
-fn is_login(req: &ServiceRequest) -> bool {
-    req.path() == "/auth/login" && req.method() == Method::POST
-}
-
 /// The middleware function wrapped around the whole application.
 pub async fn edge(
     mut req: ServiceRequest,
@@ -86,17 +86,9 @@ pub async fn edge(
     let head = limits
         .as_ref()
         .map_or(Ok(()), |limits| crate::limits::check_head(&req, limits));
-    let refused = match head.map(|()| shed_early(&req)) {
+    let refused = match head {
+        Ok(()) => shed_early(&req).await,
         Err(error) => Err(error),
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(shed)) => {
-            if is_login(&req) {
-                // A client that sends its next login the moment one is refused is answered
-                // no faster than this (see `LOGIN_REFUSAL_PACE`).
-                actix_web::rt::time::sleep(login_refusal_wait()).await;
-            }
-            Err(shed)
-        }
     };
     if let Err(error) = refused {
         log_request(
