@@ -102,20 +102,8 @@ pub async fn plan(pool: &Pool, store: &Arc<Store>, branch: &str) -> Result<Branc
 /// Applies `branch` to the database in one transaction and makes it the live head. A branch
 /// other than the live one must descend from the live head (it is fast-forwarded); otherwise
 /// [`Error::BranchDiverged`].
-pub async fn apply(
-    pool: &Pool,
-    store: &Arc<Store>,
-    branch: &str,
-    allow_destructive: bool,
-) -> Result<Applied> {
-    let no_check = |_: &Model, _: &Model| Ok::<(), std::convert::Infallible>(());
-    match apply_checked(pool, store, branch, allow_destructive, no_check).await? {
-        Ok(applied) => Ok(applied),
-        Err(never) => match never {},
-    }
-}
-
-/// [`apply`], with a rule the caller keeps: `check` sees the branch's model and the model the
+///
+/// `check` is a rule the caller keeps: it sees the branch's model and the model the
 /// database reflects (the last applied tree, or the live head when nothing was applied or that
 /// tree is gone), read under the lock that serialises live writes, so no concurrent write can
 /// slip in between the check and the apply. When it refuses, nothing runs and its error is
