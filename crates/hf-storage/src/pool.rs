@@ -18,12 +18,16 @@
 //! another wakes that other thread twice per statement (to send, and to hand back the rows).
 //! With a shard per worker, every connection a worker uses was opened by that worker, and a
 //! record read stays on one thread from the socket to the database and back.
+//!
+//! Each shard also keeps its open lanes (see [`crate::run_as::Lanes`]): connections lent to
+//! concurrent record reads of one caller, which then share the connection instead of taking one
+//! each.
 
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
-use crate::run_as::Session;
+use crate::run_as::{Lanes, Session};
 use crate::tls::Tls;
 use deadpool::managed::{Metrics, RecycleResult};
 use deadpool_postgres::{
@@ -38,7 +42,7 @@ use crate::{Error, Result};
 pub struct Pool {
     login: deadpool_postgres::Pool,
     /// The data pool's shards (at least one).
-    data: std::sync::Arc<[DataPool]>,
+    data: std::sync::Arc<[DataShard]>,
     /// The shard this handle borrows data connections from.
     shard: usize,
     /// Live writes of this process take turns here before they borrow a login connection to
@@ -61,7 +65,7 @@ impl Pool {
     pub fn status(&self) -> deadpool_postgres::Status {
         let mut total = self.login.status();
         for shard in self.data.iter() {
-            let data = shard.status();
+            let data = shard.pool.status();
             total.max_size += data.max_size;
             total.size += data.size;
             total.available += data.available;
@@ -98,13 +102,32 @@ impl Pool {
 
     /// The pool of connections that run callers' statements (only `run_as` uses it).
     pub(crate) fn data(&self) -> &DataPool {
+        &self.shard().pool
+    }
+
+    /// The data connections of this shard lent to record reads now (only `run_as` uses them).
+    pub(crate) fn lanes(&self) -> &Lanes {
+        &self.shard().lanes
+    }
+
+    fn shard(&self) -> &DataShard {
         // `shard` is always below the number of shards (see `for_shard` and `connect`).
         &self.data[self.shard]
     }
 }
 
+/// One shard of the data pool: its connections, and those of them lent to record reads now.
+#[derive(Debug)]
+struct DataShard {
+    pool: DataPool,
+    lanes: Lanes,
+}
+
 /// The pool of connections that keep a caller's session settings between requests.
 pub(crate) type DataPool = deadpool::managed::Pool<DataManager>;
+
+/// A data connection borrowed from the [`DataPool`]; dropping it gives it back.
+pub(crate) type DataObject = deadpool::managed::Object<DataManager>;
 
 /// Makes and checks data connections: deadpool-postgres's manager, plus the session state.
 pub(crate) struct DataManager {
@@ -239,12 +262,16 @@ pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
     let shards = settings.data_shards.max(1);
     let data = (0..shards)
         .map(|_| {
-            DataPool::builder(DataManager { inner: manager() })
+            let pool = DataPool::builder(DataManager { inner: manager() })
                 .max_size(settings.max_size.div_ceil(shards))
                 .runtime(Runtime::Tokio1)
                 .timeouts(timeouts)
                 .build()
-                .map_err(|error| Error::Config(error.to_string()))
+                .map_err(|error| Error::Config(error.to_string()))?;
+            Ok(DataShard {
+                pool,
+                lanes: Lanes::default(),
+            })
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(Pool {

@@ -30,6 +30,10 @@
 //!   switched is tried once more with a switch, which finds the role missing;
 //! - a failing statement aborts the transaction, so a failed request changes nothing.
 //!
+//! A record read (one statement reading one record by its key) from the caller a session
+//! already belongs to may also share a connection with that caller's other record reads in
+//! flight, pipelined on it ([`read_record`], [`Lanes`]).
+//!
 //! Statements are prepared once per connection with every parameter typed `text`: values are
 //! always sent as text and cast in the SQL (`$2::numeric`). Preparing parses the statement, and
 //! parsing checks schema privileges, so a statement is always prepared as the service's login
@@ -39,6 +43,7 @@
 //! [`crate::ErrorKind::Forbidden`] and timeouts (57014) as [`crate::ErrorKind::Timeout`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures_util::future::{join, join_all};
@@ -46,7 +51,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Row, Statement};
 
-use crate::pool::DataConnection;
+use crate::pool::{DataConnection, DataObject};
 use crate::{Error, Pool, Result};
 
 /// How long a read may run (5 s: a request, not a report).
@@ -190,32 +195,158 @@ impl Ran {
 /// be prepared (a bug in generated SQL, or the database going away); a statement that fails
 /// while running is [`Ran::Failed`].
 pub async fn run_as(pool: &Pool, caller: &Caller<'_>, steps: &[Step<'_>]) -> Result<Ran> {
-    let (ran, switched) = run_once(pool, caller, steps, false).await?;
+    let connection = pool.data().get().await?;
+    let first = run_once(connection, caller, steps, false).await?;
+    retried(pool, caller, steps, first).await
+}
+
+/// Runs one statement that reads a record by its key as `caller.role`, as [`run_as`] does, on a
+/// connection it may share with the caller's other record reads in flight (see [`Lanes`]).
+/// `caller` must be a reader; a writer is run by [`run_as`].
+pub async fn read_record(pool: &Pool, caller: &Caller<'_>, step: &Step<'_>) -> Result<Ran> {
+    let steps = std::slice::from_ref(step);
+    if !caller.read_only {
+        return run_as(pool, caller, steps).await;
+    }
+    let epoch = ROLES_EPOCH.load(Ordering::SeqCst);
+    let (lane, statement) = match pool.lanes().join(caller, epoch, step.sql) {
+        Some(joined) => joined,
+        None => {
+            let connection = pool.data().get().await?;
+            match lendable(&connection, caller, epoch, step.sql) {
+                Some(statement) => (pool.lanes().open(connection), statement),
+                // The session must be switched or the statement prepared first, which only a
+                // connection of the request's own can do.
+                None => {
+                    let first = run_once(connection, caller, steps, false).await?;
+                    return retried(pool, caller, steps, first).await;
+                }
+            }
+        }
+    };
+    let params: Vec<&(dyn ToSql + Sync)> = step
+        .params
+        .iter()
+        .chain(step.fixed)
+        .map(|value| value as &(dyn ToSql + Sync))
+        .collect();
+    let ran = match lane.connection.query(&statement, &params).await {
+        Ok(rows) => Ran::Rows(vec![rows]),
+        Err(error) => Ran::Failed {
+            step: Some(0),
+            error,
+        },
+    };
+    // Given back before a retry borrows another connection.
+    drop(lane);
+    retried(pool, caller, steps, (ran, false)).await
+}
+
+/// What a first attempt ran, or, for a refusal on a session that was not switched, a second
+/// attempt with a switch. A role dropped behind the service's back (not through its principals)
+/// may still be a session's role, which then has only PUBLIC's privileges; the switch tells a
+/// missing role ([`Error::RoleMissing`]) from a real refusal. A failed attempt changed nothing.
+async fn retried(
+    pool: &Pool,
+    caller: &Caller<'_>,
+    steps: &[Step<'_>],
+    (ran, switched): (Ran, bool),
+) -> Result<Ran> {
     match ran {
-        // A role dropped behind the service's back (not through its principals) may still be
-        // a session's role, which then has only PUBLIC's privileges: a refusal on a session
-        // that was not switched is tried once more with a switch, which tells a missing role
-        // (`RoleMissing`) from a real refusal. A failed attempt changed nothing.
         Ran::Failed { error, .. }
             if !switched
                 && (error.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE)
                     || error.code() == Some(&SqlState::UNDEFINED_OBJECT)) =>
         {
-            Ok(run_once(pool, caller, steps, true).await?.0)
+            let connection = pool.data().get().await?;
+            Ok(run_once(connection, caller, steps, true).await?.0)
         }
         ran => Ok(ran),
     }
 }
 
-/// One attempt of [`run_as`], switching the session even when it seems to hold the caller's
-/// settings if `force_switch`; also says whether it switched.
+/// How many record reads at most share one lane, counting the one that opened it.
+const LANE_DEPTH: usize = 4;
+
+/// Data connections lent to record reads ("lanes"), one list per shard of the data pool.
+///
+/// A record read whose caller's session a lane's connection holds, with its statement prepared
+/// there, sends its statement on that connection while the lane's other reads are in flight,
+/// instead of borrowing a connection of its own. tokio-postgres writes the statements sent
+/// concurrently on one connection out together, and the database reads them in one go, so one
+/// wake-up of its backend serves several reads (pipelining) where a connection each would wake
+/// a backend each. Each read is still a statement in its own implicit transaction, with its own
+/// `Sync`: a failing read fails alone.
+///
+/// Only record reads share: each is one statement that reads one record by its key (cheap, and
+/// bounded by the read timeout), so none waits long behind another, and none changes the
+/// session, which stays the one the lane was opened with: a read joins only a lane whose session
+/// holds every setting of its caller, so a role never reaches another caller's read. A lane is
+/// open while reads use it; the last one to finish gives the connection back to the pool.
+#[derive(Debug, Default)]
+pub(crate) struct Lanes {
+    open: std::sync::Mutex<Vec<Weak<Lane>>>,
+    /// How many reads joined a lane someone else opened (for tests and diagnostics).
+    joined: AtomicU64,
+}
+
+/// A data connection lent to record reads.
+#[derive(Debug)]
+struct Lane {
+    connection: DataObject,
+}
+
+impl Lanes {
+    /// An open lane that serves `caller` and has `sql` prepared, with room for one more read,
+    /// and that statement.
+    fn join(&self, caller: &Caller<'_>, epoch: u64, sql: &str) -> Option<(Arc<Lane>, Statement)> {
+        // A poisoned list only means no lane is shared.
+        let mut open = self.open.lock().ok()?;
+        open.retain(|lane| lane.strong_count() > 0);
+        open.iter().filter_map(Weak::upgrade).find_map(|lane| {
+            // The reads using the lane, and the reference just taken.
+            if Arc::strong_count(&lane) > LANE_DEPTH {
+                return None;
+            }
+            let statement = lendable(&lane.connection, caller, epoch, sql)?;
+            self.joined.fetch_add(1, Ordering::Relaxed);
+            Some((lane, statement))
+        })
+    }
+
+    /// Opens a lane on `connection`, whose session serves the reads that will join it.
+    fn open(&self, connection: DataObject) -> Arc<Lane> {
+        let lane = Arc::new(Lane { connection });
+        if let Ok(mut open) = self.open.lock() {
+            open.push(Arc::downgrade(&lane));
+        }
+        lane
+    }
+}
+
+/// `sql`'s statement on `connection`, if a read of `caller` can run it there as it is: the
+/// session holds every setting of the caller and the statement is prepared.
+fn lendable(
+    connection: &DataConnection,
+    caller: &Caller<'_>,
+    epoch: u64,
+    sql: &str,
+) -> Option<Statement> {
+    let session = connection.session.as_ref()?;
+    if !session.serves(caller, epoch) {
+        return None;
+    }
+    connection.statements.get(sql).cloned()
+}
+
+/// One attempt of [`run_as`] on `connection`, switching the session even when it seems to hold
+/// the caller's settings if `force_switch`; also says whether it switched.
 async fn run_once(
-    pool: &Pool,
+    mut connection: DataObject,
     caller: &Caller<'_>,
     steps: &[Step<'_>],
     force_switch: bool,
 ) -> Result<(Ran, bool)> {
-    let mut connection = pool.data().get().await?;
     let epoch = ROLES_EPOCH.load(Ordering::SeqCst);
     // Preparing a statement resets the role (see `prepared`), so a request whose statements
     // are not all prepared switches too (found out by `prepared`, which looks each statement up
@@ -513,6 +644,77 @@ mod tests {
             caller_id: row.get::<_, Option<String>>(4).unwrap_or_default(),
             switched: switches(pool).await > before,
         }
+    }
+
+    #[tokio::test]
+    async fn record_reads_of_one_caller_share_a_connection_and_never_another_callers() {
+        let db = hf_testkit::TestDb::new().await;
+        let admin = db.client().await;
+        let first = role(&admin).await;
+        let second = role(&admin).await;
+        let pool = one_connection(&db);
+        let read = |divisor: &'static str| {
+            let params = vec![Some(divisor.to_owned())];
+            move |pool: Pool, role: String| async move {
+                let step = Step {
+                    sql: "SELECT current_user::text, 1 / $1::int",
+                    params: &params,
+                    fixed: &[],
+                };
+                let ran = read_record(&pool, &Caller::reader(&role), &step).await;
+                (role, ran.unwrap())
+            }
+        };
+        // The first read switches the session and prepares the statement: nothing to share yet.
+        let (_, ran) = read("1")(pool.clone(), first.clone()).await;
+        ran.into_rows().unwrap();
+        assert_eq!(pool.lanes().joined.load(Ordering::Relaxed), 0);
+
+        // Reads of both callers at once on the one connection; one of them fails (a division by
+        // zero), alone.
+        let mut reads = Vec::new();
+        for index in 0..12 {
+            let role = if index % 4 == 3 { &second } else { &first };
+            let divisor = if index == 5 { "0" } else { "1" };
+            reads.push(read(divisor)(pool.clone(), role.clone()));
+        }
+        let answers = join_all(reads).await;
+        for (index, (role, ran)) in answers.into_iter().enumerate() {
+            match ran {
+                Ran::Rows(rows) => {
+                    assert_ne!(index, 5, "the division by zero succeeded");
+                    assert_eq!(rows[0][0].get::<_, String>(0), role, "read {index}");
+                }
+                Ran::Failed { step, error } => {
+                    assert_eq!(index, 5, "read {index} failed: {error}");
+                    assert_eq!(step, Some(0));
+                    assert_eq!(error.code(), Some(&SqlState::DIVISION_BY_ZERO));
+                }
+            }
+        }
+        // The first caller's reads shared the lane its first read opened (up to its depth).
+        let joined = pool.lanes().joined.load(Ordering::Relaxed);
+        assert!(
+            joined >= (LANE_DEPTH - 1) as u64,
+            "{joined} reads joined a lane"
+        );
+
+        // A writer never shares: it runs as `run_as` does.
+        let step = Step {
+            sql: "SELECT current_setting('transaction_read_only')",
+            params: &[],
+            fixed: &[],
+        };
+        let rows = read_record(&pool, &Caller::writer(&first), &step)
+            .await
+            .unwrap()
+            .into_rows()
+            .unwrap();
+        assert_eq!(rows[0][0].get::<_, String>(0), "off");
+
+        drop(pool);
+        drop_role(&admin, &first).await;
+        drop_role(&admin, &second).await;
     }
 
     #[tokio::test]

@@ -532,7 +532,11 @@ async fn run(
         Access::Write => run_as::Caller::writer(caller.role),
     }
     .for_principal(caller.principal_id);
-    run_as::run_as(caller.pool, &who, &steps).await
+    match (access, steps.as_slice()) {
+        // A read by id: it may share a connection with the caller's other reads in flight.
+        (Access::Read, [step]) => run_as::read_record(caller.pool, &who, step).await,
+        _ => run_as::run_as(caller.pool, &who, &steps).await,
+    }
 }
 
 /// The record a successful write's read step returned.

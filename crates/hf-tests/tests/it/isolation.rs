@@ -257,9 +257,13 @@ struct Tally {
     wrong: Vec<String>,
 }
 
-/// Runs the request mix at [`CONCURRENCY`] until `duration` has passed: each worker walks the
-/// principals and rows in its own order, so requests of different principals interleave on the
-/// service's connections.
+/// Runs the request mix at [`CONCURRENCY`] until `duration` has passed. The odd workers walk
+/// the principals and rows each in its own order, so requests of different principals
+/// interleave on the service's connections; the even workers walk the principals together
+/// (eight requests for one principal, then eight for another), so that many reads of one
+/// principal are in flight at once and share connections (the service pipelines a caller's
+/// concurrent record reads on one connection) while the odd workers' requests of other
+/// principals run beside them.
 async fn run_mix(
     server: &TestServer,
     world: &World,
@@ -269,10 +273,15 @@ async fn run_mix(
     let deadline = Instant::now() + duration;
     let workers = (0..CONCURRENCY).map(|worker| async move {
         let mut tally = Tally::default();
-        let mut step = worker * 7919;
+        let together = worker % 2 == 0;
+        let mut step = if together { 0 } else { worker * 7919 };
         while Instant::now() < deadline {
             step += 1;
-            let who = (step * 31 + worker) % world.principals.len();
+            let who = if together {
+                (step / 8 * 31) % world.principals.len()
+            } else {
+                (step * 31 + worker) % world.principals.len()
+            };
             let ask = if step % 3 == 0 {
                 Ask::List
             } else {
