@@ -42,7 +42,7 @@
 //! Privilege errors (SQLSTATE 42501, including row-level security refusals) classify as
 //! [`crate::ErrorKind::Forbidden`] and timeouts (57014) as [`crate::ErrorKind::Timeout`].
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -265,8 +265,13 @@ async fn retried(
     }
 }
 
-/// How many record reads at most share one lane, counting the one that opened it.
+/// How many record reads at most share one lane at a time, counting the one that opened it.
 const LANE_DEPTH: usize = 4;
+
+/// How many record reads one lane takes in all before it stops taking more. A lane is given
+/// back to the pool only once no read uses it, and a steady stream of one caller's reads would
+/// otherwise keep it open for ever, while requests of other callers wait for a connection.
+const LANE_READS: usize = 16;
 
 /// Data connections lent to record reads ("lanes"), one list per shard of the data pool.
 ///
@@ -282,7 +287,9 @@ const LANE_DEPTH: usize = 4;
 /// bounded by the read timeout), so none waits long behind another, and none changes the
 /// session, which stays the one the lane was opened with: a read joins only a lane whose session
 /// holds every setting of its caller, so a role never reaches another caller's read. A lane is
-/// open while reads use it; the last one to finish gives the connection back to the pool.
+/// open while reads use it; the last one to finish gives the connection back to the pool, which
+/// hands it to whoever waits first. A lane takes at most [`LANE_READS`] reads in all, so it is
+/// given back within a few reads' time even under a steady stream of one caller's reads.
 #[derive(Debug, Default)]
 pub(crate) struct Lanes {
     open: std::sync::Mutex<Vec<Weak<Lane>>>,
@@ -294,6 +301,8 @@ pub(crate) struct Lanes {
 #[derive(Debug)]
 struct Lane {
     connection: DataObject,
+    /// How many reads joined it so far (at most [`LANE_READS`], the one that opened it too).
+    reads: AtomicUsize,
 }
 
 impl Lanes {
@@ -305,10 +314,14 @@ impl Lanes {
         open.retain(|lane| lane.strong_count() > 0);
         open.iter().filter_map(Weak::upgrade).find_map(|lane| {
             // The reads using the lane, and the reference just taken.
-            if Arc::strong_count(&lane) > LANE_DEPTH {
+            if Arc::strong_count(&lane) > LANE_DEPTH
+                || lane.reads.load(Ordering::Relaxed) >= LANE_READS
+            {
                 return None;
             }
             let statement = lendable(&lane.connection, caller, epoch, sql)?;
+            // Counted under the list's lock, which every join takes.
+            lane.reads.fetch_add(1, Ordering::Relaxed);
             self.joined.fetch_add(1, Ordering::Relaxed);
             Some((lane, statement))
         })
@@ -316,7 +329,10 @@ impl Lanes {
 
     /// Opens a lane on `connection`, whose session serves the reads that will join it.
     fn open(&self, connection: DataObject) -> Arc<Lane> {
-        let lane = Arc::new(Lane { connection });
+        let lane = Arc::new(Lane {
+            connection,
+            reads: AtomicUsize::new(1),
+        });
         if let Ok(mut open) = self.open.lock() {
             open.push(Arc::downgrade(&lane));
         }
@@ -715,6 +731,65 @@ mod tests {
         drop(pool);
         drop_role(&admin, &first).await;
         drop_role(&admin, &second).await;
+    }
+
+    #[tokio::test]
+    async fn a_stream_of_one_callers_reads_never_starves_another_caller() {
+        let db = hf_testkit::TestDb::new().await;
+        let admin = db.client().await;
+        let busy = role(&admin).await;
+        let other = role(&admin).await;
+        // One connection, and a wait for it well below how long the stream runs.
+        let settings = crate::PoolSettings {
+            max_size: 1,
+            wait_timeout: Duration::from_secs(1),
+            ..crate::PoolSettings::default()
+        };
+        let pool = crate::connect(db.url(), &settings).unwrap();
+        let step = Step {
+            sql: "SELECT current_user::text",
+            params: &[],
+            fixed: &[],
+        };
+        read_record(&pool, &Caller::reader(&busy), &step)
+            .await
+            .unwrap()
+            .into_rows()
+            .unwrap();
+
+        // Four readers of one caller, each sending its next read as soon as the last is
+        // answered, for up to 4 s or until the other caller was served.
+        let served = std::sync::atomic::AtomicBool::new(false);
+        let deadline = std::time::Instant::now() + Duration::from_secs(4);
+        let stream = join_all((0..LANE_DEPTH).map(|_| async {
+            let mut reads = 0;
+            while !served.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+                read_record(&pool, &Caller::reader(&busy), &step)
+                    .await
+                    .unwrap()
+                    .into_rows()
+                    .unwrap();
+                reads += 1;
+            }
+            reads
+        }));
+        let other_read = async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let ran = read_record(&pool, &Caller::reader(&other), &step).await;
+            served.store(true, Ordering::SeqCst);
+            ran
+        };
+        let (reads, ran) = join(stream, other_read).await;
+        let rows = ran
+            .expect("the other caller waited out the pool")
+            .into_rows()
+            .unwrap();
+        assert_eq!(rows[0][0].get::<_, String>(0), other);
+        assert!(reads.iter().sum::<usize>() > LANE_READS, "{reads:?}");
+
+        drop(pool);
+        drop_role(&admin, &busy).await;
+        drop_role(&admin, &other).await;
     }
 
     #[tokio::test]
