@@ -1,5 +1,7 @@
 //! Threads for CPU-heavy work that must not delay requests: they run at a lower scheduling
-//! priority than the rest of the service (nice 10 on Linux).
+//! priority than the rest of the service (nice 10 on Linux). Both they and the threads that
+//! serve requests ask for a short time slice ([`SLICE_NANOS`]), so that a request that wakes its
+//! thread gets a core within a tenth of a millisecond.
 //!
 //! Password hashing (argon2id) keeps a core busy for tens of milliseconds per hash by design.
 //! On tokio's blocking threads, at the priority of the request threads and of the database, a
@@ -95,11 +97,41 @@ impl LowPriorityThreads {
     }
 }
 
-/// Lowers the calling thread's priority to [`NICE`]. On Linux the nice value belongs to each
-/// thread, so this leaves the rest of the process as it is. A failure only costs the priority,
-/// so it is logged and the thread carries on.
+/// The time slice the service's threads ask for, in nanoseconds: 100 µs, the shortest Linux
+/// grants.
+///
+/// Linux's scheduler (EEVDF, since 6.6) lets a running thread use up its slice before a thread
+/// that just woke takes the core, even one of higher priority, unless the woken one asks for a
+/// shorter slice; the default slice is milliseconds. A hashing thread (or any other program's
+/// work) holding a core could so keep a request's thread waiting for milliseconds. Asked for by
+/// both the background threads and the request threads (see [`serve_with_short_slices`]), a
+/// short slice bounds that wait to a tenth of a millisecond. Kernels before 6.12 ignore it.
+pub const SLICE_NANOS: u64 = 100_000;
+
+/// Asks for the short time slice [`SLICE_NANOS`] for the calling thread, keeping its priority:
+/// called by each thread that serves requests, so that when a request wakes it, it takes a core
+/// from a thread running a long slice at once, instead of when that slice ends. A failure only
+/// costs the latency, so it is logged and the thread carries on.
+pub fn serve_with_short_slices() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `gettid` has no preconditions; `getpriority` only reads the thread's nice value.
+        let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
+        if let Err(error) = set_schedule(nice) {
+            tracing::warn!(%error, "could not ask for a short time slice for a request thread");
+        }
+    }
+}
+
+/// Lowers the calling thread's priority to [`NICE`] and asks for the short time slice
+/// [`SLICE_NANOS`]. On Linux both belong to each thread, so this leaves the rest of the process
+/// as it is. A failure only costs the priority, so it is logged and the thread carries on.
 #[cfg(target_os = "linux")]
 fn lower_priority() {
+    if set_schedule(NICE).is_ok() {
+        return;
+    }
+    // A kernel or sandbox without `sched_setattr`: the nice value alone.
     // SAFETY: `gettid` has no preconditions; `setpriority` with `PRIO_PROCESS` and a thread id
     // changes only that thread's nice value and reads no memory of ours.
     let changed = unsafe {
@@ -117,6 +149,37 @@ fn lower_priority() {
 #[cfg(not(target_os = "linux"))]
 fn lower_priority() {}
 
+/// Sets the calling thread's nice value and asks for the slice [`SLICE_NANOS`] (the ordinary
+/// time-sharing policy otherwise).
+#[cfg(target_os = "linux")]
+fn set_schedule(nice: i32) -> std::io::Result<()> {
+    let attributes = libc::sched_attr {
+        size: std::mem::size_of::<libc::sched_attr>() as u32,
+        sched_policy: libc::SCHED_OTHER as u32,
+        sched_flags: 0,
+        sched_nice: nice,
+        sched_priority: 0,
+        sched_runtime: SLICE_NANOS,
+        sched_deadline: 0,
+        sched_period: 0,
+    };
+    // SAFETY: `sched_setattr` on thread 0 (the caller) only reads the attributes, which live
+    // until it returns; libc has no wrapper for it, hence the raw system call.
+    let set = unsafe {
+        libc::syscall(
+            libc::SYS_sched_setattr,
+            0,
+            &attributes as *const libc::sched_attr,
+            0,
+        )
+    };
+    if set == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
@@ -127,19 +190,68 @@ mod tests {
         unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
     }
 
+    /// The time slice the calling thread asked for (0: the default).
+    fn own_slice() -> u64 {
+        let mut attributes = libc::sched_attr {
+            size: 0,
+            sched_policy: 0,
+            sched_flags: 0,
+            sched_nice: 0,
+            sched_priority: 0,
+            sched_runtime: 0,
+            sched_deadline: 0,
+            sched_period: 0,
+        };
+        let size = std::mem::size_of::<libc::sched_attr>() as u32;
+        // SAFETY: `sched_getattr` writes at most `size` bytes into the attributes.
+        let read = unsafe {
+            libc::syscall(
+                libc::SYS_sched_getattr,
+                0,
+                &mut attributes as *mut libc::sched_attr,
+                size,
+                0,
+            )
+        };
+        assert_eq!(read, 0, "{}", std::io::Error::last_os_error());
+        attributes.sched_runtime
+    }
+
+    #[test]
+    fn a_request_thread_asks_for_the_short_slice_and_keeps_its_priority() {
+        let (before, after) = std::thread::spawn(|| {
+            let before = own_nice();
+            serve_with_short_slices();
+            (before, (own_nice(), own_slice()))
+        })
+        .join()
+        .unwrap();
+        assert_eq!(after.0, before, "the thread keeps its nice value");
+        assert!(after.1 == SLICE_NANOS || after.1 == 0, "{}", after.1);
+    }
+
     #[tokio::test]
     async fn runs_work_on_threads_of_lower_priority() {
-        let before = own_nice();
+        let before = (own_nice(), own_slice());
         let threads = LowPriorityThreads::start("hf-test-low", 2).unwrap();
-        let (name, nice) = threads
-            .run(|| (std::thread::current().name().map(str::to_owned), own_nice()))
+        let (name, nice, slice) = threads
+            .run(|| {
+                let name = std::thread::current().name().map(str::to_owned);
+                (name, own_nice(), own_slice())
+            })
             .await
             .unwrap();
         assert_eq!(name.as_deref(), Some("hf-test-low"));
         // At least NICE (a test run at a lower priority still, without the right to raise it,
         // leaves its threads where they were).
         assert!(nice >= NICE, "{nice}");
-        assert_eq!(own_nice(), before, "the caller's thread keeps its priority");
+        // The short slice, where the kernel keeps one (Linux 6.12 and later).
+        assert!(slice == SLICE_NANOS || slice == 0, "{slice}");
+        assert_eq!(
+            (own_nice(), own_slice()),
+            before,
+            "the caller's thread keeps its priority and slice"
+        );
 
         // A job that panics fails alone; the thread carries on with the next ones.
         let single = LowPriorityThreads::start("hf-test-low", 1).unwrap();

@@ -134,7 +134,9 @@ pub fn bind(config: &ServerConfig, state: AppState) -> Result<Server, Error> {
     let workers = config.workers.unwrap_or_else(default_workers);
     // Each worker takes the next shard of the data pool when it builds its application.
     let next_worker = Arc::new(AtomicUsize::new(0));
+    // The factory runs once on each worker thread, as the worker starts.
     let http = HttpServer::new(move || {
+        hf_app::background::serve_with_short_slices();
         let worker = next_worker.fetch_add(1, Ordering::Relaxed);
         app::build(
             state.for_worker(worker),

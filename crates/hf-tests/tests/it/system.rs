@@ -122,3 +122,53 @@ async fn request_id_is_echoed_or_made() {
     assert_eq!(made.len(), 36);
     server.stop().await;
 }
+
+/// The HTTP worker threads ask for the short time slice (so a woken request takes a core at
+/// once), where the kernel reports slices (`se.slice` in `/proc/<pid>/task/<tid>/sched`, Linux
+/// 6.6 and later with scheduler statistics).
+#[tokio::test]
+async fn the_http_workers_ask_for_the_short_time_slice() {
+    let server = TestServer::start().await;
+    // A request has been served, so the workers have started.
+    let response = server.http.get(server.url("/health")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut workers = 0;
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let task = task.unwrap().path();
+        // Named by actix: `actix-server worker N` under `hf serve`, `actix-rt|system:…` in the
+        // test kit's system (the name is cut to 15 bytes here).
+        let name = std::fs::read_to_string(task.join("comm")).unwrap_or_default();
+        if !name.starts_with("actix-server wo") && !name.starts_with("actix-rt|system") {
+            continue;
+        }
+        workers += 1;
+        let Ok(sched) = std::fs::read_to_string(task.join("sched")) else {
+            continue;
+        };
+        let Some(slice) = sched
+            .lines()
+            .find(|line| line.starts_with("se.slice"))
+            .and_then(|line| line.split(':').nth(1))
+        else {
+            continue;
+        };
+        let slice: u64 = slice.trim().parse().unwrap();
+        // Linux 6.12 and later honour the slice asked for; older kernels keep their default.
+        if std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .is_ok_and(|release| kernel_at_least(&release, 6, 12))
+        {
+            assert_eq!(slice, hf_app::background::SLICE_NANOS, "{name}");
+        }
+    }
+    assert!(workers >= 2, "{workers} HTTP worker threads found");
+    server.stop().await;
+}
+
+/// Whether a kernel release (`6.18.44-…`) is at least `major.minor`.
+fn kernel_at_least(release: &str, major: u32, minor: u32) -> bool {
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|part| part.parse::<u32>().ok());
+    let found = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    found >= (major, minor)
+}
