@@ -387,7 +387,7 @@ fn compile_screen(
         return (None, Vec::new(), ReportedImports::default());
     }
     let mut queries = Vec::new();
-    markup::query_texts(sink.source, &doc.nodes, &mut queries);
+    markup::query_texts(sink.source, &doc, &mut queries);
     let queries = queries
         .into_iter()
         .map(|(text, offset, params)| QueryText {

@@ -70,6 +70,9 @@ pub(crate) struct Document<'s> {
     pub(crate) script: Option<Span>,
     pub(crate) style: Option<Span>,
     pub(crate) nodes: Vec<Node<'s>>,
+    /// Every `{#query}` block's query and parameters, in document order: noted as the blocks
+    /// are parsed, which costs less than walking the finished tree for the few there are.
+    pub(crate) queries: Vec<(Span, Option<Span>)>,
 }
 
 #[derive(Debug)]
@@ -962,6 +965,7 @@ impl<'s> Parser<'s, '_> {
             }
             (Some(b'#'), "query") => {
                 let block = self.query_header(start, rest)?;
+                self.doc.queries.push((block.query, block.params));
                 self.open(Frame::Query { start, block })
             }
             (Some(b'#'), "form") => {
@@ -1404,52 +1408,26 @@ impl<'s> Parser<'s, '_> {
 /// The HOQS texts of the `{#query}` blocks written as plain string literals (no escapes, no
 /// `${}`), with the offset of each text's first character and the span of the block's parameters
 /// (when it has any), in document order.
-pub(crate) fn query_texts(src: &str, nodes: &[Node], out: &mut Vec<(String, usize, Option<Span>)>) {
-    // Children are visited in place: this runs on every compile, and a list of them per node
-    // would cost an allocation each.
-    let visit = |nodes: &[Node], out: &mut Vec<_>| query_texts(src, nodes, out);
-    for node in nodes {
-        match node {
-            Node::Query(block) => {
-                let literal = &src[block.query.start..block.query.end];
-                let quote = literal
-                    .chars()
-                    .next()
-                    .filter(|c| matches!(c, '"' | '\'' | '`'));
-                if let Some(quote) = quote {
-                    let inner = &literal[1..];
-                    let plain = literal.len() >= 2
-                        && inner.ends_with(quote)
-                        && !inner[..inner.len() - 1].contains([quote, '\\'])
-                        && !(quote == '`' && inner.contains("${"));
-                    if plain {
-                        out.push((
-                            inner[..inner.len() - 1].to_string(),
-                            block.query.start + 1,
-                            block.params,
-                        ));
-                    }
-                }
-                visit(&block.body, out);
+pub(crate) fn query_texts(src: &str, doc: &Document, out: &mut Vec<(String, usize, Option<Span>)>) {
+    for &(query, params) in &doc.queries {
+        let literal = &src[query.start..query.end];
+        let quote = literal
+            .chars()
+            .next()
+            .filter(|c| matches!(c, '"' | '\'' | '`'));
+        if let Some(quote) = quote {
+            let inner = &literal[1..];
+            let plain = literal.len() >= 2
+                && inner.ends_with(quote)
+                && !inner[..inner.len() - 1].contains([quote, '\\'])
+                && !(quote == '`' && inner.contains("${"));
+            if plain {
+                out.push((
+                    inner[..inner.len() - 1].to_string(),
+                    query.start + 1,
+                    params,
+                ));
             }
-            Node::Element(el) => visit(&el.children, out),
-            Node::If(block) => block.branches.iter().for_each(|(_, b)| visit(b, out)),
-            Node::Each(block) => {
-                visit(&block.body, out);
-                if let Some(body) = &block.else_body {
-                    visit(body, out);
-                }
-            }
-            Node::Form(block) => visit(&block.body, out),
-            Node::Snippet(block) => visit(&block.body, out),
-            Node::Await(block) => {
-                visit(&block.pending, out);
-                for (_, body) in block.then.iter().chain(&block.catch) {
-                    visit(body, out);
-                }
-            }
-            Node::Key { body, .. } => visit(body, out),
-            Node::Text(_) | Node::Expr(_) | Node::Const { .. } | Node::Render(_) => {}
         }
     }
 }

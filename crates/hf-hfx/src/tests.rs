@@ -58,9 +58,8 @@ fn a_piece_that_is_not_one_expression_is_refused() {
     // piece ever read `a), (b`, the one program would parse (as `(a), (b)`) with the wrong shape.
     let source = "a), (b";
     let doc = markup::Document {
-        script: None,
-        style: None,
         nodes: vec![markup::Node::Expr(markup::Span { start: 0, end: 6 })],
+        ..markup::Document::default()
     };
     let alloc = Allocator::default();
     assert!(
