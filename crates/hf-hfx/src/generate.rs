@@ -8,21 +8,20 @@
 //!
 //! Recursion here follows the markup tree, whose depth the parser caps at `markup::MAX_DEPTH`.
 
-use std::collections::BTreeSet;
-
 use oxc::allocator::Allocator;
 
 use crate::diagnostics::{DiagnosticCode as Code, Sink};
 use crate::js::{self, Edit, ScriptInfo};
 use crate::markup::{self, Attr, AttrValue, Element, Node, Part, Span};
+use crate::slots::SlotSet;
 
 /// A name bound by the markup (`{#each}` item, `{@const}`, `{#query}`/`{#form}` name).
 struct Local {
     name: String,
     /// Slots an expression using this name depends on.
-    deps: BTreeSet<usize>,
+    deps: SlotSet,
     /// Slots to invalidate when code assigns through this name.
-    writes: BTreeSet<usize>,
+    writes: SlotSet,
 }
 
 /// Options that flow down the tree.
@@ -192,7 +191,7 @@ pub(crate) fn quote(s: &str) -> String {
 
 /// A slot list as JavaScript (`[0, 2]`), written straight into the output without building a
 /// `String` (every dynamic piece of markup writes one).
-struct Slots<'s>(&'s BTreeSet<usize>);
+struct Slots<'s>(&'s SlotSet);
 
 impl Emit for Slots<'_> {
     fn emit(&self, out: &mut String) {
@@ -207,7 +206,7 @@ impl Emit for Slots<'_> {
     }
 }
 
-fn slots(set: &BTreeSet<usize>) -> Slots<'_> {
+fn slots(set: &SlotSet) -> Slots<'_> {
     Slots(set)
 }
 
@@ -277,7 +276,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
 
     /// Adds the dependencies of a free name to `deps` (what [`Generator::resolve`] gives first,
     /// without building sets: this runs for every name every expression reads).
-    fn add_deps(&self, name: &str, deps: &mut BTreeSet<usize>) {
+    fn add_deps(&self, name: &str, deps: &mut SlotSet) {
         for frame in self.frames.iter().rev() {
             if let Some(local) = frame.iter().rev().find(|l| l.name == name) {
                 deps.extend(local.deps.iter().copied());
@@ -292,32 +291,32 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     }
 
     /// The dependencies and write slots of a free name, innermost binding first.
-    fn resolve(&self, name: &str) -> (BTreeSet<usize>, BTreeSet<usize>) {
+    fn resolve(&self, name: &str) -> (SlotSet, SlotSet) {
         for frame in self.frames.iter().rev() {
             if let Some(local) = frame.iter().rev().find(|l| l.name == name) {
                 return (local.deps.clone(), local.writes.clone());
             }
         }
         if let Some(slot) = self.script.slot_of(name) {
-            return (BTreeSet::from([slot]), BTreeSet::from([slot]));
+            return (SlotSet::from([slot]), SlotSet::from([slot]));
         }
         if let Some(reads) = self.script.functions.get(name) {
-            return (reads.clone(), BTreeSet::new());
+            return (reads.clone(), SlotSet::new());
         }
-        (BTreeSet::new(), BTreeSet::new())
+        (SlotSet::new(), SlotSet::new())
     }
 
     /// The code of an `{expression}` (parenthesised, assignments instrumented) and its slots.
-    fn expr(&mut self, span: Span) -> (String, BTreeSet<usize>) {
+    fn expr(&mut self, span: Span) -> (String, SlotSet) {
         if let Some(unit) = self.fast.take() {
             let result = self.fast_expr(unit, span);
             self.fast = Some(unit);
             return result;
         }
         let Some(info) = js::analyze_expression(self.alloc, self.sink, span) else {
-            return ("undefined".into(), BTreeSet::new());
+            return ("undefined".into(), SlotSet::new());
         };
-        let mut deps = BTreeSet::new();
+        let mut deps = SlotSet::new();
         for name in &info.reads {
             if name.starts_with("$$") {
                 self.sink.error(
@@ -373,20 +372,16 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     }
 
     /// [`Generator::expr`] with the one-pass analysis: the same checks, the code printed by oxc.
-    fn fast_expr(
-        &mut self,
-        unit: &mut crate::program::Unit<'a>,
-        span: Span,
-    ) -> (String, BTreeSet<usize>) {
+    fn fast_expr(&mut self, unit: &mut crate::program::Unit<'a>, span: Span) -> (String, SlotSet) {
         let Some(info) = unit.info(span) else {
             self.sink.error(
                 Code::Internal,
                 span.start,
                 "internal compiler error: unknown expression",
             );
-            return ("undefined".into(), BTreeSet::new());
+            return ("undefined".into(), SlotSet::new());
         };
-        let mut deps = BTreeSet::new();
+        let mut deps = SlotSet::new();
         let mut wraps = Vec::new();
         for name in &info.reads {
             if name.starts_with("$$") {
@@ -448,8 +443,8 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 if let (true, Some(frame)) = (hides, self.frames.last_mut()) {
                     frame.push(Local {
                         name: name.clone(),
-                        deps: BTreeSet::new(),
-                        writes: BTreeSet::new(),
+                        deps: SlotSet::new(),
+                        writes: SlotSet::new(),
                     });
                 }
                 self.snippet(&name, block.params, &block.body, ctx);
@@ -622,13 +617,13 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         })
     }
 
-    fn attr_code(&mut self, attr: &Attr) -> (String, BTreeSet<usize>) {
+    fn attr_code(&mut self, attr: &Attr) -> (String, SlotSet) {
         match &attr.value {
-            AttrValue::Bare => ("true".into(), BTreeSet::new()),
-            AttrValue::Text(t) => (js_string(t), BTreeSet::new()),
+            AttrValue::Bare => ("true".into(), SlotSet::new()),
+            AttrValue::Text(t) => (js_string(t), SlotSet::new()),
             AttrValue::Expr(span) => self.expr(*span),
             AttrValue::Mixed(parts) => {
-                let mut deps = BTreeSet::new();
+                let mut deps = SlotSet::new();
                 let mut joined = String::from("\"\"");
                 for part in parts {
                     joined.push_str(" + ");
@@ -647,7 +642,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     }
 
     fn attributes(&mut self, el: &Element, v: &str) {
-        let mut class_deps = BTreeSet::new();
+        let mut class_deps = SlotSet::new();
         let mut has_class = false;
         let mut has_spread = false;
         for attr in &el.attrs {
@@ -798,7 +793,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     }
 
     /// `class:name={cond}` / `style:prop={value}`; a bare `class:name` means `{name}`.
-    fn directive_value(&mut self, attr: &Attr, name: &str) -> (String, BTreeSet<usize>) {
+    fn directive_value(&mut self, attr: &Attr, name: &str) -> (String, SlotSet) {
         match &attr.value {
             AttrValue::Bare if markup::is_identifier(name) => {
                 (name.to_string(), self.resolve(name).0)
@@ -809,7 +804,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     attr.start,
                     format!("`{}` needs a value", attr.name),
                 );
-                ("undefined".into(), BTreeSet::new())
+                ("undefined".into(), SlotSet::new())
             }
             _ => self.attr_code(attr),
         }
@@ -885,7 +880,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             return;
         }
         let (param, deps) = match &attr.value {
-            AttrValue::Bare => ("undefined".to_string(), BTreeSet::new()),
+            AttrValue::Bare => ("undefined".to_string(), SlotSet::new()),
             _ => self.attr_code(attr),
         };
         emit!(
@@ -904,7 +899,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
 
     /// A binding's target: its code, the assignment `<target> = $$v` with the slots it changes
     /// marked, and the slots it reads.
-    fn bind_assignment(&mut self, span: Span) -> (String, String, BTreeSet<usize>) {
+    fn bind_assignment(&mut self, span: Span) -> (String, String, SlotSet) {
         let text = &self.src()[span.start..span.end];
         let root: String = text
             .chars()
@@ -1005,7 +1000,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             return;
         }
         let mut props = Vec::new();
-        let mut deps = BTreeSet::new();
+        let mut deps = SlotSet::new();
         // Snippets written between the tags are props of that name; the rest of the content is
         // the `children` snippet.
         for node in &el.children {
@@ -1082,7 +1077,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
 
     fn if_block(&mut self, block: &markup::IfBlock, parent: &str, ctx: Ctx) {
         let mut select = String::new();
-        let mut deps = BTreeSet::new();
+        let mut deps = SlotSet::new();
         let mut has_else = false;
         for (i, (cond, _)) in block.branches.iter().enumerate() {
             match cond {
@@ -1156,8 +1151,8 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 emit!(self.out, "let ", code, " = $$v;\n");
                 frame.extend(names.into_iter().map(|name| Local {
                     name,
-                    deps: BTreeSet::new(),
-                    writes: BTreeSet::new(),
+                    deps: SlotSet::new(),
+                    writes: SlotSet::new(),
                 }));
             }
             self.frames.push(frame);
@@ -1221,7 +1216,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             frame.push(Local {
                 name: i.clone(),
                 deps: list_deps.clone(),
-                writes: BTreeSet::new(),
+                writes: SlotSet::new(),
             });
         }
         let mut declare = String::with_capacity(pattern.len() + 24);
@@ -1337,14 +1332,14 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 "(...$$a); };\n"
             );
         }
-        let slot_set = BTreeSet::from([slot]);
+        let slot_set = SlotSet::from([slot]);
         self.frames.push(
             names
                 .into_iter()
                 .map(|name| Local {
                     name,
                     deps: slot_set.clone(),
-                    writes: BTreeSet::new(),
+                    writes: SlotSet::new(),
                 })
                 .collect(),
         );
@@ -1360,7 +1355,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         attr: &Attr,
         prop: &str,
         props: &mut Vec<String>,
-        deps: &mut BTreeSet<usize>,
+        deps: &mut SlotSet,
     ) {
         if !markup::is_identifier(prop) {
             self.sink.error(
@@ -1464,7 +1459,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             frame.push(Local {
                 name,
                 deps,
-                writes: BTreeSet::new(),
+                writes: SlotSet::new(),
             });
         }
     }
@@ -1508,7 +1503,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             name,
             ") => {\n"
         );
-        let slot_set = BTreeSet::from([slot]);
+        let slot_set = SlotSet::from([slot]);
         self.frames.push(vec![Local {
             name,
             deps: slot_set.clone(),
@@ -1524,7 +1519,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         self.next_slot += 1;
         let (id, deps) = match block.id {
             Some(span) => self.expr(span),
-            None => ("null".into(), BTreeSet::new()),
+            None => ("null".into(), SlotSet::new()),
         };
         let options = match block.options {
             Some(span) => self.expr(span).0,
@@ -1554,7 +1549,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             name,
             ") => {\n"
         );
-        let slot_set = BTreeSet::from([slot]);
+        let slot_set = SlotSet::from([slot]);
         self.frames.push(vec![Local {
             name: name.clone(),
             deps: slot_set.clone(),

@@ -29,6 +29,7 @@ use crate::diagnostics::{DiagnosticCode as Code, Sink};
 use crate::imports::{self, Specifier, Urls};
 use crate::markup::Span;
 use crate::scan;
+use crate::slots::SlotSet;
 
 /// A text insertion or replacement in the source, applied by [`apply_edits`].
 #[derive(Debug, Clone)]
@@ -43,7 +44,7 @@ pub(crate) struct Edit {
 
 impl Edit {
     /// Wraps `span` as `$$.u(<code>, slots...)` so assigning state schedules a DOM update.
-    pub(crate) fn wrap(span: Span, slots: &BTreeSet<usize>) -> [Edit; 2] {
+    pub(crate) fn wrap(span: Span, slots: &SlotSet) -> [Edit; 2] {
         let len = i64::try_from(span.end - span.start).unwrap_or(i64::MAX);
         let list: Vec<String> = slots.iter().map(ToString::to_string).collect();
         [
@@ -127,7 +128,7 @@ pub(crate) struct ScriptInfo {
     pub(crate) exports: Vec<String>,
     /// Top-level functions and the state slots they read, directly or through other top-level
     /// functions, so that `{total()}` updates when what `total` reads changes.
-    pub(crate) functions: FxHashMap<String, BTreeSet<usize>>,
+    pub(crate) functions: FxHashMap<String, SlotSet>,
     /// Every other top-level name (const, class, import, enum).
     pub(crate) others: BTreeSet<String>,
     /// Instrumentation and `export` removals, in source offsets.
@@ -139,7 +140,7 @@ pub(crate) struct ScriptInfo {
     pub(crate) runes: Vec<Rune>,
     /// Slots declared with `$state(…)`: deeply reactive, so values assigned to them are wrapped
     /// in the runtime's proxy.
-    pub(crate) deep: BTreeSet<usize>,
+    pub(crate) deep: SlotSet,
 }
 
 /// What a rune becomes.
@@ -173,7 +174,7 @@ pub(crate) struct Rune {
     pub(crate) name: String,
     pub(crate) slot: usize,
     /// What a derived value or an effect reads (directly or through top-level functions).
-    pub(crate) deps: BTreeSet<usize>,
+    pub(crate) deps: SlotSet,
     /// The `const` keyword of the declaration, which becomes `let` (a derived value changes).
     pub(crate) const_at: Option<u32>,
 }
@@ -506,7 +507,7 @@ pub(crate) fn analyze_program(
                         arg,
                         name: id.name.as_str().to_string(),
                         slot: 0,
-                        deps: BTreeSet::new(),
+                        deps: SlotSet::new(),
                         const_at: (var.kind == VariableDeclarationKind::Const)
                             .then_some(var.span.start),
                     });
@@ -527,7 +528,7 @@ pub(crate) fn analyze_program(
                         arg: Some(one.span()),
                         name: String::new(),
                         slot: 0,
-                        deps: BTreeSet::new(),
+                        deps: SlotSet::new(),
                         const_at: None,
                     }),
                     _ => sink.error(
@@ -598,7 +599,7 @@ pub(crate) fn analyze_program(
         if let Some(fs) = function_span {
             function_spans.push((abs(fs), name.clone()));
             function_symbols.push((symbol, name.clone()));
-            info.functions.insert(name, BTreeSet::new());
+            info.functions.insert(name, SlotSet::new());
         } else if flags.is_variable()
             && (!flags.is_const_variable() || rune_names.contains(name.as_str()))
         {
@@ -624,7 +625,7 @@ pub(crate) fn analyze_program(
         {
             let name = format!("$rune{i}");
             function_spans.push((abs(arg), name.clone()));
-            info.functions.insert(name, BTreeSet::new());
+            info.functions.insert(name, SlotSet::new());
         }
     }
     function_spans.sort_by_key(|(s, _)| s.start);
@@ -641,7 +642,7 @@ pub(crate) fn analyze_program(
         .filter(|r| r.kind == RuneKind::State)
         .map(|r| r.name.as_str())
         .collect();
-    let mut reads_in: FxHashMap<&str, BTreeSet<usize>> = FxHashMap::default();
+    let mut reads_in: FxHashMap<&str, SlotSet> = FxHashMap::default();
     for (slot, symbol) in state_symbols.iter().enumerate() {
         let deep = deep_names.contains(info.state[slot].as_str());
         for reference in scoping.get_resolved_references(*symbol) {
@@ -658,7 +659,7 @@ pub(crate) fn analyze_program(
             }
             if let Some(target) = assignment_around(semantic, reference) {
                 if text_edits {
-                    let slots = BTreeSet::from([slot]);
+                    let slots = SlotSet::from([slot]);
                     info.edits.extend(Edit::wrap(abs(target), &slots));
                 }
                 info.wraps.push((target, slot));
@@ -705,7 +706,7 @@ pub(crate) fn analyze_program(
     for name in names {
         let mut seen = BTreeSet::from([name.as_str()]);
         let mut todo = vec![name.as_str()];
-        let mut slots = BTreeSet::new();
+        let mut slots = SlotSet::new();
         while let Some(f) = todo.pop() {
             slots.extend(reads_in.get(f).into_iter().flatten().copied());
             for callee in calls.get(f).into_iter().flatten() {
@@ -807,7 +808,7 @@ fn props_pattern(
                     arg: bindable.arguments.first().map(GetSpan::span),
                     name: String::new(),
                     slot: 0,
-                    deps: BTreeSet::new(),
+                    deps: SlotSet::new(),
                     const_at: None,
                 });
             }
@@ -820,7 +821,7 @@ fn props_pattern(
         arg: None,
         name: String::new(),
         slot: 0,
-        deps: BTreeSet::new(),
+        deps: SlotSet::new(),
         const_at: (var.kind == VariableDeclarationKind::Const).then_some(var.span.start),
     });
 }
@@ -908,7 +909,7 @@ fn rune_edits(info: &mut ScriptInfo, base: usize) {
 }
 
 /// `[1, 2]`: a list of slots as JavaScript.
-pub(crate) fn slot_list(slots: &BTreeSet<usize>) -> String {
+pub(crate) fn slot_list(slots: &SlotSet) -> String {
     let list: Vec<String> = slots.iter().map(ToString::to_string).collect();
     format!("[{}]", list.join(", "))
 }

@@ -25,6 +25,7 @@ mod markup;
 mod program;
 mod query_params;
 mod scan;
+mod slots;
 
 use oxc::allocator::Allocator;
 use sha2::{Digest, Sha256};

@@ -41,6 +41,7 @@ use crate::imports::Specifier;
 use crate::js::{self, ExprInfo, ScriptInfo};
 use crate::markup::{AttrValue, Document, Element, Node, Part, Span};
 use crate::scan;
+use crate::slots::SlotSet;
 
 /// Between the script and the pieces (see [`Unit::build`]).
 const SEPARATOR: &str = "\n0;\n";
@@ -115,7 +116,7 @@ pub(crate) struct Unit<'a> {
     /// The script analysis (state, props, functions, imports) the generator needs.
     pub(crate) script: ScriptInfo,
     /// The deeply reactive slots (a copy: the generator takes `script`).
-    deep: BTreeSet<usize>,
+    deep: SlotSet,
 }
 
 impl<'a> Unit<'a> {
@@ -249,7 +250,7 @@ impl<'a> Unit<'a> {
         // The script's own changes: `export let` props read their value from the caller, and
         // assignments to state are wrapped.
         unwrap_props(&mut program, &ast)?;
-        let mut targets: FxHashMap<(u32, u32), BTreeSet<usize>> = FxHashMap::default();
+        let mut targets: FxHashMap<(u32, u32), SlotSet> = FxHashMap::default();
         for (span, slot) in &script.wraps {
             targets
                 .entry((span.start, span.end))
@@ -308,15 +309,11 @@ impl<'a> Unit<'a> {
     /// The code of the expression at `span`, in parentheses, with the given assignments
     /// (program positions, as in [`ExprInfo::writes`]) wrapped to invalidate their slots. Each
     /// piece is printed once.
-    pub(crate) fn print(
-        &mut self,
-        span: Span,
-        wraps: &[(Span, BTreeSet<usize>)],
-    ) -> Option<String> {
+    pub(crate) fn print(&mut self, span: Span, wraps: &[(Span, SlotSet)]) -> Option<String> {
         let index = self.index_of(span)?;
         let mut expr = self.exprs.get_mut(index)?.take()?;
         if !wraps.is_empty() {
-            let targets: FxHashMap<(u32, u32), BTreeSet<usize>> = wraps
+            let targets: FxHashMap<(u32, u32), SlotSet> = wraps
                 .iter()
                 .map(|(s, slots)| ((s.start as u32, s.end as u32), slots.clone()))
                 .collect();
@@ -893,8 +890,8 @@ fn call<'a>(
 /// of `name = value` as `$$.deep(value, slot)` when `name` is deeply reactive state.
 struct Wrapper<'a, 'w> {
     ast: &'w AstBuilder<'a>,
-    targets: &'w FxHashMap<(u32, u32), BTreeSet<usize>>,
-    deep: &'w BTreeSet<usize>,
+    targets: &'w FxHashMap<(u32, u32), SlotSet>,
+    deep: &'w SlotSet,
 }
 
 impl<'a> VisitMut<'a> for Wrapper<'a, '_> {
