@@ -24,6 +24,7 @@ use oxc::transformer::{TransformOptions, Transformer};
 // Maps keyed by names and positions use FxHash: the keys are short, SipHash costs several times
 // more per key, and oxc's own scope analysis hashes the same names with a hash of that kind.
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 use crate::diagnostics::{DiagnosticCode as Code, Sink};
 use crate::imports::{self, Specifier, Urls};
@@ -188,11 +189,21 @@ impl ScriptInfo {
 /// Free names an `{expression}` reads and the assignments it makes to them.
 #[derive(Debug, Default)]
 pub(crate) struct ExprInfo<'a> {
-    /// The names, in the compile's arena: a `String` each would cost an allocation and a free
-    /// for every name every piece of code reads.
-    pub(crate) reads: BTreeSet<&'a str>,
+    /// The names, sorted, each once (see [`ExprInfo::read`]), in the compile's arena: a `String`
+    /// each would cost an allocation and a free for every name every piece of code reads.
+    pub(crate) reads: SmallVec<[&'a str; 4]>,
     /// `(root name, span of the assignment or update expression)`.
     pub(crate) writes: Vec<(&'a str, Span)>,
+}
+
+impl<'a> ExprInfo<'a> {
+    /// Notes that the expression reads `name`. A piece of code reads a few names, so a sorted
+    /// array in place costs less than a set: no allocation for up to four.
+    pub(crate) fn read(&mut self, name: &'a str) {
+        if let Err(at) = self.reads.binary_search(&name) {
+            self.reads.insert(at, name);
+        }
+    }
 }
 
 /// Reports oxc diagnostics, shifting their offsets by `shift` and clamping them into `clamp`.
@@ -1021,7 +1032,7 @@ pub(crate) fn analyze_expression<'a>(
                 info.writes.push((name, to_src(target)));
             }
         }
-        info.reads.insert(name);
+        info.read(name);
     }
     info.writes.sort_by_key(|(_, s)| (s.start, s.end));
     Some(info)

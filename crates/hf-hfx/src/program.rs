@@ -645,7 +645,7 @@ fn analyze_pieces<'a>(
                         },
                     ));
                 }
-                info.reads.insert(name);
+                info.read(name);
             }
         };
     for (name, ids) in scoping.root_unresolved_references() {
