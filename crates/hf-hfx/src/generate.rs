@@ -41,6 +41,8 @@ pub(crate) struct Generator<'s, 'k, 'a> {
     pub(crate) scope: Option<String>,
     pub(crate) out: String,
     next_var: usize,
+    /// Where [`Generator::var`] writes a name before copying it into the arena.
+    var_text: String,
     /// Next free slot for `{#query}` and `{#form}` state (after the script's state).
     next_slot: usize,
     /// One frame per generated JavaScript function (render function, branch, item).
@@ -239,6 +241,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             scope,
             out: String::with_capacity(out_capacity),
             next_var: 0,
+            var_text: String::new(),
             next_slot: script.state.len(),
             frames: Vec::new(),
             form: None,
@@ -260,11 +263,13 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         self.sink.source
     }
 
-    fn var(&mut self, prefix: &str) -> String {
-        let mut v = String::with_capacity(8);
-        emit!(v, "$$", prefix, self.next_var);
+    /// A fresh variable name (`$$e3`), in the compile's arena: every element and expression gets
+    /// one, and a `String` each would cost an allocation and a free.
+    fn var(&mut self, prefix: &str) -> &'a str {
+        self.var_text.clear();
+        emit!(self.var_text, "$$", prefix, self.next_var);
         self.next_var += 1;
-        v
+        self.alloc.alloc_str(&self.var_text)
     }
 
     /// Generates the render function body for the top-level nodes.
@@ -571,8 +576,8 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             pre: ctx.pre || matches!(el.name, "pre" | "textarea"),
             svg: svg && el.name != "foreignObject",
         };
-        self.nodes(&el.children, &v, child_ctx);
-        self.attributes(el, &v);
+        self.nodes(&el.children, v, child_ctx);
+        self.attributes(el, v);
         if let Some((form, slot)) = self.form.clone() {
             if matches!(el.name, "input" | "select" | "textarea") {
                 if let Some(key) = self.field_key(el, &form) {
@@ -1007,8 +1012,8 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             if let Node::Snippet(block) = node {
                 let name = self.src()[block.name.start..block.name.end].to_string();
                 let var = self.var("s");
-                self.snippet(&var, block.params, &block.body, Ctx::default());
-                props.push(entry(&name, &var));
+                self.snippet(var, block.params, &block.body, Ctx::default());
+                props.push(entry(&name, var));
             }
         }
         let content: Vec<&Node> = el
@@ -1021,7 +1026,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             .any(|n| !matches!(n, Node::Text(t) if t.trim().is_empty()));
         if has_content {
             let var = self.var("s");
-            self.children_snippet(&var, &el.children);
+            self.children_snippet(var, &el.children);
             props.push(format!("\"children\": {var}"));
         }
         let mut this = String::new();
