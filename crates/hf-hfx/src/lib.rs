@@ -516,6 +516,7 @@ fn compile_in_one_pass(
     if scratch.has_errors() {
         return None;
     }
+    let render = unit.fill(&render)?;
 
     let script_code = unit.print_script();
     let mut module = String::with_capacity(render.len() + script_code.len() + css.len() + 512);

@@ -46,6 +46,9 @@ use crate::slots::SlotSet;
 /// Between the script and the pieces (see [`Unit::build`]).
 const SEPARATOR: &str = "\n0;\n";
 
+/// Opens and closes a placeholder of [`Unit::print`].
+const PLACEHOLDER: char = '\0';
+
 /// What a piece of markup code is, which decides how it is wrapped in the program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -109,6 +112,9 @@ pub(crate) struct Unit<'a> {
     infos: Vec<PieceInfo<'a>>,
     /// Each piece's code (the expression inside its parentheses, or a pattern's arrow).
     exprs: Vec<Option<Expression<'a>>>,
+    /// The pieces [`Unit::print`] handed out as placeholders, in the order it did, printed by
+    /// [`Unit::fill`].
+    deferred: Vec<Expression<'a>>,
     /// The script's statements after the strip, imports excepted; printed as one program.
     body: Program<'a>,
     /// The script's import statements (specifiers already rewritten), screen imports excepted.
@@ -128,6 +134,11 @@ impl<'a> Unit<'a> {
         doc: &Document,
         urls: crate::imports::Urls<'_>,
     ) -> Option<Unit<'a>> {
+        if source.contains(PLACEHOLDER) {
+            // A NUL byte in the screen could be copied into the output and be taken for a
+            // placeholder (see `Unit::print`); no real screen has one.
+            return None;
+        }
         let mut pieces = Vec::new();
         collect(&doc.nodes, &mut pieces);
 
@@ -286,6 +297,7 @@ impl<'a> Unit<'a> {
             by_span,
             infos,
             exprs,
+            deferred: Vec::new(),
             body: program,
             imports,
             deep: script.deep.clone(),
@@ -308,7 +320,13 @@ impl<'a> Unit<'a> {
 
     /// The code of the expression at `span`, in parentheses, with the given assignments
     /// (program positions, as in [`ExprInfo::writes`]) wrapped to invalidate their slots. Each
-    /// piece is printed once.
+    /// piece is asked for once.
+    ///
+    /// A name or a chain of property reads is written at once; any other expression is a
+    /// placeholder (`\0<n>\0`) that [`Unit::fill`] replaces with its printed code, so that one
+    /// printer prints them all (a printer costs about as much to make and take apart as printing
+    /// a short expression). No screen text holds a NUL byte ([`Unit::build`] checks), so nothing
+    /// else in the output can be taken for a placeholder.
     pub(crate) fn print(&mut self, span: Span, wraps: &[(Span, SlotSet)]) -> Option<String> {
         let index = self.index_of(span)?;
         let mut expr = self.exprs.get_mut(index)?.take()?;
@@ -327,10 +345,30 @@ impl<'a> Unit<'a> {
         } else if let Some(code) = plain_reads(&expr) {
             return Some(code);
         }
+        let mut placeholder = String::with_capacity(8);
+        placeholder.push(PLACEHOLDER);
+        crate::generate::Emit::emit(&self.deferred.len(), &mut placeholder);
+        placeholder.push(PLACEHOLDER);
+        self.deferred.push(expr);
+        Some(placeholder)
+    }
+
+    /// `render` with each placeholder of [`Unit::print`] replaced by its expression, printed in
+    /// parentheses. `None` if a placeholder is not one `print` made.
+    pub(crate) fn fill(&self, render: &str) -> Option<String> {
         let mut codegen = Codegen::new().with_source_text(self.text);
-        codegen.print_ascii_byte(b'(');
-        codegen.print_expression(&expr);
-        codegen.print_ascii_byte(b')');
+        let mut rest = render;
+        while let Some(at) = rest.find(PLACEHOLDER) {
+            codegen.print_str(&rest[..at]);
+            let after = &rest[at + 1..];
+            let end = after.find(PLACEHOLDER)?;
+            let expr = self.deferred.get(after[..end].parse::<usize>().ok()?)?;
+            codegen.print_ascii_byte(b'(');
+            codegen.print_expression(expr);
+            codegen.print_ascii_byte(b')');
+            rest = &after[end + 1..];
+        }
+        codegen.print_str(rest);
         Some(codegen.into_source_text())
     }
 
