@@ -81,6 +81,11 @@ impl<T: Emit + ?Sized> Emit for &T {
 
 impl Emit for usize {
     fn emit(&self, out: &mut String) {
+        if *self < 10 {
+            // Most slots and variable numbers have one digit.
+            out.push(char::from(b'0' + *self as u8));
+            return;
+        }
         // Digits from the last; a usize has at most 20.
         let mut digits = [0u8; 20];
         let mut at = digits.len();
