@@ -448,9 +448,27 @@ impl<'s> Parser<'s, '_> {
 
     fn flush_text(&mut self, start: usize) {
         if start < self.pos {
-            let text = decode_entities(&self.src[start..self.pos]);
+            let raw = &self.src[start..self.pos];
+            if self.is_layout_whitespace(raw) {
+                return;
+            }
+            let text = decode_entities(raw);
             self.push_node(Node::Text(text));
         }
+    }
+
+    /// Whether `raw` is whitespace with a line break that the code generator would drop: the
+    /// indentation between tags, which is most of a screen's text nodes. It is kept inside
+    /// `<pre>` and `<textarea>`, where it shows, and in `{#await}` blocks, whose branches are
+    /// left out when they are empty.
+    fn is_layout_whitespace(&self, raw: &str) -> bool {
+        raw.trim().is_empty()
+            && raw.contains('\n')
+            && !self.stack.iter().any(|frame| match frame {
+                Frame::Element(e) => matches!(e.name, "pre" | "textarea"),
+                Frame::Await { .. } => true,
+                _ => false,
+            })
     }
 
     fn starts_with(&self, s: &str) -> bool {
