@@ -289,14 +289,14 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     fn add_deps(&self, name: &str, deps: &mut SlotSet) {
         for frame in self.frames.iter().rev() {
             if let Some(local) = frame.iter().rev().find(|l| l.name == name) {
-                deps.extend(local.deps.iter().copied());
+                deps.union(&local.deps);
                 return;
             }
         }
         if let Some(slot) = self.script.slot_of(name) {
             deps.insert(slot);
         } else if let Some(reads) = self.script.functions.get(name) {
-            deps.extend(reads.iter().copied());
+            deps.union(reads);
         }
     }
 
@@ -641,7 +641,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                         Part::Text(t) => JsStr(t).emit(&mut joined),
                         Part::Expr(span) => {
                             let (code, d) = self.expr(*span);
-                            deps.extend(d);
+                            deps.union(&d);
                             emit!(joined, "$$rt.str(", code, ")");
                         }
                     }
@@ -661,7 +661,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 // The runtime adds the scope class to whatever `class` the object holds.
                 has_spread = true;
                 let (code, deps) = self.attr_code(attr);
-                class_deps.extend(deps.iter().copied());
+                class_deps.union(&deps);
                 let scope = self.scope.as_deref().map_or("null".into(), js_string);
                 let own_class = el.attrs.iter().any(|a| a.name == "class");
                 emit!(
@@ -727,7 +727,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 let (mut code, deps) = self.attr_code(attr);
                 if name == "class" {
                     has_class = true;
-                    class_deps.extend(deps.iter().copied());
+                    class_deps.union(&deps);
                     if let Some(scope) = &self.scope {
                         let mut wrapped = String::with_capacity(code.len() + scope.len() + 16);
                         emit!(wrapped, "$$rt.cls(", code, ", ", JsStr(scope), ")");
@@ -785,7 +785,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         for attr in &el.attrs {
             if let Some(class) = attr.name.strip_prefix("class:") {
                 let (code, mut deps) = self.directive_value(attr, class);
-                deps.extend(class_deps.iter().copied());
+                deps.union(&class_deps);
                 emit!(
                     self.out,
                     "$$b.u(",
@@ -1038,7 +1038,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         for attr in &el.attrs {
             if attr.name == markup::SPREAD {
                 let (code, d) = self.attr_code(attr);
-                deps.extend(d);
+                deps.union(&d);
                 props.push(format!("...{code}"));
                 continue;
             }
@@ -1067,7 +1067,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 attr.name.to_string()
             };
             let (code, d) = self.attr_code(attr);
-            deps.extend(d);
+            deps.union(&d);
             props.push(entry(&key, &code));
         }
         emit!(
@@ -1093,7 +1093,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             match cond {
                 Some(span) => {
                     let (code, d) = self.expr(*span);
-                    deps.extend(d);
+                    deps.union(&d);
                     emit!(select, code, " ? ", i, " : ");
                 }
                 None => {
@@ -1379,7 +1379,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             return;
         };
         let (code, assign, d) = self.bind_assignment(span);
-        deps.extend(d);
+        deps.union(&d);
         props.push(entry(prop, &code));
         let mut callback = String::with_capacity(assign.len() + 32);
         emit!(
@@ -1481,7 +1481,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         let params = match block.params {
             Some(span) => {
                 let (code, d) = self.expr(span);
-                deps.extend(d);
+                deps.union(&d);
                 code
             }
             None => "undefined".into(),
@@ -1489,7 +1489,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         let options = match block.options {
             Some(span) => {
                 let (code, d) = self.expr(span);
-                deps.extend(d);
+                deps.union(&d);
                 code
             }
             None => "undefined".into(),
