@@ -272,6 +272,7 @@ impl<'a> Unit<'a> {
         if !targets.is_empty() {
             Wrapper {
                 ast: &ast,
+                starts: &target_starts(&targets),
                 targets: &targets,
                 deep: &script.deep,
             }
@@ -339,6 +340,7 @@ impl<'a> Unit<'a> {
             let ast = AstBuilder::new(self.alloc);
             Wrapper {
                 ast: &ast,
+                starts: &target_starts(&targets),
                 targets: &targets,
                 deep: &self.deep,
             }
@@ -929,11 +931,33 @@ fn call<'a>(
 /// of `name = value` as `$$.deep(value, slot)` when `name` is deeply reactive state.
 struct Wrapper<'a, 'w> {
     ast: &'w AstBuilder<'a>,
+    /// Where the targets start, sorted: a statement with none inside is not walked (most of a
+    /// script's statements assign no state).
+    starts: &'w [u32],
     targets: &'w FxHashMap<(u32, u32), SlotSet>,
     deep: &'w SlotSet,
 }
 
+/// The sorted starts of the targets, for [`Wrapper::starts`].
+fn target_starts(targets: &FxHashMap<(u32, u32), SlotSet>) -> Vec<u32> {
+    let mut starts: Vec<u32> = targets.keys().map(|(start, _)| *start).collect();
+    starts.sort_unstable();
+    starts
+}
+
 impl<'a> VisitMut<'a> for Wrapper<'a, '_> {
+    fn visit_statement(&mut self, stmt: &mut Statement<'a>) {
+        let span = stmt.span();
+        let first = self.starts.partition_point(|start| *start < span.start);
+        if self
+            .starts
+            .get(first)
+            .is_some_and(|start| *start < span.end)
+        {
+            walk_mut::walk_statement(self, stmt);
+        }
+    }
+
     fn visit_expression(&mut self, expr: &mut Expression<'a>) {
         walk_mut::walk_expression(self, expr);
         if !matches!(
