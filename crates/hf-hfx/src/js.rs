@@ -583,11 +583,25 @@ pub(crate) fn analyze_program(
     let root = scoping.root_scope_id();
     let mut symbols: Vec<_> = scoping.iter_bindings_in(root).collect();
     symbols.sort_by_key(|s| scoping.symbol_span(*s).start);
-    let mut function_spans: Vec<(Span, String)> = Vec::new();
+    // A derived value's expression and an effect's function read state like a function does;
+    // below they go by these names.
+    let rune_functions: Vec<(Span, String)> = info
+        .runes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, rune)| match (rune.kind, rune.arg) {
+            (RuneKind::Derived | RuneKind::DerivedBy | RuneKind::Effect, Some(arg)) => {
+                Some((abs(arg), format!("$rune{i}")))
+            }
+            _ => None,
+        })
+        .collect();
+    // Names are borrowed from the analysis until the end: most are only looked at.
+    let mut function_spans: Vec<(Span, &str)> = Vec::new();
     let mut state_symbols = Vec::new();
     let mut function_symbols = Vec::new();
     for symbol in symbols {
-        let name = scoping.symbol_name(symbol).to_string();
+        let name = scoping.symbol_name(symbol);
         let flags = scoping.symbol_flags(symbol);
         if name.starts_with("$$") {
             sink.error(
@@ -608,16 +622,13 @@ pub(crate) fn analyze_program(
             _ => None,
         };
         if let Some(fs) = function_span {
-            function_spans.push((abs(fs), name.clone()));
-            function_symbols.push((symbol, name.clone()));
-            info.functions.insert(name, SlotSet::new());
-        } else if flags.is_variable()
-            && (!flags.is_const_variable() || rune_names.contains(name.as_str()))
-        {
+            function_spans.push((abs(fs), name));
+            function_symbols.push((symbol, name));
+        } else if flags.is_variable() && (!flags.is_const_variable() || rune_names.contains(name)) {
             state_symbols.push(symbol);
-            info.state.push(name);
+            info.state.push(name.to_string());
         } else if flags.is_value() || flags.is_import() {
-            info.others.insert(name);
+            info.others.insert(name.to_string());
         }
     }
     for prop in &mut info.props {
@@ -629,21 +640,16 @@ pub(crate) fn analyze_program(
     if let Some(rest) = &mut info.rest {
         rest.1 = info.state.iter().position(|s| *s == rest.0).unwrap_or(0);
     }
-    // A derived value's expression and an effect's function read state like a function does.
-    for (i, rune) in info.runes.iter().enumerate() {
-        if let (RuneKind::Derived | RuneKind::DerivedBy | RuneKind::Effect, Some(arg)) =
-            (rune.kind, rune.arg)
-        {
-            let name = format!("$rune{i}");
-            function_spans.push((abs(arg), name.clone()));
-            info.functions.insert(name, SlotSet::new());
-        }
-    }
+    function_spans.extend(
+        rune_functions
+            .iter()
+            .map(|(span, name)| (*span, name.as_str())),
+    );
     function_spans.sort_by_key(|(s, _)| s.start);
-    let enclosing_function = |pos: usize| -> Option<&String> {
+    let enclosing_function = |pos: usize| -> Option<&str> {
         let i = function_spans.partition_point(|(s, _)| s.start <= pos);
         let (s, name) = function_spans.get(i.checked_sub(1)?)?;
-        (pos < s.end).then_some(name)
+        (pos < s.end).then_some(*name)
     };
 
     // State reads and writes.
@@ -666,7 +672,7 @@ pub(crate) fn analyze_program(
             if let Some(f) =
                 enclosing_function(abs(node_span).start).filter(|_| reference.is_read())
             {
-                reads_in.entry(f.as_str()).or_default().insert(slot);
+                reads_in.entry(f).or_default().insert(slot);
             }
             if let Some(target) = assignment_around(semantic, reference) {
                 if text_edits {
@@ -706,17 +712,13 @@ pub(crate) fn analyze_program(
                 continue;
             }
             if let Some(caller) = enclosing_function(abs(node_span).start) {
-                calls
-                    .entry(caller.as_str())
-                    .or_default()
-                    .insert(callee.as_str());
+                calls.entry(caller).or_default().insert(*callee);
             }
         }
     }
-    let names: Vec<String> = info.functions.keys().cloned().collect();
-    for name in names {
-        let mut seen = BTreeSet::from([name.as_str()]);
-        let mut todo = vec![name.as_str()];
+    for &(_, name) in &function_spans {
+        let mut seen = BTreeSet::from([name]);
+        let mut todo = vec![name];
         let mut slots = SlotSet::new();
         while let Some(f) = todo.pop() {
             slots.extend(reads_in.get(f).into_iter().flatten().copied());
@@ -726,7 +728,7 @@ pub(crate) fn analyze_program(
                 }
             }
         }
-        info.functions.insert(name, slots);
+        info.functions.insert(name.to_string(), slots);
     }
     for i in 0..info.runes.len() {
         let deps = info
