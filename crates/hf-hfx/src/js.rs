@@ -597,9 +597,12 @@ pub(crate) fn analyze_program(
         })
         .collect();
     // Names are borrowed from the analysis until the end: most are only looked at.
-    let mut function_spans: Vec<(Span, &str)> = Vec::new();
-    let mut state_symbols = Vec::new();
-    let mut function_symbols = Vec::new();
+    // Sized for every symbol, so that none of these grows while it is filled.
+    let mut function_spans: Vec<(Span, &str)> =
+        Vec::with_capacity(symbols.len() + rune_functions.len());
+    let mut state_symbols = Vec::with_capacity(symbols.len());
+    let mut function_symbols = Vec::with_capacity(symbols.len());
+    info.state.reserve(symbols.len());
     for symbol in symbols {
         let name = scoping.symbol_name(symbol);
         let flags = scoping.symbol_flags(symbol);

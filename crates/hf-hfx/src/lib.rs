@@ -519,9 +519,18 @@ fn compile_in_one_pass(
     let render = unit.fill(&render)?;
 
     let script_code = unit.print_script();
-    let mut module = String::with_capacity(render.len() + script_code.len() + css.len() + 512);
+    let imports_code = unit.print_imports();
+    // Room for all of it, so that the module is never copied to grow: the stylesheet's quoted
+    // form may be longer (escapes), and each prop adds a setter line.
+    let capacity = render.len()
+        + script_code.len()
+        + imports_code.len()
+        + css.len() * 2
+        + 100 * (script.props.len() + script.destructured.len())
+        + 512;
+    let mut module = String::with_capacity(capacity);
     module.push_str("import * as $$rt from \"/hfx/vendor/hfx-runtime.js\";\n");
-    module.push_str(&unit.print_imports());
+    module.push_str(&imports_code);
     for import in &script.imports {
         if let (
             imports::Specifier::Screen {

@@ -375,7 +375,8 @@ pub(crate) fn parse<'s>(sink: &mut Sink<'s>) -> Document<'s> {
         src,
         bytes: src.as_bytes(),
         pos: 0,
-        stack: Vec::new(),
+        // Deep enough for most screens, so that the stack of large frames rarely grows.
+        stack: Vec::with_capacity(16),
         doc: Document::default(),
         sink,
     };
