@@ -724,15 +724,20 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     format!("`{name}` is not a valid attribute name"),
                 );
             } else {
-                let (mut code, deps) = self.attr_code(attr);
+                // A static value is written straight into the output; anything else is code.
+                let text = match &attr.value {
+                    AttrValue::Text(text) => Some(&**text),
+                    _ => None,
+                };
+                let (code, deps) = match text {
+                    Some(_) => (String::new(), SlotSet::new()),
+                    None => self.attr_code(attr),
+                };
+                let mut scope = None;
                 if name == "class" {
                     has_class = true;
                     class_deps.union(&deps);
-                    if let Some(scope) = &self.scope {
-                        let mut wrapped = String::with_capacity(code.len() + scope.len() + 16);
-                        emit!(wrapped, "$$rt.cls(", code, ", ", JsStr(scope), ")");
-                        code = wrapped;
-                    }
+                    scope = self.scope.as_deref();
                 }
                 let setter = if PROPERTIES.contains(&name)
                     && !matches!(attr.value, AttrValue::Text(_) | AttrValue::Bare)
@@ -745,18 +750,18 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 if !deps.is_empty() {
                     emit!(self.out, "$$b.u(", slots(&deps), ", () => ");
                 }
-                emit!(
-                    self.out,
-                    "$$rt.",
-                    setter,
-                    "(",
-                    v,
-                    ", ",
-                    JsStr(name),
-                    ", ",
-                    code,
-                    ")"
-                );
+                emit!(self.out, "$$rt.", setter, "(", v, ", ", JsStr(name), ", ");
+                if scope.is_some() {
+                    self.out.push_str("$$rt.cls(");
+                }
+                match text {
+                    Some(text) => JsStr(text).emit(&mut self.out),
+                    None => self.out.push_str(&code),
+                }
+                if let Some(scope) = scope {
+                    emit!(self.out, ", ", JsStr(scope), ")");
+                }
+                self.out.push(')');
                 emit!(self.out, if deps.is_empty() { ";\n" } else { ");\n" });
             }
         }
