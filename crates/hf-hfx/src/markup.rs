@@ -463,8 +463,16 @@ impl<'s> Parser<'s, '_> {
     /// `<pre>` and `<textarea>`, where it shows, and in `{#await}` blocks, whose branches are
     /// left out when they are empty.
     fn is_layout_whitespace(&self, raw: &str) -> bool {
-        raw.trim().is_empty()
-            && raw.contains('\n')
+        // ASCII whitespace only, in one pass (other whitespace is left to the generator).
+        let mut line_break = false;
+        for byte in raw.bytes() {
+            match byte {
+                b'\n' => line_break = true,
+                b' ' | b'\t' | b'\r' | b'\x0c' => {}
+                _ => return false,
+            }
+        }
+        line_break
             && !self.stack.iter().any(|frame| match frame {
                 Frame::Element(e) => matches!(e.name, "pre" | "textarea"),
                 Frame::Await { .. } => true,
