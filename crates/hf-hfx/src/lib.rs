@@ -377,13 +377,13 @@ fn reported_imports(script: &js::ScriptInfo) -> ReportedImports {
 }
 
 /// The screen's module, the query texts it holds (see [`QueryText`]) and its imports.
-fn compile_screen(
-    alloc: &Allocator,
-    sink: &mut Sink<'_>,
+fn compile_screen<'s>(
+    alloc: &'s Allocator,
+    sink: &mut Sink<'s>,
     hash: &str,
     urls: imports::Urls<'_>,
 ) -> (Option<String>, Vec<QueryText>, ReportedImports) {
-    let doc = markup::parse(sink);
+    let doc = markup::parse(alloc, sink);
     if sink.has_errors() {
         return (None, Vec::new(), ReportedImports::default());
     }

@@ -8,6 +8,8 @@
 
 use std::borrow::Cow;
 
+use oxc::allocator::{Allocator, Box as ArenaBox, Vec as ArenaVec};
+
 use crate::diagnostics::{DiagnosticCode as Code, Sink};
 use crate::scan;
 
@@ -64,45 +66,60 @@ pub(crate) struct Span {
     pub(crate) end: usize,
 }
 
-/// A parsed HFX source.
-#[derive(Debug, Default)]
+/// A parsed HFX source. The tree lives in the compile's arena: it is built and dropped on every
+/// compile, and a heap allocation for each list of children and attributes (and a walk to free
+/// them all) cost more than the parsing itself.
+#[derive(Debug)]
 pub(crate) struct Document<'s> {
     pub(crate) script: Option<Span>,
     pub(crate) style: Option<Span>,
-    pub(crate) nodes: Vec<Node<'s>>,
+    pub(crate) nodes: ArenaVec<'s, Node<'s>>,
     /// Every `{#query}` block's query and parameters, in document order: noted as the blocks
     /// are parsed, which costs less than walking the finished tree for the few there are.
     pub(crate) queries: Vec<(Span, Option<Span>)>,
 }
 
+impl<'s> Document<'s> {
+    /// An empty document whose tree will live in `alloc`.
+    pub(crate) fn new(alloc: &'s Allocator) -> Document<'s> {
+        Document {
+            script: None,
+            style: None,
+            nodes: ArenaVec::new_in(&alloc),
+            queries: Vec::new(),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) enum Node<'s> {
-    /// Literal text, entities already decoded (borrowed from the source when it has none).
-    Text(Cow<'s, str>),
+    /// Literal text, entities already decoded (borrowed from the source when it has none, else in
+    /// the arena).
+    Text(&'s str),
     /// `{expression}`: text content, always escaped.
     Expr(Span),
     Element(Element<'s>),
     If(IfBlock<'s>),
     // The larger blocks are boxed so that a node, which is moved several times while the tree is
     // built, stays the size of an element.
-    Each(Box<EachBlock<'s>>),
+    Each(ArenaBox<'s, EachBlock<'s>>),
     /// `{@const name = expression}`.
     Const {
         name: Span,
         value: Span,
     },
-    Query(Box<QueryBlock<'s>>),
-    Form(Box<FormBlock<'s>>),
+    Query(ArenaBox<'s, QueryBlock<'s>>),
+    Form(ArenaBox<'s, FormBlock<'s>>),
     /// `{#snippet name(params)}…{/snippet}`.
     Snippet(SnippetBlock<'s>),
     /// `{@render expression}`: the expression calls a snippet (`name(args)`).
     Render(Span),
     /// `{#await promise}…{:then value}…{:catch error}…{/await}`.
-    Await(Box<AwaitBlock<'s>>),
+    Await(ArenaBox<'s, AwaitBlock<'s>>),
     /// `{#key expression}…{/key}`: the content is made anew when the value changes.
     Key {
         value: Span,
-        body: Vec<Node<'s>>,
+        body: ArenaVec<'s, Node<'s>>,
     },
 }
 
@@ -112,8 +129,8 @@ pub(crate) enum Node<'s> {
 pub(crate) struct Element<'s> {
     pub(crate) name: &'s str,
     pub(crate) start: usize,
-    pub(crate) attrs: Vec<Attr<'s>>,
-    pub(crate) children: Vec<Node<'s>>,
+    pub(crate) attrs: ArenaVec<'s, Attr<'s>>,
+    pub(crate) children: ArenaVec<'s, Node<'s>>,
 }
 
 #[derive(Debug)]
@@ -128,23 +145,23 @@ pub(crate) enum AttrValue<'s> {
     /// `disabled`: no value.
     Bare,
     /// `name="text"` (decoded).
-    Text(Cow<'s, str>),
+    Text(&'s str),
     /// `name={expression}`.
     Expr(Span),
     /// `name="text {expression} text"`.
-    Mixed(Vec<Part<'s>>),
+    Mixed(ArenaVec<'s, Part<'s>>),
 }
 
 #[derive(Debug)]
 pub(crate) enum Part<'s> {
-    Text(Cow<'s, str>),
+    Text(&'s str),
     Expr(Span),
 }
 
 #[derive(Debug)]
 pub(crate) struct IfBlock<'s> {
     /// `(condition, body)`; the final `{:else}` branch has no condition.
-    pub(crate) branches: Vec<(Option<Span>, Vec<Node<'s>>)>,
+    pub(crate) branches: ArenaVec<'s, (Option<Span>, ArenaVec<'s, Node<'s>>)>,
 }
 
 #[derive(Debug)]
@@ -153,8 +170,8 @@ pub(crate) struct EachBlock<'s> {
     pub(crate) pattern: Span,
     pub(crate) index: Option<Span>,
     pub(crate) key: Option<Span>,
-    pub(crate) body: Vec<Node<'s>>,
-    pub(crate) else_body: Option<Vec<Node<'s>>>,
+    pub(crate) body: ArenaVec<'s, Node<'s>>,
+    pub(crate) else_body: Option<ArenaVec<'s, Node<'s>>>,
 }
 
 #[derive(Debug)]
@@ -164,17 +181,17 @@ pub(crate) struct QueryBlock<'s> {
     /// `{ debounce: ms, count: "HOQS" }`.
     pub(crate) options: Option<Span>,
     pub(crate) name: Span,
-    pub(crate) body: Vec<Node<'s>>,
+    pub(crate) body: ArenaVec<'s, Node<'s>>,
 }
 
 #[derive(Debug)]
 pub(crate) struct AwaitBlock<'s> {
     pub(crate) promise: Span,
-    pub(crate) pending: Vec<Node<'s>>,
+    pub(crate) pending: ArenaVec<'s, Node<'s>>,
     /// `{:then pattern}` (the pattern may be empty) and its content.
-    pub(crate) then: Option<(Option<Span>, Vec<Node<'s>>)>,
+    pub(crate) then: Option<(Option<Span>, ArenaVec<'s, Node<'s>>)>,
     /// `{:catch pattern}` and its content.
-    pub(crate) catch: Option<(Option<Span>, Vec<Node<'s>>)>,
+    pub(crate) catch: Option<(Option<Span>, ArenaVec<'s, Node<'s>>)>,
 }
 
 /// Which part of an `{#await}` is being parsed.
@@ -190,7 +207,7 @@ pub(crate) struct SnippetBlock<'s> {
     pub(crate) name: Span,
     /// The text between the parentheses (may be empty).
     pub(crate) params: Span,
-    pub(crate) body: Vec<Node<'s>>,
+    pub(crate) body: ArenaVec<'s, Node<'s>>,
 }
 
 #[derive(Debug)]
@@ -201,7 +218,7 @@ pub(crate) struct FormBlock<'s> {
     /// `{ validate, attributes }`.
     pub(crate) options: Option<Span>,
     pub(crate) name: Span,
-    pub(crate) body: Vec<Node<'s>>,
+    pub(crate) body: ArenaVec<'s, Node<'s>>,
 }
 
 /// Elements that have no content and no closing tag.
@@ -221,7 +238,7 @@ enum Frame<'s> {
         start: usize,
         block: IfBlock<'s>,
         current: Option<Span>,
-        body: Vec<Node<'s>>,
+        body: ArenaVec<'s, Node<'s>>,
         closed_else: bool,
     },
     Each {
@@ -249,7 +266,7 @@ enum Frame<'s> {
     Key {
         start: usize,
         value: Span,
-        body: Vec<Node<'s>>,
+        body: ArenaVec<'s, Node<'s>>,
     },
 }
 
@@ -294,13 +311,15 @@ impl<'s> Frame<'s> {
         }
     }
 
-    fn children(&mut self) -> &mut Vec<Node<'s>> {
+    fn children(&mut self, alloc: &'s Allocator) -> &mut ArenaVec<'s, Node<'s>> {
         match self {
             Frame::Element(e) => &mut e.children,
             Frame::If { body, .. } => body,
             Frame::Each { block, in_else, .. } => {
                 if *in_else {
-                    block.else_body.get_or_insert_with(Vec::new)
+                    block
+                        .else_body
+                        .get_or_insert_with(|| ArenaVec::new_in(&alloc))
                 } else {
                     &mut block.body
                 }
@@ -310,14 +329,24 @@ impl<'s> Frame<'s> {
             Frame::Snippet { block, .. } => &mut block.body,
             Frame::Await { block, part, .. } => match part {
                 AwaitPart::Pending => &mut block.pending,
-                AwaitPart::Then => &mut block.then.get_or_insert_with(|| (None, Vec::new())).1,
-                AwaitPart::Catch => &mut block.catch.get_or_insert_with(|| (None, Vec::new())).1,
+                AwaitPart::Then => {
+                    &mut block
+                        .then
+                        .get_or_insert_with(|| (None, ArenaVec::new_in(&alloc)))
+                        .1
+                }
+                AwaitPart::Catch => {
+                    &mut block
+                        .catch
+                        .get_or_insert_with(|| (None, ArenaVec::new_in(&alloc)))
+                        .1
+                }
             },
             Frame::Key { body, .. } => body,
         }
     }
 
-    fn into_node(self) -> Node<'s> {
+    fn into_node(self, alloc: &'s Allocator) -> Node<'s> {
         match self {
             Frame::Element(e) => Node::Element(e),
             Frame::If {
@@ -331,11 +360,11 @@ impl<'s> Frame<'s> {
                 let _ = closed_else;
                 Node::If(block)
             }
-            Frame::Each { block, .. } => Node::Each(Box::new(block)),
-            Frame::Query { block, .. } => Node::Query(Box::new(block)),
-            Frame::Form { block, .. } => Node::Form(Box::new(block)),
+            Frame::Each { block, .. } => Node::Each(ArenaBox::new_in(block, &alloc)),
+            Frame::Query { block, .. } => Node::Query(ArenaBox::new_in(block, &alloc)),
+            Frame::Form { block, .. } => Node::Form(ArenaBox::new_in(block, &alloc)),
             Frame::Snippet { block, .. } => Node::Snippet(block),
-            Frame::Await { block, .. } => Node::Await(Box::new(block)),
+            Frame::Await { block, .. } => Node::Await(ArenaBox::new_in(block, &alloc)),
             Frame::Key { value, body, .. } => Node::Key { value, body },
         }
     }
@@ -360,6 +389,7 @@ impl Closer<'_> {
 }
 
 struct Parser<'s, 'd> {
+    alloc: &'s Allocator,
     src: &'s str,
     bytes: &'s [u8],
     pos: usize,
@@ -369,15 +399,16 @@ struct Parser<'s, 'd> {
 }
 
 /// Parses HFX markup; problems go to `sink`. The document is partial when the sink has errors.
-pub(crate) fn parse<'s>(sink: &mut Sink<'s>) -> Document<'s> {
+pub(crate) fn parse<'s>(alloc: &'s Allocator, sink: &mut Sink<'s>) -> Document<'s> {
     let src = sink.source;
     let mut p = Parser {
+        alloc,
         src,
         bytes: src.as_bytes(),
         pos: 0,
         // Deep enough for most screens, so that the stack of large frames rarely grows.
         stack: Vec::with_capacity(16),
-        doc: Document::default(),
+        doc: Document::new(alloc),
         sink,
     };
     if p.run().is_none() {
@@ -403,7 +434,7 @@ pub(crate) fn parse<'s>(sink: &mut Sink<'s>) -> Document<'s> {
 impl<'s> Parser<'s, '_> {
     fn push_node(&mut self, node: Node<'s>) {
         match self.stack.last_mut() {
-            Some(frame) => frame.children().push(node),
+            Some(frame) => frame.children(self.alloc).push(node),
             None => self.doc.nodes.push(node),
         }
     }
@@ -447,13 +478,22 @@ impl<'s> Parser<'s, '_> {
         Some(())
     }
 
+    /// `raw` with its entities decoded: borrowed from the source when it has none, else in the
+    /// arena.
+    fn decoded(&self, raw: &'s str) -> &'s str {
+        match decode_entities(raw) {
+            Cow::Borrowed(text) => text,
+            Cow::Owned(text) => self.alloc.alloc_str(&text),
+        }
+    }
+
     fn flush_text(&mut self, start: usize) {
         if start < self.pos {
             let raw = &self.src[start..self.pos];
             if self.is_layout_whitespace(raw) {
                 return;
             }
-            let text = decode_entities(raw);
+            let text = self.decoded(raw);
             self.push_node(Node::Text(text));
         }
     }
@@ -538,8 +578,8 @@ impl<'s> Parser<'s, '_> {
         let mut el = Element {
             name,
             start,
-            attrs: Vec::new(),
-            children: Vec::new(),
+            attrs: ArenaVec::new_in(&self.alloc),
+            children: ArenaVec::new_in(&self.alloc),
         };
         let self_closing = self.attributes(&mut el)?;
         if self_closing || is_void(el.name) {
@@ -567,8 +607,8 @@ impl<'s> Parser<'s, '_> {
         let mut probe = Element {
             name: lower,
             start,
-            attrs: Vec::new(),
-            children: Vec::new(),
+            attrs: ArenaVec::new_in(&self.alloc),
+            children: ArenaVec::new_in(&self.alloc),
         };
         let self_closing = self.attributes(&mut probe)?;
         if !self.stack.is_empty() {
@@ -776,7 +816,7 @@ impl<'s> Parser<'s, '_> {
             }
             Some(&q @ (b'"' | b'\'')) => {
                 self.pos += 1;
-                let mut parts = Vec::new();
+                let mut parts = ArenaVec::new_in(&self.alloc);
                 let mut text_start = self.pos;
                 loop {
                     match self.bytes.get(self.pos) {
@@ -789,18 +829,18 @@ impl<'s> Parser<'s, '_> {
                         }
                         Some(&c) if c == q => {
                             if text_start < self.pos {
-                                parts.push(Part::Text(decode_entities(
-                                    &self.src[text_start..self.pos],
-                                )));
+                                parts.push(Part::Text(
+                                    self.decoded(&self.src[text_start..self.pos]),
+                                ));
                             }
                             self.pos += 1;
                             break;
                         }
                         Some(b'{') => {
                             if text_start < self.pos {
-                                parts.push(Part::Text(decode_entities(
-                                    &self.src[text_start..self.pos],
-                                )));
+                                parts.push(Part::Text(
+                                    self.decoded(&self.src[text_start..self.pos]),
+                                ));
                             }
                             let open = self.pos;
                             let Some(end) = scan::find_expression_end(self.src, open + 1) else {
@@ -818,10 +858,10 @@ impl<'s> Parser<'s, '_> {
                     }
                 }
                 Some(match parts.len() {
-                    0 => AttrValue::Text(Cow::Borrowed("")),
+                    0 => AttrValue::Text(""),
                     1 if matches!(parts[0], Part::Text(_)) => match parts.pop() {
                         Some(Part::Text(t)) => AttrValue::Text(t),
-                        _ => AttrValue::Text(Cow::Borrowed("")),
+                        _ => AttrValue::Text(""),
                     },
                     _ => AttrValue::Mixed(parts),
                 })
@@ -833,7 +873,7 @@ impl<'s> Parser<'s, '_> {
                 if self.pos == at {
                     return self.fail(Code::InvalidName, at, "expected an attribute value");
                 }
-                Some(AttrValue::Text(decode_entities(&self.src[at..self.pos])))
+                Some(AttrValue::Text(self.decoded(&self.src[at..self.pos])))
             }
         }
     }
@@ -889,7 +929,7 @@ impl<'s> Parser<'s, '_> {
         match self.stack.last() {
             Some(top) if matches(top) => {
                 if let Some(frame) = self.stack.pop() {
-                    let node = frame.into_node();
+                    let node = frame.into_node(self.alloc);
                     self.push_node(node);
                 }
                 Some(())
@@ -974,10 +1014,10 @@ impl<'s> Parser<'s, '_> {
                 let frame = Frame::If {
                     start,
                     block: IfBlock {
-                        branches: Vec::new(),
+                        branches: ArenaVec::new_in(&self.alloc),
                     },
                     current: Some(rest),
-                    body: Vec::new(),
+                    body: ArenaVec::new_in(&self.alloc),
                     closed_else: false,
                 };
                 self.open(frame)
@@ -1013,7 +1053,7 @@ impl<'s> Parser<'s, '_> {
                 self.open(Frame::Key {
                     start,
                     value: rest,
-                    body: Vec::new(),
+                    body: ArenaVec::new_in(&self.alloc),
                 })
             }
             (Some(b':'), kw @ ("then" | "catch")) => self.await_branch(start, kw, rest),
@@ -1122,7 +1162,7 @@ impl<'s> Parser<'s, '_> {
                         "{:else} after the final {:else} of this {#if}",
                     );
                 }
-                let finished = std::mem::take(body);
+                let finished = std::mem::replace(body, ArenaVec::new_in(&self.alloc));
                 block.branches.push((current.take(), finished));
                 *current = cond;
                 *closed_else = cond.is_none();
@@ -1212,7 +1252,7 @@ impl<'s> Parser<'s, '_> {
             pattern,
             index,
             key,
-            body: Vec::new(),
+            body: ArenaVec::new_in(&self.alloc),
             else_body: None,
         })
     }
@@ -1264,7 +1304,7 @@ impl<'s> Parser<'s, '_> {
             params,
             options,
             name,
-            body: Vec::new(),
+            body: ArenaVec::new_in(&self.alloc),
         })
     }
 
@@ -1279,13 +1319,13 @@ impl<'s> Parser<'s, '_> {
                 let pattern = (pattern.start < pattern.end).then_some(pattern);
                 let mut block = AwaitBlock {
                     promise,
-                    pending: Vec::new(),
+                    pending: ArenaVec::new_in(&self.alloc),
                     then: None,
                     catch: None,
                 };
                 match part {
-                    AwaitPart::Then => block.then = Some((pattern, Vec::new())),
-                    _ => block.catch = Some((pattern, Vec::new())),
+                    AwaitPart::Then => block.then = Some((pattern, ArenaVec::new_in(&self.alloc))),
+                    _ => block.catch = Some((pattern, ArenaVec::new_in(&self.alloc))),
                 }
                 if promise.start < promise.end {
                     return (block, part);
@@ -1294,7 +1334,7 @@ impl<'s> Parser<'s, '_> {
         }
         let block = AwaitBlock {
             promise: rest,
-            pending: Vec::new(),
+            pending: ArenaVec::new_in(&self.alloc),
             then: None,
             catch: None,
         };
@@ -1323,8 +1363,8 @@ impl<'s> Parser<'s, '_> {
                     );
                 }
                 match next {
-                    AwaitPart::Then => block.then = Some((pattern, Vec::new())),
-                    _ => block.catch = Some((pattern, Vec::new())),
+                    AwaitPart::Then => block.then = Some((pattern, ArenaVec::new_in(&self.alloc))),
+                    _ => block.catch = Some((pattern, ArenaVec::new_in(&self.alloc))),
                 }
                 *part = next;
                 Some(())
@@ -1377,7 +1417,7 @@ impl<'s> Parser<'s, '_> {
                 end: rest.start + name_len,
             },
             params: trimmed(self.src, open + 1, rest.end - 1),
-            body: Vec::new(),
+            body: ArenaVec::new_in(&self.alloc),
         })
     }
 
@@ -1427,7 +1467,7 @@ impl<'s> Parser<'s, '_> {
             id,
             options,
             name,
-            body: Vec::new(),
+            body: ArenaVec::new_in(&self.alloc),
         })
     }
 }
