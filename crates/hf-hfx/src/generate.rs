@@ -36,7 +36,7 @@ struct Ctx {
 pub(crate) struct Generator<'s, 'k, 'a> {
     pub(crate) sink: &'k mut Sink<'s>,
     pub(crate) alloc: &'a Allocator,
-    pub(crate) script: &'k ScriptInfo,
+    pub(crate) script: &'k ScriptInfo<'a>,
     /// The scope class when the screen has a `<style>`.
     pub(crate) scope: Option<String>,
     pub(crate) out: String,
@@ -233,7 +233,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     pub(crate) fn new(
         sink: &'k mut Sink<'s>,
         alloc: &'a Allocator,
-        script: &'k ScriptInfo,
+        script: &'k ScriptInfo<'a>,
         scope: Option<String>,
     ) -> Self {
         // About what the render function takes for ordinary markup, so that it rarely grows
@@ -261,7 +261,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 .script
                 .imports
                 .iter()
-                .any(|import| import.locals.iter().any(|local| local == name))
+                .any(|import| import.locals.contains(&name))
     }
 
     fn src(&self) -> &'s str {
@@ -449,7 +449,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 // where it hides a name of the script (a long list of locals would make every
                 // lookup slow).
                 let hides = self.script.slot_of(&name).is_some()
-                    || self.script.functions.contains_key(&name);
+                    || self.script.functions.contains_key(name.as_str());
                 if let (true, Some(frame)) = (hides, self.frames.last_mut()) {
                     frame.push(Local {
                         name: name.clone(),
@@ -547,9 +547,9 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             return;
         }
         let imported = self.script.imports.iter().any(|i| {
-            i.default_name.as_deref() == Some(el.name)
+            i.default_name == Some(el.name)
                 || matches!(i.specifier, crate::imports::Specifier::Screen { .. })
-                    && i.locals.iter().any(|local| local == el.name)
+                    && i.locals.contains(&el.name)
         });
         if imported {
             self.sink.error(

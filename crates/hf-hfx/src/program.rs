@@ -120,7 +120,7 @@ pub(crate) struct Unit<'a> {
     /// The script's import statements (specifiers already rewritten), screen imports excepted.
     imports: Vec<Statement<'a>>,
     /// The script analysis (state, props, functions, imports) the generator needs.
-    pub(crate) script: ScriptInfo,
+    pub(crate) script: ScriptInfo<'a>,
     /// The deeply reactive slots (a copy: the generator takes `script`).
     deep: SlotSet,
 }
@@ -196,8 +196,15 @@ impl<'a> Unit<'a> {
         let semantic = built.semantic;
         let mut scratch = Sink::new(source, SourceFile::Screen);
         let base = doc.script.map_or(0, |s| s.start);
-        let script =
-            js::analyze_program(&mut scratch, &program, &semantic, base, script_len, false);
+        let script = js::analyze_program(
+            alloc,
+            &mut scratch,
+            &program,
+            &semantic,
+            base,
+            script_len,
+            false,
+        );
         if scratch.has_errors() {
             return None;
         }
@@ -1004,7 +1011,7 @@ fn compile_runes<'a>(
     alloc: &'a Allocator,
     ast: &AstBuilder<'a>,
     program: &mut Program<'a>,
-    runes: &[js::Rune],
+    runes: &[js::Rune<'_>],
 ) -> Option<()> {
     let consts: BTreeSet<u32> = runes.iter().filter_map(|r| r.const_at).collect();
     for stmt in program.body.iter_mut() {
@@ -1030,7 +1037,7 @@ fn compile_runes<'a>(
 struct Runes<'a, 'r> {
     alloc: &'a Allocator,
     ast: &'r AstBuilder<'a>,
-    by_call: FxHashMap<(u32, u32), &'r js::Rune>,
+    by_call: FxHashMap<(u32, u32), &'r js::Rune<'r>>,
     failed: bool,
 }
 
@@ -1048,7 +1055,7 @@ impl<'a> Runes<'a, '_> {
         }
     }
 
-    fn compile(&self, rune: &js::Rune, argument: Expression<'a>) -> Option<Expression<'a>> {
+    fn compile(&self, rune: &js::Rune<'_>, argument: Expression<'a>) -> Option<Expression<'a>> {
         use js::RuneKind;
         let deps = js::slot_list(&rune.deps);
         let set = format!("($$v) => {{ {} = $$v; }}", rune.name);
