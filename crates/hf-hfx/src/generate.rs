@@ -358,7 +358,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 .strip_prefix(*name)
                 .map(str::trim_start)
                 .filter(|rest| rest.starts_with('=') && !rest.starts_with("=="));
-            if let (Some(rest), [slot]) = (after, writes.iter().collect::<Vec<_>>().as_slice()) {
+            if let (Some(rest), [slot]) = (after, writes.as_slice()) {
                 if self.script.deep.contains(slot) {
                     let start = target.end - rest.len() + 1;
                     let len = i64::try_from(target.end - start).unwrap_or(i64::MAX);
@@ -924,7 +924,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         let (code, deps) = self.expr(span);
         // A deeply reactive variable keeps its proxy (`bind:group` assigns arrays).
         let whole = root.len() == text.trim().len();
-        let value = match writes.iter().collect::<Vec<_>>().as_slice() {
+        let value = match writes.as_slice() {
             [slot] if whole && self.script.deep.contains(slot) => format!("$$.deep($$v, {slot})"),
             _ => "$$v".to_string(),
         };

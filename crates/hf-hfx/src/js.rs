@@ -23,7 +23,7 @@ use oxc::syntax::reference::Reference;
 use oxc::transformer::{TransformOptions, Transformer};
 // Maps keyed by names and positions use FxHash: the keys are short, SipHash costs several times
 // more per key, and oxc's own scope analysis hashes the same names with a hash of that kind.
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use smallvec::SmallVec;
 
 use crate::diagnostics::{DiagnosticCode as Code, Sink};
@@ -737,12 +737,19 @@ pub(crate) fn analyze_program<'a>(
             }
         }
     }
+    // One set and one list for all the functions, emptied for each.
+    let mut seen: FxHashSet<&str> = FxHashSet::default();
+    let mut todo = Vec::new();
+    info.functions.reserve(function_spans.len());
     for &(_, name) in &function_spans {
-        let mut seen = BTreeSet::from([name]);
-        let mut todo = vec![name];
+        seen.clear();
+        seen.insert(name);
+        todo.push(name);
         let mut slots = SlotSet::new();
         while let Some(f) = todo.pop() {
-            slots.extend(reads_in.get(f).into_iter().flatten().copied());
+            if let Some(reads) = reads_in.get(f) {
+                slots.union(reads);
+            }
             for callee in calls.get(f).into_iter().flatten() {
                 if seen.insert(callee) {
                     todo.push(callee);

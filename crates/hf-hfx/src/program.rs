@@ -977,9 +977,7 @@ impl<'a> VisitMut<'a> for Wrapper<'a, '_> {
         let Some(slots) = self.targets.get(&(span.start, span.end)) else {
             return;
         };
-        if let (Expression::AssignmentExpression(assign), [slot]) =
-            (&mut *expr, slots.iter().collect::<Vec<_>>().as_slice())
-        {
+        if let (Expression::AssignmentExpression(assign), [slot]) = (&mut *expr, slots.as_slice()) {
             if self.deep.contains(slot)
                 && assign.operator == oxc::syntax::operator::AssignmentOperator::Assign
                 && matches!(
@@ -988,15 +986,12 @@ impl<'a> VisitMut<'a> for Wrapper<'a, '_> {
                 )
             {
                 let value = assign.right.take_in(self.ast);
-                assign.right = call(self.ast, "deep", [value, number(self.ast, **slot)]);
+                assign.right = call(self.ast, "deep", [value, number(self.ast, *slot)]);
             }
         }
         let inner = expr.take_in(self.ast);
-        let mut args = vec![inner];
-        for slot in slots {
-            args.push(number(self.ast, *slot));
-        }
-        *expr = call(self.ast, "u", args);
+        let slots = slots.iter().map(|slot| number(self.ast, *slot));
+        *expr = call(self.ast, "u", std::iter::once(inner).chain(slots));
     }
 }
 

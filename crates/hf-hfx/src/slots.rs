@@ -51,6 +51,11 @@ impl SlotSet {
     pub(crate) fn iter(&self) -> std::slice::Iter<'_, usize> {
         self.0.iter()
     }
+
+    /// The slots in increasing order, as a slice (`[slot]` matches a set of one).
+    pub(crate) fn as_slice(&self) -> &[usize] {
+        &self.0
+    }
 }
 
 impl<const N: usize> From<[usize; N]> for SlotSet {
