@@ -73,6 +73,16 @@ impl Emit for String {
     }
 }
 
+/// Code for the output: most of it is the compile's arena (printed pieces) or static text, and
+/// the rest made for the occasion; a `String` for every piece would cost an allocation each.
+pub(crate) type JsCode<'a> = std::borrow::Cow<'a, str>;
+
+impl Emit for JsCode<'_> {
+    fn emit(&self, out: &mut String) {
+        out.push_str(self);
+    }
+}
+
 impl<T: Emit + ?Sized> Emit for &T {
     fn emit(&self, out: &mut String) {
         (**self).emit(out);
@@ -317,7 +327,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     }
 
     /// The code of an `{expression}` (parenthesised, assignments instrumented) and its slots.
-    fn expr(&mut self, span: Span) -> (String, SlotSet) {
+    fn expr(&mut self, span: Span) -> (JsCode<'a>, SlotSet) {
         if let Some(unit) = self.fast.take() {
             let result = self.fast_expr(unit, span);
             self.fast = Some(unit);
@@ -378,11 +388,15 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             }
         }
         let code = js::apply_edits(self.src(), span, &edits);
-        (format!("({code}\n)"), deps)
+        (format!("({code}\n)").into(), deps)
     }
 
     /// [`Generator::expr`] with the one-pass analysis: the same checks, the code printed by oxc.
-    fn fast_expr(&mut self, unit: &mut crate::program::Unit<'a>, span: Span) -> (String, SlotSet) {
+    fn fast_expr(
+        &mut self,
+        unit: &mut crate::program::Unit<'a>,
+        span: Span,
+    ) -> (JsCode<'a>, SlotSet) {
         let Some(info) = unit.info(span) else {
             self.sink.error(
                 Code::Internal,
@@ -419,7 +433,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             }
         }
         match unit.print(span, &wraps) {
-            Some(code) => (code, deps),
+            Some(code) => (code.into(), deps),
             None => {
                 self.sink.error(
                     Code::Internal,
@@ -627,10 +641,10 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         })
     }
 
-    fn attr_code(&mut self, attr: &Attr) -> (String, SlotSet) {
+    fn attr_code(&mut self, attr: &Attr) -> (JsCode<'a>, SlotSet) {
         match &attr.value {
             AttrValue::Bare => ("true".into(), SlotSet::new()),
-            AttrValue::Text(t) => (js_string(t), SlotSet::new()),
+            AttrValue::Text(t) => (js_string(t).into(), SlotSet::new()),
             AttrValue::Expr(span) => self.expr(*span),
             AttrValue::Mixed(parts) => {
                 let mut deps = SlotSet::new();
@@ -646,7 +660,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                         }
                     }
                 }
-                (joined, deps)
+                (joined.into(), deps)
             }
         }
     }
@@ -730,7 +744,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     _ => None,
                 };
                 let (code, deps) = match text {
-                    Some(_) => (String::new(), SlotSet::new()),
+                    Some(_) => (JsCode::Borrowed(""), SlotSet::new()),
                     None => self.attr_code(attr),
                 };
                 let mut scope = None;
@@ -808,10 +822,10 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     }
 
     /// `class:name={cond}` / `style:prop={value}`; a bare `class:name` means `{name}`.
-    fn directive_value(&mut self, attr: &Attr, name: &str) -> (String, SlotSet) {
+    fn directive_value(&mut self, attr: &Attr, name: &str) -> (JsCode<'a>, SlotSet) {
         match &attr.value {
             AttrValue::Bare if markup::is_identifier(name) => {
-                (name.to_string(), self.resolve(name).0)
+                (name.to_string().into(), self.resolve(name).0)
             }
             AttrValue::Bare => {
                 self.sink.error(
@@ -895,7 +909,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             return;
         }
         let (param, deps) = match &attr.value {
-            AttrValue::Bare => ("undefined".to_string(), SlotSet::new()),
+            AttrValue::Bare => ("undefined".into(), SlotSet::new()),
             _ => self.attr_code(attr),
         };
         emit!(
@@ -914,7 +928,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
 
     /// A binding's target: its code, the assignment `<target> = $$v` with the slots it changes
     /// marked, and the slots it reads.
-    fn bind_assignment(&mut self, span: Span) -> (String, String, SlotSet) {
+    fn bind_assignment(&mut self, span: Span) -> (JsCode<'a>, String, SlotSet) {
         let text = &self.src()[span.start..span.end];
         let root: String = text
             .chars()

@@ -20,7 +20,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use oxc::allocator::{Allocator, GetAllocator, TakeIn};
+use oxc::allocator::{Allocator, GetAllocator, StringBuilder, TakeIn};
 use oxc::ast::ast::{
     Argument, BindingIdentifier, Declaration, Expression, IdentifierName,
     ImportDeclarationSpecifier, NumberBase, Program, Statement,
@@ -35,6 +35,7 @@ use oxc::span::{GetSpan, Span as OxcSpan, SPAN};
 use oxc::syntax::symbol::SymbolFlags;
 use oxc::transformer::{TransformOptions, Transformer};
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 use crate::diagnostics::{Sink, SourceFile};
 use crate::imports::Specifier;
@@ -115,6 +116,8 @@ pub(crate) struct Unit<'a> {
     /// The pieces [`Unit::print`] handed out as placeholders, in the order it did, printed by
     /// [`Unit::fill`].
     deferred: Vec<Expression<'a>>,
+    /// Where [`Unit::print`] writes a placeholder before copying it into the arena.
+    placeholder: String,
     /// The script's statements after the strip, imports excepted; printed as one program.
     body: Program<'a>,
     /// The script's import statements (specifiers already rewritten), screen imports excepted.
@@ -307,6 +310,7 @@ impl<'a> Unit<'a> {
             infos,
             exprs,
             deferred: Vec::new(),
+            placeholder: String::new(),
             body: program,
             imports,
             deep: script.deep.clone(),
@@ -336,7 +340,7 @@ impl<'a> Unit<'a> {
     /// printer prints them all (a printer costs about as much to make and take apart as printing
     /// a short expression). No screen text holds a NUL byte ([`Unit::build`] checks), so nothing
     /// else in the output can be taken for a placeholder.
-    pub(crate) fn print(&mut self, span: Span, wraps: &[(Span, SlotSet)]) -> Option<String> {
+    pub(crate) fn print(&mut self, span: Span, wraps: &[(Span, SlotSet)]) -> Option<&'a str> {
         let index = self.index_of(span)?;
         let mut expr = self.exprs.get_mut(index)?.take()?;
         if !wraps.is_empty() {
@@ -352,15 +356,16 @@ impl<'a> Unit<'a> {
                 deep: &self.deep,
             }
             .visit_expression(&mut expr);
-        } else if let Some(code) = plain_reads(&expr) {
+        } else if let Some(code) = plain_reads(self.alloc, &expr) {
             return Some(code);
         }
-        let mut placeholder = String::with_capacity(8);
+        let placeholder = &mut self.placeholder;
+        placeholder.clear();
         placeholder.push(char::from(PLACEHOLDER));
-        crate::generate::Emit::emit(&self.deferred.len(), &mut placeholder);
+        crate::generate::Emit::emit(&self.deferred.len(), placeholder);
         placeholder.push(char::from(PLACEHOLDER));
         self.deferred.push(expr);
-        Some(placeholder)
+        Some(self.alloc.alloc_str(placeholder))
     }
 
     /// `render` with each placeholder of [`Unit::print`] replaced by its expression, printed in
@@ -451,8 +456,9 @@ fn capacity_estimate(len: usize) -> oxc::semantic::Stats {
 /// A name or a chain of property reads (`row.owner.name`) in parentheses, written as the printer
 /// writes it, or `None` for any other expression. Most pieces of markup are such reads, and a
 /// printer costs more to make than to print one.
-fn plain_reads(expr: &Expression<'_>) -> Option<String> {
-    let mut names = Vec::new();
+/// The code is written in the compile's arena.
+fn plain_reads<'a>(alloc: &'a Allocator, expr: &Expression<'_>) -> Option<&'a str> {
+    let mut names: SmallVec<[&str; 4]> = SmallVec::new();
     let mut object = expr;
     let root = loop {
         match object {
@@ -464,8 +470,8 @@ fn plain_reads(expr: &Expression<'_>) -> Option<String> {
             _ => return None,
         }
     };
-    let mut code =
-        String::with_capacity(2 + root.len() + names.iter().map(|n| n.len() + 1).sum::<usize>());
+    let len = 2 + root.len() + names.iter().map(|n| n.len() + 1).sum::<usize>();
+    let mut code = StringBuilder::with_capacity_in(len, alloc);
     code.push('(');
     code.push_str(root);
     for name in names.iter().rev() {
@@ -473,7 +479,7 @@ fn plain_reads(expr: &Expression<'_>) -> Option<String> {
         code.push_str(name);
     }
     code.push(')');
-    Some(code)
+    Some(code.into_str())
 }
 
 /// Collects the markup's pieces of code in document order.
@@ -1150,7 +1156,7 @@ mod tests {
             codegen.print_expression(&paren.expression);
             codegen.print_ascii_byte(b')');
             let printed = codegen.into_source_text();
-            if let Some(fast) = plain_reads(&paren.expression) {
+            if let Some(fast) = plain_reads(&alloc, &paren.expression) {
                 assert_eq!(fast, printed, "{case}");
             }
         }
@@ -1163,7 +1169,7 @@ mod tests {
             panic!("no parentheses");
         };
         assert_eq!(
-            plain_reads(&paren.expression).as_deref(),
+            plain_reads(&alloc, &paren.expression),
             Some("(row.owner.name)")
         );
     }
