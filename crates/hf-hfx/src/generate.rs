@@ -43,6 +43,8 @@ pub(crate) struct Generator<'s, 'k, 'a> {
     next_var: usize,
     /// Where [`Generator::var`] writes a name before copying it into the arena.
     var_text: String,
+    /// Where [`Generator::text`] writes a text with its whitespace collapsed.
+    text_buffer: String,
     /// Next free slot for `{#query}` and `{#form}` state (after the script's state).
     next_slot: usize,
     /// One frame per generated JavaScript function (render function, branch, item).
@@ -121,6 +123,7 @@ macro_rules! emit {
         $( Emit::emit(&$piece, out); )+
     }};
 }
+pub(crate) use emit;
 
 /// A string written as a JavaScript string literal (`"…"`, escaped so that it can also sit in an
 /// inline `<script>`), straight into the output without building a `String`.
@@ -257,6 +260,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             out: String::with_capacity(out_capacity),
             next_var: 0,
             var_text: String::new(),
+            text_buffer: String::new(),
             next_slot: script.state.len(),
             frames: Vec::new(),
             form: None,
@@ -523,28 +527,36 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     }
 
     fn text(&mut self, text: &str, parent: &str, ctx: Ctx) {
-        let shown = if ctx.pre {
-            text.to_string()
-        } else {
-            if text.trim().is_empty() && text.contains('\n') {
-                return;
-            }
-            let mut collapsed = String::with_capacity(text.len());
-            let mut in_space = false;
-            for c in text.chars() {
-                if c.is_ascii_whitespace() {
-                    if !in_space {
-                        collapsed.push(' ');
-                    }
-                    in_space = true;
-                } else {
-                    collapsed.push(c);
-                    in_space = false;
+        if ctx.pre {
+            emit!(self.out, "$$rt.text(", parent, ", ", JsStr(text), ");\n");
+            return;
+        }
+        if text.trim().is_empty() && text.contains('\n') {
+            return;
+        }
+        // Runs of whitespace become one space, written in a buffer kept for every text.
+        let collapsed = &mut self.text_buffer;
+        collapsed.clear();
+        let mut in_space = false;
+        for c in text.chars() {
+            if c.is_ascii_whitespace() {
+                if !in_space {
+                    collapsed.push(' ');
                 }
+                in_space = true;
+            } else {
+                collapsed.push(c);
+                in_space = false;
             }
-            collapsed
-        };
-        emit!(self.out, "$$rt.text(", parent, ", ", JsStr(&shown), ");\n");
+        }
+        emit!(
+            self.out,
+            "$$rt.text(",
+            parent,
+            ", ",
+            JsStr(collapsed),
+            ");\n"
+        );
     }
 
     fn element(&mut self, el: &Element, parent: &str, ctx: Ctx) {

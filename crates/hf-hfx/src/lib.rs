@@ -34,6 +34,7 @@ pub use diagnostics::{Diagnostic, DiagnosticCode, SourceFile};
 pub use imports::RUNTIME_URL;
 
 use diagnostics::Sink;
+use generate::{emit, Emit, JsStr};
 use js::Edit;
 
 /// The runtime module's source, embedded so the server needs no files on disk; what is served is
@@ -550,17 +551,25 @@ fn compile_in_one_pass(
     }
     module.push_str("export default $$rt.component(function($$, $$props) {\n");
     module.push_str(&script_code);
-    for (name, slot, _) in &script.props {
-        module.push_str(&format!(
-            "\t$$.setter({}, {slot}, ($$v) => {{ {name} = $$v; }}, () => {name});\n",
-            generate::quote(name)
-        ));
-    }
-    for (key, local, slot, _) in &script.destructured {
-        module.push_str(&format!(
-            "\t$$.setter({}, {slot}, ($$v) => {{ {local} = $$v; }}, () => {local});\n",
-            generate::quote(key)
-        ));
+    // `$$.setter("key", slot, ($$v) => { local = $$v; }, () => local);` for each prop.
+    let props = script
+        .props
+        .iter()
+        .map(|(name, slot, _)| (name, name, slot));
+    let destructured = (script.destructured.iter()).map(|(key, local, slot, _)| (key, local, slot));
+    for (key, local, slot) in props.chain(destructured) {
+        emit!(
+            module,
+            "\t$$.setter(",
+            JsStr(key),
+            ", ",
+            slot,
+            ", ($$v) => { ",
+            local,
+            " = $$v; }, () => ",
+            local,
+            ");\n"
+        );
     }
     module.push_str(&instance_and_rest(&script));
     module.push_str("\treturn ($$b, $$t) => {\n");
