@@ -575,9 +575,7 @@ fn compile_in_one_pass(
     module.push_str("\treturn ($$b, $$t) => {\n");
     module.push_str(&render);
     module.push_str("\t};\n}, ");
-    module.push_str(&generate::quote(scope.unwrap_or("")));
-    module.push_str(", ");
-    module.push_str(&generate::quote(css));
+    emit!(module, JsStr(scope.unwrap_or("")), ", ", JsStr(css));
     module.push_str(");\n");
     Some((Some(module), reported_imports(&script)))
 }
