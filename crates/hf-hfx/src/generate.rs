@@ -942,24 +942,36 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     /// marked, and the slots it reads.
     fn bind_assignment(&mut self, span: Span) -> (JsCode<'a>, String, SlotSet) {
         let text = &self.src()[span.start..span.end];
-        let root: String = text
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '$')
-            .collect();
-        let writes = self.resolve(&root).1;
+        // The name the target starts with (ASCII: a cut at the first other byte is a char
+        // boundary).
+        let root_len = text
+            .bytes()
+            .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'$')
+            .count();
+        let root = &text[..root_len];
+        let writes = self.resolve(root).1;
         let (code, deps) = self.expr(span);
         // A deeply reactive variable keeps its proxy (`bind:group` assigns arrays).
         let whole = root.len() == text.trim().len();
-        let value = match writes.as_slice() {
-            [slot] if whole && self.script.deep.contains(slot) => format!("$$.deep($$v, {slot})"),
-            _ => "$$v".to_string(),
+        let deep = match writes.as_slice() {
+            [slot] if whole && self.script.deep.contains(slot) => Some(*slot),
+            _ => None,
         };
-        let assign = if writes.is_empty() {
-            format!("{code} = {value}")
-        } else {
-            let list: Vec<String> = writes.iter().map(ToString::to_string).collect();
-            format!("$$.u({code} = {value}, {})", list.join(", "))
-        };
+        let mut assign = String::with_capacity(code.len() + 32);
+        if !writes.is_empty() {
+            assign.push_str("$$.u(");
+        }
+        emit!(assign, code, " = ");
+        match deep {
+            Some(slot) => emit!(assign, "$$.deep($$v, ", slot, ")"),
+            None => assign.push_str("$$v"),
+        }
+        if !writes.is_empty() {
+            for slot in &writes {
+                emit!(assign, ", ", slot);
+            }
+            assign.push(')');
+        }
         (code, assign, deps)
     }
 
