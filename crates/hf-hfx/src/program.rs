@@ -137,10 +137,10 @@ impl<'a> Unit<'a> {
         doc: &Document,
         urls: crate::imports::Urls<'_>,
     ) -> Option<Unit<'a>> {
-        // `memchr` searches many bytes at a time; the standard library's search, one word.
+        // A NUL byte in the screen could be copied into the output and be taken for a
+        // placeholder (see `Unit::print`); no real screen has one. (`memchr` searches many bytes
+        // at a time, the standard library's search a word.)
         if memchr::memchr(PLACEHOLDER, source.as_bytes()).is_some() {
-            // A NUL byte in the screen could be copied into the output and be taken for a
-            // placeholder (see `Unit::print`); no real screen has one.
             return None;
         }
         let mut pieces = Vec::new();
@@ -455,8 +455,7 @@ fn capacity_estimate(len: usize) -> oxc::semantic::Stats {
 
 /// A name or a chain of property reads (`row.owner.name`) in parentheses, written as the printer
 /// writes it, or `None` for any other expression. Most pieces of markup are such reads, and a
-/// printer costs more to make than to print one.
-/// The code is written in the compile's arena.
+/// printer costs more to make than to print one. The code is written in the compile's arena.
 fn plain_reads<'a>(alloc: &'a Allocator, expr: &Expression<'_>) -> Option<&'a str> {
     let mut names: SmallVec<[&str; 4]> = SmallVec::new();
     let mut object = expr;
