@@ -69,7 +69,7 @@ pub(crate) fn scope_css(css: &str, scope: &str) -> String {
             i = end;
             continue;
         }
-        out.push_str(&scope_selector_list(prelude, scope));
+        scope_selector_list(prelude, scope, &mut out);
         let end = block_end(css, prelude_end).unwrap_or(css.len());
         out.push_str(&css[prelude_end..end]);
         i = end;
@@ -146,24 +146,19 @@ fn find_outside(css: &str, from: usize, want: impl Fn(u8) -> bool) -> Option<usi
     None
 }
 
-fn scope_selector_list(list: &str, scope: &str) -> String {
-    let mut parts = Vec::new();
+/// Writes each selector of a comma-separated list with the scope added.
+fn scope_selector_list(list: &str, scope: &str, out: &mut String) {
     let mut start = 0;
     while let Some(comma) = find_outside(list, start, |b| b == b',') {
-        parts.push(&list[start..comma]);
+        scope_selector(&list[start..comma], scope, out);
+        out.push(',');
         start = comma + 1;
     }
-    parts.push(&list[start..]);
-    parts
-        .iter()
-        .map(|sel| scope_selector(sel, scope))
-        .collect::<Vec<_>>()
-        .join(",")
+    scope_selector(&list[start..], scope, out);
 }
 
 /// Adds `.scope` to every compound selector of one complex selector.
-fn scope_selector(selector: &str, scope: &str) -> String {
-    let mut out = String::with_capacity(selector.len() + 16);
+fn scope_selector(selector: &str, scope: &str, out: &mut String) {
     let bytes = selector.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
@@ -193,5 +188,4 @@ fn scope_selector(selector: &str, scope: &str) -> String {
         }
         i = end;
     }
-    out
 }

@@ -8,21 +8,20 @@
 //!
 //! Recursion here follows the markup tree, whose depth the parser caps at `markup::MAX_DEPTH`.
 
-use std::collections::BTreeSet;
-
 use oxc::allocator::Allocator;
 
 use crate::diagnostics::{DiagnosticCode as Code, Sink};
 use crate::js::{self, Edit, ScriptInfo};
 use crate::markup::{self, Attr, AttrValue, Element, Node, Part, Span};
+use crate::slots::SlotSet;
 
 /// A name bound by the markup (`{#each}` item, `{@const}`, `{#query}`/`{#form}` name).
 struct Local {
     name: String,
     /// Slots an expression using this name depends on.
-    deps: BTreeSet<usize>,
+    deps: SlotSet,
     /// Slots to invalidate when code assigns through this name.
-    writes: BTreeSet<usize>,
+    writes: SlotSet,
 }
 
 /// Options that flow down the tree.
@@ -37,11 +36,15 @@ struct Ctx {
 pub(crate) struct Generator<'s, 'k, 'a> {
     pub(crate) sink: &'k mut Sink<'s>,
     pub(crate) alloc: &'a Allocator,
-    pub(crate) script: &'k ScriptInfo,
+    pub(crate) script: &'k ScriptInfo<'a>,
     /// The scope class when the screen has a `<style>`.
     pub(crate) scope: Option<String>,
     pub(crate) out: String,
     next_var: usize,
+    /// Where [`Generator::var`] writes a name before copying it into the arena.
+    var_text: String,
+    /// Where [`Generator::text`] writes a text with its whitespace collapsed.
+    text_buffer: String,
     /// Next free slot for `{#query}` and `{#form}` state (after the script's state).
     next_slot: usize,
     /// One frame per generated JavaScript function (render function, branch, item).
@@ -72,6 +75,16 @@ impl Emit for String {
     }
 }
 
+/// Code for the output: most of it is the compile's arena (printed pieces) or static text, and
+/// the rest made for the occasion; a `String` for every piece would cost an allocation each.
+pub(crate) type JsCode<'a> = std::borrow::Cow<'a, str>;
+
+impl Emit for JsCode<'_> {
+    fn emit(&self, out: &mut String) {
+        out.push_str(self);
+    }
+}
+
 impl<T: Emit + ?Sized> Emit for &T {
     fn emit(&self, out: &mut String) {
         (**self).emit(out);
@@ -80,6 +93,11 @@ impl<T: Emit + ?Sized> Emit for &T {
 
 impl Emit for usize {
     fn emit(&self, out: &mut String) {
+        if *self < 10 {
+            // Most slots and variable numbers have one digit.
+            out.push(char::from(b'0' + *self as u8));
+            return;
+        }
         // Digits from the last; a usize has at most 20.
         let mut digits = [0u8; 20];
         let mut at = digits.len();
@@ -105,6 +123,7 @@ macro_rules! emit {
         $( Emit::emit(&$piece, out); )+
     }};
 }
+pub(crate) use emit;
 
 /// A string written as a JavaScript string literal (`"…"`, escaped so that it can also sit in an
 /// inline `<script>`), straight into the output without building a `String`.
@@ -192,7 +211,7 @@ pub(crate) fn quote(s: &str) -> String {
 
 /// A slot list as JavaScript (`[0, 2]`), written straight into the output without building a
 /// `String` (every dynamic piece of markup writes one).
-struct Slots<'s>(&'s BTreeSet<usize>);
+struct Slots<'s>(&'s SlotSet);
 
 impl Emit for Slots<'_> {
     fn emit(&self, out: &mut String) {
@@ -207,7 +226,7 @@ impl Emit for Slots<'_> {
     }
 }
 
-fn slots(set: &BTreeSet<usize>) -> Slots<'_> {
+fn slots(set: &SlotSet) -> Slots<'_> {
     Slots(set)
 }
 
@@ -227,7 +246,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     pub(crate) fn new(
         sink: &'k mut Sink<'s>,
         alloc: &'a Allocator,
-        script: &'k ScriptInfo,
+        script: &'k ScriptInfo<'a>,
         scope: Option<String>,
     ) -> Self {
         // About what the render function takes for ordinary markup, so that it rarely grows
@@ -240,6 +259,8 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             scope,
             out: String::with_capacity(out_capacity),
             next_var: 0,
+            var_text: String::new(),
+            text_buffer: String::new(),
             next_slot: script.state.len(),
             frames: Vec::new(),
             form: None,
@@ -254,18 +275,20 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 .script
                 .imports
                 .iter()
-                .any(|import| import.locals.iter().any(|local| local == name))
+                .any(|import| import.locals.contains(&name))
     }
 
     fn src(&self) -> &'s str {
         self.sink.source
     }
 
-    fn var(&mut self, prefix: &str) -> String {
-        let mut v = String::with_capacity(8);
-        emit!(v, "$$", prefix, self.next_var);
+    /// A fresh variable name (`$$e3`), in the compile's arena: every element and expression gets
+    /// one, and a `String` each would cost an allocation and a free.
+    fn var(&mut self, prefix: &str) -> &'a str {
+        self.var_text.clear();
+        emit!(self.var_text, "$$", prefix, self.next_var);
         self.next_var += 1;
-        v
+        self.alloc.alloc_str(&self.var_text)
     }
 
     /// Generates the render function body for the top-level nodes.
@@ -277,47 +300,47 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
 
     /// Adds the dependencies of a free name to `deps` (what [`Generator::resolve`] gives first,
     /// without building sets: this runs for every name every expression reads).
-    fn add_deps(&self, name: &str, deps: &mut BTreeSet<usize>) {
+    fn add_deps(&self, name: &str, deps: &mut SlotSet) {
         for frame in self.frames.iter().rev() {
             if let Some(local) = frame.iter().rev().find(|l| l.name == name) {
-                deps.extend(local.deps.iter().copied());
+                deps.union(&local.deps);
                 return;
             }
         }
         if let Some(slot) = self.script.slot_of(name) {
             deps.insert(slot);
         } else if let Some(reads) = self.script.functions.get(name) {
-            deps.extend(reads.iter().copied());
+            deps.union(reads);
         }
     }
 
     /// The dependencies and write slots of a free name, innermost binding first.
-    fn resolve(&self, name: &str) -> (BTreeSet<usize>, BTreeSet<usize>) {
+    fn resolve(&self, name: &str) -> (SlotSet, SlotSet) {
         for frame in self.frames.iter().rev() {
             if let Some(local) = frame.iter().rev().find(|l| l.name == name) {
                 return (local.deps.clone(), local.writes.clone());
             }
         }
         if let Some(slot) = self.script.slot_of(name) {
-            return (BTreeSet::from([slot]), BTreeSet::from([slot]));
+            return (SlotSet::from([slot]), SlotSet::from([slot]));
         }
         if let Some(reads) = self.script.functions.get(name) {
-            return (reads.clone(), BTreeSet::new());
+            return (reads.clone(), SlotSet::new());
         }
-        (BTreeSet::new(), BTreeSet::new())
+        (SlotSet::new(), SlotSet::new())
     }
 
     /// The code of an `{expression}` (parenthesised, assignments instrumented) and its slots.
-    fn expr(&mut self, span: Span) -> (String, BTreeSet<usize>) {
+    fn expr(&mut self, span: Span) -> (JsCode<'a>, SlotSet) {
         if let Some(unit) = self.fast.take() {
             let result = self.fast_expr(unit, span);
             self.fast = Some(unit);
             return result;
         }
         let Some(info) = js::analyze_expression(self.alloc, self.sink, span) else {
-            return ("undefined".into(), BTreeSet::new());
+            return ("undefined".into(), SlotSet::new());
         };
-        let mut deps = BTreeSet::new();
+        let mut deps = SlotSet::new();
         for name in &info.reads {
             if name.starts_with("$$") {
                 self.sink.error(
@@ -349,7 +372,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 .strip_prefix(*name)
                 .map(str::trim_start)
                 .filter(|rest| rest.starts_with('=') && !rest.starts_with("=="));
-            if let (Some(rest), [slot]) = (after, writes.iter().collect::<Vec<_>>().as_slice()) {
+            if let (Some(rest), [slot]) = (after, writes.as_slice()) {
                 if self.script.deep.contains(slot) {
                     let start = target.end - rest.len() + 1;
                     let len = i64::try_from(target.end - start).unwrap_or(i64::MAX);
@@ -369,7 +392,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             }
         }
         let code = js::apply_edits(self.src(), span, &edits);
-        (format!("({code}\n)"), deps)
+        (format!("({code}\n)").into(), deps)
     }
 
     /// [`Generator::expr`] with the one-pass analysis: the same checks, the code printed by oxc.
@@ -377,16 +400,16 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         &mut self,
         unit: &mut crate::program::Unit<'a>,
         span: Span,
-    ) -> (String, BTreeSet<usize>) {
+    ) -> (JsCode<'a>, SlotSet) {
         let Some(info) = unit.info(span) else {
             self.sink.error(
                 Code::Internal,
                 span.start,
                 "internal compiler error: unknown expression",
             );
-            return ("undefined".into(), BTreeSet::new());
+            return ("undefined".into(), SlotSet::new());
         };
-        let mut deps = BTreeSet::new();
+        let mut deps = SlotSet::new();
         let mut wraps = Vec::new();
         for name in &info.reads {
             if name.starts_with("$$") {
@@ -414,7 +437,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             }
         }
         match unit.print(span, &wraps) {
-            Some(code) => (code, deps),
+            Some(code) => (code.into(), deps),
             None => {
                 self.sink.error(
                     Code::Internal,
@@ -444,12 +467,12 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 // where it hides a name of the script (a long list of locals would make every
                 // lookup slow).
                 let hides = self.script.slot_of(&name).is_some()
-                    || self.script.functions.contains_key(&name);
+                    || self.script.functions.contains_key(name.as_str());
                 if let (true, Some(frame)) = (hides, self.frames.last_mut()) {
                     frame.push(Local {
                         name: name.clone(),
-                        deps: BTreeSet::new(),
-                        writes: BTreeSet::new(),
+                        deps: SlotSet::new(),
+                        writes: SlotSet::new(),
                     });
                 }
                 self.snippet(&name, block.params, &block.body, ctx);
@@ -504,28 +527,36 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     }
 
     fn text(&mut self, text: &str, parent: &str, ctx: Ctx) {
-        let shown = if ctx.pre {
-            text.to_string()
-        } else {
-            if text.trim().is_empty() && text.contains('\n') {
-                return;
-            }
-            let mut collapsed = String::with_capacity(text.len());
-            let mut in_space = false;
-            for c in text.chars() {
-                if c.is_ascii_whitespace() {
-                    if !in_space {
-                        collapsed.push(' ');
-                    }
-                    in_space = true;
-                } else {
-                    collapsed.push(c);
-                    in_space = false;
+        if ctx.pre {
+            emit!(self.out, "$$rt.text(", parent, ", ", JsStr(text), ");\n");
+            return;
+        }
+        if text.trim().is_empty() && text.contains('\n') {
+            return;
+        }
+        // Runs of whitespace become one space, written in a buffer kept for every text.
+        let collapsed = &mut self.text_buffer;
+        collapsed.clear();
+        let mut in_space = false;
+        for c in text.chars() {
+            if c.is_ascii_whitespace() {
+                if !in_space {
+                    collapsed.push(' ');
                 }
+                in_space = true;
+            } else {
+                collapsed.push(c);
+                in_space = false;
             }
-            collapsed
-        };
-        emit!(self.out, "$$rt.text(", parent, ", ", JsStr(&shown), ");\n");
+        }
+        emit!(
+            self.out,
+            "$$rt.text(",
+            parent,
+            ", ",
+            JsStr(collapsed),
+            ");\n"
+        );
     }
 
     fn element(&mut self, el: &Element, parent: &str, ctx: Ctx) {
@@ -542,9 +573,9 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             return;
         }
         let imported = self.script.imports.iter().any(|i| {
-            i.default_name.as_deref() == Some(el.name)
+            i.default_name == Some(el.name)
                 || matches!(i.specifier, crate::imports::Specifier::Screen { .. })
-                    && i.locals.iter().any(|local| local == el.name)
+                    && i.locals.contains(&el.name)
         });
         if imported {
             self.sink.error(
@@ -576,8 +607,8 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             pre: ctx.pre || matches!(el.name, "pre" | "textarea"),
             svg: svg && el.name != "foreignObject",
         };
-        self.nodes(&el.children, &v, child_ctx);
-        self.attributes(el, &v);
+        self.nodes(&el.children, v, child_ctx);
+        self.attributes(el, v);
         if let Some((form, slot)) = self.form.clone() {
             if matches!(el.name, "input" | "select" | "textarea") {
                 if let Some(key) = self.field_key(el, &form) {
@@ -622,13 +653,13 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         })
     }
 
-    fn attr_code(&mut self, attr: &Attr) -> (String, BTreeSet<usize>) {
+    fn attr_code(&mut self, attr: &Attr) -> (JsCode<'a>, SlotSet) {
         match &attr.value {
-            AttrValue::Bare => ("true".into(), BTreeSet::new()),
-            AttrValue::Text(t) => (js_string(t), BTreeSet::new()),
+            AttrValue::Bare => ("true".into(), SlotSet::new()),
+            AttrValue::Text(t) => (js_string(t).into(), SlotSet::new()),
             AttrValue::Expr(span) => self.expr(*span),
             AttrValue::Mixed(parts) => {
-                let mut deps = BTreeSet::new();
+                let mut deps = SlotSet::new();
                 let mut joined = String::from("\"\"");
                 for part in parts {
                     joined.push_str(" + ");
@@ -636,18 +667,18 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                         Part::Text(t) => JsStr(t).emit(&mut joined),
                         Part::Expr(span) => {
                             let (code, d) = self.expr(*span);
-                            deps.extend(d);
+                            deps.union(&d);
                             emit!(joined, "$$rt.str(", code, ")");
                         }
                     }
                 }
-                (joined, deps)
+                (joined.into(), deps)
             }
         }
     }
 
     fn attributes(&mut self, el: &Element, v: &str) {
-        let mut class_deps = BTreeSet::new();
+        let mut class_deps = SlotSet::new();
         let mut has_class = false;
         let mut has_spread = false;
         for attr in &el.attrs {
@@ -656,7 +687,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 // The runtime adds the scope class to whatever `class` the object holds.
                 has_spread = true;
                 let (code, deps) = self.attr_code(attr);
-                class_deps.extend(deps.iter().copied());
+                class_deps.union(&deps);
                 let scope = self.scope.as_deref().map_or("null".into(), js_string);
                 let own_class = el.attrs.iter().any(|a| a.name == "class");
                 emit!(
@@ -719,15 +750,20 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     format!("`{name}` is not a valid attribute name"),
                 );
             } else {
-                let (mut code, deps) = self.attr_code(attr);
+                // A static value is written straight into the output; anything else is code.
+                let text = match &attr.value {
+                    AttrValue::Text(text) => Some(&**text),
+                    _ => None,
+                };
+                let (code, deps) = match text {
+                    Some(_) => (JsCode::Borrowed(""), SlotSet::new()),
+                    None => self.attr_code(attr),
+                };
+                let mut scope = None;
                 if name == "class" {
                     has_class = true;
-                    class_deps.extend(deps.iter().copied());
-                    if let Some(scope) = &self.scope {
-                        let mut wrapped = String::with_capacity(code.len() + scope.len() + 16);
-                        emit!(wrapped, "$$rt.cls(", code, ", ", JsStr(scope), ")");
-                        code = wrapped;
-                    }
+                    class_deps.union(&deps);
+                    scope = self.scope.as_deref();
                 }
                 let setter = if PROPERTIES.contains(&name)
                     && !matches!(attr.value, AttrValue::Text(_) | AttrValue::Bare)
@@ -740,18 +776,18 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 if !deps.is_empty() {
                     emit!(self.out, "$$b.u(", slots(&deps), ", () => ");
                 }
-                emit!(
-                    self.out,
-                    "$$rt.",
-                    setter,
-                    "(",
-                    v,
-                    ", ",
-                    JsStr(name),
-                    ", ",
-                    code,
-                    ")"
-                );
+                emit!(self.out, "$$rt.", setter, "(", v, ", ", JsStr(name), ", ");
+                if scope.is_some() {
+                    self.out.push_str("$$rt.cls(");
+                }
+                match text {
+                    Some(text) => JsStr(text).emit(&mut self.out),
+                    None => self.out.push_str(&code),
+                }
+                if let Some(scope) = scope {
+                    emit!(self.out, ", ", JsStr(scope), ")");
+                }
+                self.out.push(')');
                 emit!(self.out, if deps.is_empty() { ";\n" } else { ");\n" });
             }
         }
@@ -780,7 +816,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         for attr in &el.attrs {
             if let Some(class) = attr.name.strip_prefix("class:") {
                 let (code, mut deps) = self.directive_value(attr, class);
-                deps.extend(class_deps.iter().copied());
+                deps.union(&class_deps);
                 emit!(
                     self.out,
                     "$$b.u(",
@@ -798,10 +834,10 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
     }
 
     /// `class:name={cond}` / `style:prop={value}`; a bare `class:name` means `{name}`.
-    fn directive_value(&mut self, attr: &Attr, name: &str) -> (String, BTreeSet<usize>) {
+    fn directive_value(&mut self, attr: &Attr, name: &str) -> (JsCode<'a>, SlotSet) {
         match &attr.value {
             AttrValue::Bare if markup::is_identifier(name) => {
-                (name.to_string(), self.resolve(name).0)
+                (name.to_string().into(), self.resolve(name).0)
             }
             AttrValue::Bare => {
                 self.sink.error(
@@ -809,7 +845,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                     attr.start,
                     format!("`{}` needs a value", attr.name),
                 );
-                ("undefined".into(), BTreeSet::new())
+                ("undefined".into(), SlotSet::new())
             }
             _ => self.attr_code(attr),
         }
@@ -885,7 +921,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             return;
         }
         let (param, deps) = match &attr.value {
-            AttrValue::Bare => ("undefined".to_string(), BTreeSet::new()),
+            AttrValue::Bare => ("undefined".into(), SlotSet::new()),
             _ => self.attr_code(attr),
         };
         emit!(
@@ -904,26 +940,38 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
 
     /// A binding's target: its code, the assignment `<target> = $$v` with the slots it changes
     /// marked, and the slots it reads.
-    fn bind_assignment(&mut self, span: Span) -> (String, String, BTreeSet<usize>) {
+    fn bind_assignment(&mut self, span: Span) -> (JsCode<'a>, String, SlotSet) {
         let text = &self.src()[span.start..span.end];
-        let root: String = text
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '$')
-            .collect();
-        let writes = self.resolve(&root).1;
+        // The name the target starts with (ASCII: a cut at the first other byte is a char
+        // boundary).
+        let root_len = text
+            .bytes()
+            .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'$')
+            .count();
+        let root = &text[..root_len];
+        let writes = self.resolve(root).1;
         let (code, deps) = self.expr(span);
         // A deeply reactive variable keeps its proxy (`bind:group` assigns arrays).
         let whole = root.len() == text.trim().len();
-        let value = match writes.iter().collect::<Vec<_>>().as_slice() {
-            [slot] if whole && self.script.deep.contains(slot) => format!("$$.deep($$v, {slot})"),
-            _ => "$$v".to_string(),
+        let deep = match writes.as_slice() {
+            [slot] if whole && self.script.deep.contains(slot) => Some(*slot),
+            _ => None,
         };
-        let assign = if writes.is_empty() {
-            format!("{code} = {value}")
-        } else {
-            let list: Vec<String> = writes.iter().map(ToString::to_string).collect();
-            format!("$$.u({code} = {value}, {})", list.join(", "))
-        };
+        let mut assign = String::with_capacity(code.len() + 32);
+        if !writes.is_empty() {
+            assign.push_str("$$.u(");
+        }
+        emit!(assign, code, " = ");
+        match deep {
+            Some(slot) => emit!(assign, "$$.deep($$v, ", slot, ")"),
+            None => assign.push_str("$$v"),
+        }
+        if !writes.is_empty() {
+            for slot in &writes {
+                emit!(assign, ", ", slot);
+            }
+            assign.push(')');
+        }
         (code, assign, deps)
     }
 
@@ -1005,15 +1053,15 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             return;
         }
         let mut props = Vec::new();
-        let mut deps = BTreeSet::new();
+        let mut deps = SlotSet::new();
         // Snippets written between the tags are props of that name; the rest of the content is
         // the `children` snippet.
         for node in &el.children {
             if let Node::Snippet(block) = node {
                 let name = self.src()[block.name.start..block.name.end].to_string();
                 let var = self.var("s");
-                self.snippet(&var, block.params, &block.body, Ctx::default());
-                props.push(entry(&name, &var));
+                self.snippet(var, block.params, &block.body, Ctx::default());
+                props.push(entry(&name, var));
             }
         }
         let content: Vec<&Node> = el
@@ -1026,14 +1074,14 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             .any(|n| !matches!(n, Node::Text(t) if t.trim().is_empty()));
         if has_content {
             let var = self.var("s");
-            self.children_snippet(&var, &el.children);
+            self.children_snippet(var, &el.children);
             props.push(format!("\"children\": {var}"));
         }
         let mut this = String::new();
         for attr in &el.attrs {
             if attr.name == markup::SPREAD {
                 let (code, d) = self.attr_code(attr);
-                deps.extend(d);
+                deps.union(&d);
                 props.push(format!("...{code}"));
                 continue;
             }
@@ -1062,7 +1110,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 attr.name.to_string()
             };
             let (code, d) = self.attr_code(attr);
-            deps.extend(d);
+            deps.union(&d);
             props.push(entry(&key, &code));
         }
         emit!(
@@ -1082,13 +1130,13 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
 
     fn if_block(&mut self, block: &markup::IfBlock, parent: &str, ctx: Ctx) {
         let mut select = String::new();
-        let mut deps = BTreeSet::new();
+        let mut deps = SlotSet::new();
         let mut has_else = false;
         for (i, (cond, _)) in block.branches.iter().enumerate() {
             match cond {
                 Some(span) => {
                     let (code, d) = self.expr(*span);
-                    deps.extend(d);
+                    deps.union(&d);
                     emit!(select, code, " ? ", i, " : ");
                 }
                 None => {
@@ -1156,8 +1204,8 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 emit!(self.out, "let ", code, " = $$v;\n");
                 frame.extend(names.into_iter().map(|name| Local {
                     name,
-                    deps: BTreeSet::new(),
-                    writes: BTreeSet::new(),
+                    deps: SlotSet::new(),
+                    writes: SlotSet::new(),
                 }));
             }
             self.frames.push(frame);
@@ -1221,7 +1269,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             frame.push(Local {
                 name: i.clone(),
                 deps: list_deps.clone(),
-                writes: BTreeSet::new(),
+                writes: SlotSet::new(),
             });
         }
         let mut declare = String::with_capacity(pattern.len() + 24);
@@ -1337,14 +1385,14 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
                 "(...$$a); };\n"
             );
         }
-        let slot_set = BTreeSet::from([slot]);
+        let slot_set = SlotSet::from([slot]);
         self.frames.push(
             names
                 .into_iter()
                 .map(|name| Local {
                     name,
                     deps: slot_set.clone(),
-                    writes: BTreeSet::new(),
+                    writes: SlotSet::new(),
                 })
                 .collect(),
         );
@@ -1360,7 +1408,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         attr: &Attr,
         prop: &str,
         props: &mut Vec<String>,
-        deps: &mut BTreeSet<usize>,
+        deps: &mut SlotSet,
     ) {
         if !markup::is_identifier(prop) {
             self.sink.error(
@@ -1374,7 +1422,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             return;
         };
         let (code, assign, d) = self.bind_assignment(span);
-        deps.extend(d);
+        deps.union(&d);
         props.push(entry(prop, &code));
         let mut callback = String::with_capacity(assign.len() + 32);
         emit!(
@@ -1464,7 +1512,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             frame.push(Local {
                 name,
                 deps,
-                writes: BTreeSet::new(),
+                writes: SlotSet::new(),
             });
         }
     }
@@ -1476,7 +1524,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         let params = match block.params {
             Some(span) => {
                 let (code, d) = self.expr(span);
-                deps.extend(d);
+                deps.union(&d);
                 code
             }
             None => "undefined".into(),
@@ -1484,7 +1532,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         let options = match block.options {
             Some(span) => {
                 let (code, d) = self.expr(span);
-                deps.extend(d);
+                deps.union(&d);
                 code
             }
             None => "undefined".into(),
@@ -1508,7 +1556,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             name,
             ") => {\n"
         );
-        let slot_set = BTreeSet::from([slot]);
+        let slot_set = SlotSet::from([slot]);
         self.frames.push(vec![Local {
             name,
             deps: slot_set.clone(),
@@ -1524,7 +1572,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
         self.next_slot += 1;
         let (id, deps) = match block.id {
             Some(span) => self.expr(span),
-            None => ("null".into(), BTreeSet::new()),
+            None => ("null".into(), SlotSet::new()),
         };
         let options = match block.options {
             Some(span) => self.expr(span).0,
@@ -1554,7 +1602,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             name,
             ") => {\n"
         );
-        let slot_set = BTreeSet::from([slot]);
+        let slot_set = SlotSet::from([slot]);
         self.frames.push(vec![Local {
             name: name.clone(),
             deps: slot_set.clone(),

@@ -23,12 +23,14 @@ use oxc::syntax::reference::Reference;
 use oxc::transformer::{TransformOptions, Transformer};
 // Maps keyed by names and positions use FxHash: the keys are short, SipHash costs several times
 // more per key, and oxc's own scope analysis hashes the same names with a hash of that kind.
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
+use smallvec::SmallVec;
 
 use crate::diagnostics::{DiagnosticCode as Code, Sink};
 use crate::imports::{self, Specifier, Urls};
 use crate::markup::Span;
 use crate::scan;
+use crate::slots::SlotSet;
 
 /// A text insertion or replacement in the source, applied by [`apply_edits`].
 #[derive(Debug, Clone)]
@@ -43,7 +45,7 @@ pub(crate) struct Edit {
 
 impl Edit {
     /// Wraps `span` as `$$.u(<code>, slots...)` so assigning state schedules a DOM update.
-    pub(crate) fn wrap(span: Span, slots: &BTreeSet<usize>) -> [Edit; 2] {
+    pub(crate) fn wrap(span: Span, slots: &SlotSet) -> [Edit; 2] {
         let len = i64::try_from(span.end - span.start).unwrap_or(i64::MAX);
         let list: Vec<String> = slots.iter().map(ToString::to_string).collect();
         [
@@ -95,51 +97,52 @@ pub(crate) fn apply_edits(src: &str, range: Span, edits: &[Edit]) -> String {
 
 /// One import of the screen script.
 #[derive(Debug)]
-pub(crate) struct Import {
+pub(crate) struct Import<'a> {
     /// The whole statement.
     pub(crate) span: Span,
     pub(crate) specifier: Specifier,
     /// The specifier as written, and the offset of its opening quote in the screen source.
     pub(crate) written: (String, usize),
     /// The default import's local name (`import X from ...`).
-    pub(crate) default_name: Option<String>,
+    pub(crate) default_name: Option<&'a str>,
     /// Every local name the statement binds.
-    pub(crate) locals: Vec<String>,
+    pub(crate) locals: Vec<&'a str>,
     pub(crate) type_only: bool,
 }
 
-/// What the code generator needs to know about the screen's `<script>`.
+/// What the code generator needs to know about the screen's `<script>`. Its names live in the
+/// compile's arena: a `String` each would cost an allocation and a free on every compile.
 #[derive(Debug, Default)]
-pub(crate) struct ScriptInfo {
-    pub(crate) imports: Vec<Import>,
+pub(crate) struct ScriptInfo<'a> {
+    pub(crate) imports: Vec<Import<'a>>,
     /// Reactive state (top-level `let`/`var`, props included), in declaration order; the index is
     /// the state's slot number.
-    pub(crate) state: Vec<String>,
+    pub(crate) state: Vec<&'a str>,
     /// Props: `(name, slot, end of the declaring statement)`.
-    pub(crate) props: Vec<(String, usize, usize)>,
+    pub(crate) props: Vec<(&'a str, usize, usize)>,
     /// Props declared Svelte's way, `let { key: local = default } = $props();`:
     /// `(key, local, slot, end of the declaring statement)`.
-    pub(crate) destructured: Vec<(String, String, usize, usize)>,
+    pub(crate) destructured: Vec<(&'a str, &'a str, usize, usize)>,
     /// `...rest` in that pattern: `(local, slot)`; it holds every prop the pattern does not name.
-    pub(crate) rest: Option<(String, usize)>,
+    pub(crate) rest: Option<(&'a str, usize)>,
     /// `export function name` and `export const name`: the component instance's API, which a
     /// parent's `bind:this` receives.
-    pub(crate) exports: Vec<String>,
+    pub(crate) exports: Vec<&'a str>,
     /// Top-level functions and the state slots they read, directly or through other top-level
     /// functions, so that `{total()}` updates when what `total` reads changes.
-    pub(crate) functions: FxHashMap<String, BTreeSet<usize>>,
+    pub(crate) functions: FxHashMap<&'a str, SlotSet>,
     /// Every other top-level name (const, class, import, enum).
-    pub(crate) others: BTreeSet<String>,
+    pub(crate) others: BTreeSet<&'a str>,
     /// Instrumentation and `export` removals, in source offsets.
     pub(crate) edits: Vec<Edit>,
     /// The same instrumentation as AST positions of the analysed program: each assignment to
     /// state and the slot it changes (the one-pass compiler wraps these nodes directly).
     pub(crate) wraps: Vec<(OxcSpan, usize)>,
     /// The runes of the script (`$state`, `$derived`, `$effect`), in AST positions.
-    pub(crate) runes: Vec<Rune>,
+    pub(crate) runes: Vec<Rune<'a>>,
     /// Slots declared with `$state(…)`: deeply reactive, so values assigned to them are wrapped
     /// in the runtime's proxy.
-    pub(crate) deep: BTreeSet<usize>,
+    pub(crate) deep: SlotSet,
 }
 
 /// What a rune becomes.
@@ -163,35 +166,45 @@ pub(crate) enum RuneKind {
 
 /// One rune call of the script.
 #[derive(Debug, Clone)]
-pub(crate) struct Rune {
+pub(crate) struct Rune<'a> {
     pub(crate) kind: RuneKind,
     /// The whole call.
     pub(crate) call: OxcSpan,
     /// Its argument, if any.
     pub(crate) arg: Option<OxcSpan>,
     /// The declared variable (state and derived runes).
-    pub(crate) name: String,
+    pub(crate) name: &'a str,
     pub(crate) slot: usize,
     /// What a derived value or an effect reads (directly or through top-level functions).
-    pub(crate) deps: BTreeSet<usize>,
+    pub(crate) deps: SlotSet,
     /// The `const` keyword of the declaration, which becomes `let` (a derived value changes).
     pub(crate) const_at: Option<u32>,
 }
 
-impl ScriptInfo {
+impl ScriptInfo<'_> {
     pub(crate) fn slot_of(&self, name: &str) -> Option<usize> {
-        self.state.iter().position(|s| s == name)
+        self.state.iter().position(|s| *s == name)
     }
 }
 
 /// Free names an `{expression}` reads and the assignments it makes to them.
 #[derive(Debug, Default)]
 pub(crate) struct ExprInfo<'a> {
-    /// The names, in the compile's arena: a `String` each would cost an allocation and a free
-    /// for every name every piece of code reads.
-    pub(crate) reads: BTreeSet<&'a str>,
+    /// The names, sorted, each once (see [`ExprInfo::read`]), in the compile's arena: a `String`
+    /// each would cost an allocation and a free for every name every piece of code reads.
+    pub(crate) reads: SmallVec<[&'a str; 4]>,
     /// `(root name, span of the assignment or update expression)`.
     pub(crate) writes: Vec<(&'a str, Span)>,
+}
+
+impl<'a> ExprInfo<'a> {
+    /// Notes that the expression reads `name`. A piece of code reads a few names, so a sorted
+    /// array in place costs less than a set: no allocation for up to four.
+    pub(crate) fn read(&mut self, name: &'a str) {
+        if let Err(at) = self.reads.binary_search(&name) {
+            self.reads.insert(at, name);
+        }
+    }
 }
 
 /// Reports oxc diagnostics, shifting their offsets by `shift` and clamping them into `clamp`.
@@ -227,7 +240,11 @@ pub(crate) fn ts_module() -> SourceType {
 }
 
 /// Parses and analyses the screen's `<script>` (`span` of the HFX source).
-pub(crate) fn analyze_script(alloc: &Allocator, sink: &mut Sink<'_>, span: Span) -> ScriptInfo {
+pub(crate) fn analyze_script<'a>(
+    alloc: &'a Allocator,
+    sink: &mut Sink<'_>,
+    span: Span,
+) -> ScriptInfo<'a> {
     let text = &sink.source[span.start..span.end];
     if !nesting_ok(sink, text, span.start) {
         return ScriptInfo::default();
@@ -248,6 +265,7 @@ pub(crate) fn analyze_script(alloc: &Allocator, sink: &mut Sink<'_>, span: Span)
         return ScriptInfo::default();
     }
     analyze_program(
+        alloc,
         sink,
         &program,
         &built.semantic,
@@ -263,14 +281,17 @@ pub(crate) fn analyze_script(alloc: &Allocator, sink: &mut Sink<'_>, span: Span)
 /// to the script's names are not the script's business.) `text_edits` asks for the state
 /// instrumentation as [`ScriptInfo::edits`] too, which only the piece-by-piece compiler applies
 /// (the one-pass compiler wraps the AST, see [`ScriptInfo::wraps`]).
-pub(crate) fn analyze_program(
+pub(crate) fn analyze_program<'a>(
+    alloc: &'a Allocator,
     sink: &mut Sink<'_>,
     program: &Program<'_>,
     semantic: &Semantic<'_>,
     base: usize,
     script_len: usize,
     text_edits: bool,
-) -> ScriptInfo {
+) -> ScriptInfo<'a> {
+    // The script's names, copied into the arena.
+    let name = |text: &str| -> &'a str { alloc.alloc_str(text) };
     let mut info = ScriptInfo::default();
     let in_script = |s: OxcSpan| (s.start as usize) < script_len;
     let abs = |s: OxcSpan| Span {
@@ -308,14 +329,14 @@ pub(crate) fn analyze_program(
                     let local = match s {
                         ImportDeclarationSpecifier::ImportSpecifier(s) => s.local.name.as_str(),
                         ImportDeclarationSpecifier::ImportDefaultSpecifier(s) => {
-                            default_name = Some(s.local.name.as_str().to_string());
+                            default_name = Some(name(s.local.name.as_str()));
                             s.local.name.as_str()
                         }
                         ImportDeclarationSpecifier::ImportNamespaceSpecifier(s) => {
                             s.local.name.as_str()
                         }
                     };
-                    locals.push(local.to_string());
+                    locals.push(name(local));
                 }
                 let type_only = decl.import_kind == ImportOrExportKind::Type;
                 if matches!(specifier, Specifier::Screen { .. })
@@ -359,7 +380,7 @@ pub(crate) fn analyze_program(
                     for d in &var.declarations {
                         match d.id.get_binding_identifier() {
                             Some(id) => info.props.push((
-                                id.name.as_str().to_string(),
+                                name(id.name.as_str()),
                                 0,
                                 base + export.span.end as usize,
                             )),
@@ -381,7 +402,7 @@ pub(crate) fn analyze_program(
                     ));
                     for d in &var.declarations {
                         match d.id.get_binding_identifier() {
-                            Some(id) => info.exports.push(id.name.as_str().to_string()),
+                            Some(id) => info.exports.push(name(id.name.as_str())),
                             None => sink.error(
                                 Code::InvalidExport,
                                 base + d.span.start as usize,
@@ -397,7 +418,7 @@ pub(crate) fn analyze_program(
                         "",
                     ));
                     if let Some(id) = &function.id {
-                        info.exports.push(id.name.as_str().to_string());
+                        info.exports.push(name(id.name.as_str()));
                     }
                 }
                 Declaration::TSTypeAliasDeclaration(_) | Declaration::TSInterfaceDeclaration(_) => {
@@ -469,7 +490,16 @@ pub(crate) fn analyze_program(
                     };
                     if rune_name(&call.callee) == Some("$props") {
                         rune_callees.insert(call.callee.span().start);
-                        props_pattern(sink, base, var, d, call, &mut info, &mut rune_callees);
+                        props_pattern(
+                            alloc,
+                            sink,
+                            base,
+                            var,
+                            d,
+                            call,
+                            &mut info,
+                            &mut rune_callees,
+                        );
                         continue;
                     }
                     let kind = match rune_name(&call.callee) {
@@ -504,9 +534,9 @@ pub(crate) fn analyze_program(
                         kind,
                         call: call.span,
                         arg,
-                        name: id.name.as_str().to_string(),
+                        name: name(id.name.as_str()),
                         slot: 0,
-                        deps: BTreeSet::new(),
+                        deps: SlotSet::new(),
                         const_at: (var.kind == VariableDeclarationKind::Const)
                             .then_some(var.span.start),
                     });
@@ -525,9 +555,9 @@ pub(crate) fn analyze_program(
                         kind: RuneKind::Effect,
                         call: call.span,
                         arg: Some(one.span()),
-                        name: String::new(),
+                        name: "",
                         slot: 0,
-                        deps: BTreeSet::new(),
+                        deps: SlotSet::new(),
                         const_at: None,
                     }),
                     _ => sink.error(
@@ -564,18 +594,35 @@ pub(crate) fn analyze_program(
         .runes
         .iter()
         .filter(|r| r.kind != RuneKind::Effect)
-        .map(|r| r.name.as_str())
+        .map(|r| r.name)
         .collect();
 
     // Top-level symbols in declaration order (the binding map's order is not stable).
     let root = scoping.root_scope_id();
     let mut symbols: Vec<_> = scoping.iter_bindings_in(root).collect();
     symbols.sort_by_key(|s| scoping.symbol_span(*s).start);
-    let mut function_spans: Vec<(Span, String)> = Vec::new();
-    let mut state_symbols = Vec::new();
-    let mut function_symbols = Vec::new();
+    // A derived value's expression and an effect's function read state like a function does;
+    // below they go by these names.
+    let rune_functions: Vec<(Span, String)> = info
+        .runes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, rune)| match (rune.kind, rune.arg) {
+            (RuneKind::Derived | RuneKind::DerivedBy | RuneKind::Effect, Some(arg)) => {
+                Some((abs(arg), format!("$rune{i}")))
+            }
+            _ => None,
+        })
+        .collect();
+    // Names are borrowed from the analysis until the end: most are only looked at.
+    // Sized for every symbol, so that none of these grows while it is filled.
+    let mut function_spans: Vec<(Span, &str)> =
+        Vec::with_capacity(symbols.len() + rune_functions.len());
+    let mut state_symbols = Vec::with_capacity(symbols.len());
+    let mut function_symbols = Vec::with_capacity(symbols.len());
+    info.state.reserve(symbols.len());
     for symbol in symbols {
-        let name = scoping.symbol_name(symbol).to_string();
+        let name = scoping.symbol_name(symbol);
         let flags = scoping.symbol_flags(symbol);
         if name.starts_with("$$") {
             sink.error(
@@ -596,16 +643,13 @@ pub(crate) fn analyze_program(
             _ => None,
         };
         if let Some(fs) = function_span {
-            function_spans.push((abs(fs), name.clone()));
-            function_symbols.push((symbol, name.clone()));
-            info.functions.insert(name, BTreeSet::new());
-        } else if flags.is_variable()
-            && (!flags.is_const_variable() || rune_names.contains(name.as_str()))
-        {
+            function_spans.push((abs(fs), name));
+            function_symbols.push((symbol, name));
+        } else if flags.is_variable() && (!flags.is_const_variable() || rune_names.contains(name)) {
             state_symbols.push(symbol);
-            info.state.push(name);
+            info.state.push(alloc.alloc_str(name));
         } else if flags.is_value() || flags.is_import() {
-            info.others.insert(name);
+            info.others.insert(alloc.alloc_str(name));
         }
     }
     for prop in &mut info.props {
@@ -617,21 +661,16 @@ pub(crate) fn analyze_program(
     if let Some(rest) = &mut info.rest {
         rest.1 = info.state.iter().position(|s| *s == rest.0).unwrap_or(0);
     }
-    // A derived value's expression and an effect's function read state like a function does.
-    for (i, rune) in info.runes.iter().enumerate() {
-        if let (RuneKind::Derived | RuneKind::DerivedBy | RuneKind::Effect, Some(arg)) =
-            (rune.kind, rune.arg)
-        {
-            let name = format!("$rune{i}");
-            function_spans.push((abs(arg), name.clone()));
-            info.functions.insert(name, BTreeSet::new());
-        }
-    }
+    function_spans.extend(
+        rune_functions
+            .iter()
+            .map(|(span, name)| (*span, name.as_str())),
+    );
     function_spans.sort_by_key(|(s, _)| s.start);
-    let enclosing_function = |pos: usize| -> Option<&String> {
+    let enclosing_function = |pos: usize| -> Option<&str> {
         let i = function_spans.partition_point(|(s, _)| s.start <= pos);
         let (s, name) = function_spans.get(i.checked_sub(1)?)?;
-        (pos < s.end).then_some(name)
+        (pos < s.end).then_some(*name)
     };
 
     // State reads and writes.
@@ -639,11 +678,11 @@ pub(crate) fn analyze_program(
         .runes
         .iter()
         .filter(|r| r.kind == RuneKind::State)
-        .map(|r| r.name.as_str())
+        .map(|r| r.name)
         .collect();
-    let mut reads_in: FxHashMap<&str, BTreeSet<usize>> = FxHashMap::default();
+    let mut reads_in: FxHashMap<&str, SlotSet> = FxHashMap::default();
     for (slot, symbol) in state_symbols.iter().enumerate() {
-        let deep = deep_names.contains(info.state[slot].as_str());
+        let deep = deep_names.contains(info.state[slot]);
         for reference in scoping.get_resolved_references(*symbol) {
             let node_span = nodes.kind(reference.node_id()).span();
             if !in_script(node_span) {
@@ -654,11 +693,11 @@ pub(crate) fn analyze_program(
             if let Some(f) =
                 enclosing_function(abs(node_span).start).filter(|_| reference.is_read())
             {
-                reads_in.entry(f.as_str()).or_default().insert(slot);
+                reads_in.entry(f).or_default().insert(slot);
             }
             if let Some(target) = assignment_around(semantic, reference) {
                 if text_edits {
-                    let slots = BTreeSet::from([slot]);
+                    let slots = SlotSet::from([slot]);
                     info.edits.extend(Edit::wrap(abs(target), &slots));
                 }
                 info.wraps.push((target, slot));
@@ -694,34 +733,37 @@ pub(crate) fn analyze_program(
                 continue;
             }
             if let Some(caller) = enclosing_function(abs(node_span).start) {
-                calls
-                    .entry(caller.as_str())
-                    .or_default()
-                    .insert(callee.as_str());
+                calls.entry(caller).or_default().insert(*callee);
             }
         }
     }
-    let names: Vec<String> = info.functions.keys().cloned().collect();
-    for name in names {
-        let mut seen = BTreeSet::from([name.as_str()]);
-        let mut todo = vec![name.as_str()];
-        let mut slots = BTreeSet::new();
+    // One set and one list for all the functions, emptied for each.
+    let mut seen: FxHashSet<&str> = FxHashSet::default();
+    let mut todo = Vec::new();
+    info.functions.reserve(function_spans.len());
+    for &(_, name) in &function_spans {
+        seen.clear();
+        seen.insert(name);
+        todo.push(name);
+        let mut slots = SlotSet::new();
         while let Some(f) = todo.pop() {
-            slots.extend(reads_in.get(f).into_iter().flatten().copied());
+            if let Some(reads) = reads_in.get(f) {
+                slots.union(reads);
+            }
             for callee in calls.get(f).into_iter().flatten() {
                 if seen.insert(callee) {
                     todo.push(callee);
                 }
             }
         }
-        info.functions.insert(name, slots);
+        info.functions.insert(alloc.alloc_str(name), slots);
     }
     for i in 0..info.runes.len() {
         let deps = info
             .functions
-            .remove(&format!("$rune{i}"))
+            .remove(format!("$rune{i}").as_str())
             .unwrap_or_default();
-        let slot = info.slot_of(&info.runes[i].name).unwrap_or(0);
+        let slot = info.slot_of(info.runes[i].name).unwrap_or(0);
         let rune = &mut info.runes[i];
         rune.deps = deps;
         rune.slot = slot;
@@ -737,13 +779,15 @@ pub(crate) fn analyze_program(
 
 /// `let { key: local = default, … } = $props();`: each property is a prop. Defaults may be
 /// `$bindable(value)` (every prop can be bound; the value is the default).
-fn props_pattern(
+#[allow(clippy::too_many_arguments)]
+fn props_pattern<'a>(
+    alloc: &'a Allocator,
     sink: &mut Sink<'_>,
     base: usize,
     var: &oxc::ast::ast::VariableDeclaration<'_>,
     d: &oxc::ast::ast::VariableDeclarator<'_>,
     call: &oxc::ast::ast::CallExpression<'_>,
-    info: &mut ScriptInfo,
+    info: &mut ScriptInfo<'a>,
     rune_callees: &mut BTreeSet<u32>,
 ) {
     use oxc::ast::ast::{BindingPattern, PropertyKey};
@@ -767,7 +811,7 @@ fn props_pattern(
     if let Some(rest) = &pattern.rest {
         match &rest.argument {
             BindingPattern::BindingIdentifier(id) => {
-                info.rest = Some((id.name.as_str().to_string(), 0));
+                info.rest = Some((alloc.alloc_str(id.name.as_str()), 0));
             }
             _ => sink.error(
                 Code::SvelteSyntax,
@@ -778,8 +822,8 @@ fn props_pattern(
     }
     for property in &pattern.properties {
         let key = match &property.key {
-            PropertyKey::StaticIdentifier(id) => Some(id.name.as_str().to_string()),
-            PropertyKey::StringLiteral(s) => Some(s.value.as_str().to_string()),
+            PropertyKey::StaticIdentifier(id) => Some(alloc.alloc_str(id.name.as_str())),
+            PropertyKey::StringLiteral(s) => Some(alloc.alloc_str(s.value.as_str())),
             _ => None,
         };
         let (local, default) = match &property.value {
@@ -805,22 +849,23 @@ fn props_pattern(
                     kind: RuneKind::Bindable,
                     call: bindable.span,
                     arg: bindable.arguments.first().map(GetSpan::span),
-                    name: String::new(),
+                    name: "",
                     slot: 0,
-                    deps: BTreeSet::new(),
+                    deps: SlotSet::new(),
                     const_at: None,
                 });
             }
         }
-        info.destructured.push((key, local.to_string(), 0, end));
+        info.destructured
+            .push((key, alloc.alloc_str(local), 0, end));
     }
     info.runes.push(Rune {
         kind: RuneKind::Props,
         call: call.span,
         arg: None,
-        name: String::new(),
+        name: "",
         slot: 0,
-        deps: BTreeSet::new(),
+        deps: SlotSet::new(),
         const_at: (var.kind == VariableDeclarationKind::Const).then_some(var.span.start),
     });
 }
@@ -858,7 +903,7 @@ fn rune_name(callee: &Expression<'_>) -> Option<&'static str> {
 
 /// The text edits that compile the runes for the piece-by-piece compiler (the one-pass compiler
 /// rewrites the AST instead, see `program.rs`).
-fn rune_edits(info: &mut ScriptInfo, base: usize) {
+fn rune_edits(info: &mut ScriptInfo<'_>, base: usize) {
     let at = |offset: u32| base + offset as usize;
     for rune in &info.runes {
         if let Some(start) = rune.const_at {
@@ -908,7 +953,7 @@ fn rune_edits(info: &mut ScriptInfo, base: usize) {
 }
 
 /// `[1, 2]`: a list of slots as JavaScript.
-pub(crate) fn slot_list(slots: &BTreeSet<usize>) -> String {
+pub(crate) fn slot_list(slots: &SlotSet) -> String {
     let list: Vec<String> = slots.iter().map(ToString::to_string).collect();
     format!("[{}]", list.join(", "))
 }
@@ -1020,7 +1065,7 @@ pub(crate) fn analyze_expression<'a>(
                 info.writes.push((name, to_src(target)));
             }
         }
-        info.reads.insert(name);
+        info.read(name);
     }
     info.writes.sort_by_key(|(_, s)| (s.start, s.end));
     Some(info)

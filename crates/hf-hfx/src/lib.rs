@@ -25,6 +25,7 @@ mod markup;
 mod program;
 mod query_params;
 mod scan;
+mod slots;
 
 use oxc::allocator::Allocator;
 use sha2::{Digest, Sha256};
@@ -33,6 +34,7 @@ pub use diagnostics::{Diagnostic, DiagnosticCode, SourceFile};
 pub use imports::RUNTIME_URL;
 
 use diagnostics::Sink;
+use generate::{emit, Emit, JsStr};
 use js::Edit;
 
 /// The runtime module's source, embedded so the server needs no files on disk; what is served is
@@ -376,18 +378,18 @@ fn reported_imports(script: &js::ScriptInfo) -> ReportedImports {
 }
 
 /// The screen's module, the query texts it holds (see [`QueryText`]) and its imports.
-fn compile_screen(
-    alloc: &Allocator,
-    sink: &mut Sink<'_>,
+fn compile_screen<'s>(
+    alloc: &'s Allocator,
+    sink: &mut Sink<'s>,
     hash: &str,
     urls: imports::Urls<'_>,
 ) -> (Option<String>, Vec<QueryText>, ReportedImports) {
-    let doc = markup::parse(sink);
+    let doc = markup::parse(alloc, sink);
     if sink.has_errors() {
         return (None, Vec::new(), ReportedImports::default());
     }
     let mut queries = Vec::new();
-    markup::query_texts(sink.source, &doc.nodes, &mut queries);
+    markup::query_texts(sink.source, &doc, &mut queries);
     let queries = queries
         .into_iter()
         .map(|(text, offset, params)| QueryText {
@@ -515,11 +517,21 @@ fn compile_in_one_pass(
     if scratch.has_errors() {
         return None;
     }
+    let render = unit.fill(&render)?;
 
     let script_code = unit.print_script();
-    let mut module = String::with_capacity(render.len() + script_code.len() + css.len() + 512);
+    let imports_code = unit.print_imports();
+    // Room for all of it, so that the module is never copied to grow: the stylesheet's quoted
+    // form may be longer (escapes), and each prop adds a setter line.
+    let capacity = render.len()
+        + script_code.len()
+        + imports_code.len()
+        + css.len() * 2
+        + 100 * (script.props.len() + script.destructured.len())
+        + 512;
+    let mut module = String::with_capacity(capacity);
     module.push_str("import * as $$rt from \"/hfx/vendor/hfx-runtime.js\";\n");
-    module.push_str(&unit.print_imports());
+    module.push_str(&imports_code);
     for import in &script.imports {
         if let (
             imports::Specifier::Screen {
@@ -539,25 +551,31 @@ fn compile_in_one_pass(
     }
     module.push_str("export default $$rt.component(function($$, $$props) {\n");
     module.push_str(&script_code);
-    for (name, slot, _) in &script.props {
-        module.push_str(&format!(
-            "\t$$.setter({}, {slot}, ($$v) => {{ {name} = $$v; }}, () => {name});\n",
-            generate::quote(name)
-        ));
-    }
-    for (key, local, slot, _) in &script.destructured {
-        module.push_str(&format!(
-            "\t$$.setter({}, {slot}, ($$v) => {{ {local} = $$v; }}, () => {local});\n",
-            generate::quote(key)
-        ));
+    // `$$.setter("key", slot, ($$v) => { local = $$v; }, () => local);` for each prop.
+    let props = script
+        .props
+        .iter()
+        .map(|(name, slot, _)| (name, name, slot));
+    let destructured = (script.destructured.iter()).map(|(key, local, slot, _)| (key, local, slot));
+    for (key, local, slot) in props.chain(destructured) {
+        emit!(
+            module,
+            "\t$$.setter(",
+            JsStr(key),
+            ", ",
+            slot,
+            ", ($$v) => { ",
+            local,
+            " = $$v; }, () => ",
+            local,
+            ");\n"
+        );
     }
     module.push_str(&instance_and_rest(&script));
     module.push_str("\treturn ($$b, $$t) => {\n");
     module.push_str(&render);
     module.push_str("\t};\n}, ");
-    module.push_str(&generate::quote(scope.unwrap_or("")));
-    module.push_str(", ");
-    module.push_str(&generate::quote(css));
+    emit!(module, JsStr(scope.unwrap_or("")), ", ", JsStr(css));
     module.push_str(");\n");
     Some((Some(module), reported_imports(&script)))
 }

@@ -8,6 +8,8 @@
 
 use std::borrow::Cow;
 
+use oxc::allocator::{Allocator, Box as ArenaBox, Vec as ArenaVec};
+
 use crate::diagnostics::{DiagnosticCode as Code, Sink};
 use crate::scan;
 
@@ -64,42 +66,60 @@ pub(crate) struct Span {
     pub(crate) end: usize,
 }
 
-/// A parsed HFX source.
-#[derive(Debug, Default)]
+/// A parsed HFX source. The tree lives in the compile's arena: it is built and dropped on every
+/// compile, and a heap allocation for each list of children and attributes (and a walk to free
+/// them all) cost more than the parsing itself.
+#[derive(Debug)]
 pub(crate) struct Document<'s> {
     pub(crate) script: Option<Span>,
     pub(crate) style: Option<Span>,
-    pub(crate) nodes: Vec<Node<'s>>,
+    pub(crate) nodes: ArenaVec<'s, Node<'s>>,
+    /// Every `{#query}` block's query and parameters, in document order: noted as the blocks
+    /// are parsed, which costs less than walking the finished tree for the few there are.
+    pub(crate) queries: Vec<(Span, Option<Span>)>,
+}
+
+impl<'s> Document<'s> {
+    /// An empty document whose tree will live in `alloc`.
+    pub(crate) fn new(alloc: &'s Allocator) -> Document<'s> {
+        Document {
+            script: None,
+            style: None,
+            nodes: ArenaVec::new_in(&alloc),
+            queries: Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug)]
 pub(crate) enum Node<'s> {
-    /// Literal text, entities already decoded (borrowed from the source when it has none).
-    Text(Cow<'s, str>),
+    /// Literal text, entities already decoded (borrowed from the source when it has none, else in
+    /// the arena).
+    Text(&'s str),
     /// `{expression}`: text content, always escaped.
     Expr(Span),
     Element(Element<'s>),
     If(IfBlock<'s>),
     // The larger blocks are boxed so that a node, which is moved several times while the tree is
     // built, stays the size of an element.
-    Each(Box<EachBlock<'s>>),
+    Each(ArenaBox<'s, EachBlock<'s>>),
     /// `{@const name = expression}`.
     Const {
         name: Span,
         value: Span,
     },
-    Query(Box<QueryBlock<'s>>),
-    Form(Box<FormBlock<'s>>),
+    Query(ArenaBox<'s, QueryBlock<'s>>),
+    Form(ArenaBox<'s, FormBlock<'s>>),
     /// `{#snippet name(params)}…{/snippet}`.
     Snippet(SnippetBlock<'s>),
     /// `{@render expression}`: the expression calls a snippet (`name(args)`).
     Render(Span),
     /// `{#await promise}…{:then value}…{:catch error}…{/await}`.
-    Await(Box<AwaitBlock<'s>>),
+    Await(ArenaBox<'s, AwaitBlock<'s>>),
     /// `{#key expression}…{/key}`: the content is made anew when the value changes.
     Key {
         value: Span,
-        body: Vec<Node<'s>>,
+        body: ArenaVec<'s, Node<'s>>,
     },
 }
 
@@ -109,8 +129,8 @@ pub(crate) enum Node<'s> {
 pub(crate) struct Element<'s> {
     pub(crate) name: &'s str,
     pub(crate) start: usize,
-    pub(crate) attrs: Vec<Attr<'s>>,
-    pub(crate) children: Vec<Node<'s>>,
+    pub(crate) attrs: ArenaVec<'s, Attr<'s>>,
+    pub(crate) children: ArenaVec<'s, Node<'s>>,
 }
 
 #[derive(Debug)]
@@ -125,23 +145,23 @@ pub(crate) enum AttrValue<'s> {
     /// `disabled`: no value.
     Bare,
     /// `name="text"` (decoded).
-    Text(Cow<'s, str>),
+    Text(&'s str),
     /// `name={expression}`.
     Expr(Span),
     /// `name="text {expression} text"`.
-    Mixed(Vec<Part<'s>>),
+    Mixed(ArenaVec<'s, Part<'s>>),
 }
 
 #[derive(Debug)]
 pub(crate) enum Part<'s> {
-    Text(Cow<'s, str>),
+    Text(&'s str),
     Expr(Span),
 }
 
 #[derive(Debug)]
 pub(crate) struct IfBlock<'s> {
     /// `(condition, body)`; the final `{:else}` branch has no condition.
-    pub(crate) branches: Vec<(Option<Span>, Vec<Node<'s>>)>,
+    pub(crate) branches: ArenaVec<'s, (Option<Span>, ArenaVec<'s, Node<'s>>)>,
 }
 
 #[derive(Debug)]
@@ -150,8 +170,8 @@ pub(crate) struct EachBlock<'s> {
     pub(crate) pattern: Span,
     pub(crate) index: Option<Span>,
     pub(crate) key: Option<Span>,
-    pub(crate) body: Vec<Node<'s>>,
-    pub(crate) else_body: Option<Vec<Node<'s>>>,
+    pub(crate) body: ArenaVec<'s, Node<'s>>,
+    pub(crate) else_body: Option<ArenaVec<'s, Node<'s>>>,
 }
 
 #[derive(Debug)]
@@ -161,17 +181,17 @@ pub(crate) struct QueryBlock<'s> {
     /// `{ debounce: ms, count: "HOQS" }`.
     pub(crate) options: Option<Span>,
     pub(crate) name: Span,
-    pub(crate) body: Vec<Node<'s>>,
+    pub(crate) body: ArenaVec<'s, Node<'s>>,
 }
 
 #[derive(Debug)]
 pub(crate) struct AwaitBlock<'s> {
     pub(crate) promise: Span,
-    pub(crate) pending: Vec<Node<'s>>,
+    pub(crate) pending: ArenaVec<'s, Node<'s>>,
     /// `{:then pattern}` (the pattern may be empty) and its content.
-    pub(crate) then: Option<(Option<Span>, Vec<Node<'s>>)>,
+    pub(crate) then: Option<(Option<Span>, ArenaVec<'s, Node<'s>>)>,
     /// `{:catch pattern}` and its content.
-    pub(crate) catch: Option<(Option<Span>, Vec<Node<'s>>)>,
+    pub(crate) catch: Option<(Option<Span>, ArenaVec<'s, Node<'s>>)>,
 }
 
 /// Which part of an `{#await}` is being parsed.
@@ -187,7 +207,7 @@ pub(crate) struct SnippetBlock<'s> {
     pub(crate) name: Span,
     /// The text between the parentheses (may be empty).
     pub(crate) params: Span,
-    pub(crate) body: Vec<Node<'s>>,
+    pub(crate) body: ArenaVec<'s, Node<'s>>,
 }
 
 #[derive(Debug)]
@@ -198,7 +218,7 @@ pub(crate) struct FormBlock<'s> {
     /// `{ validate, attributes }`.
     pub(crate) options: Option<Span>,
     pub(crate) name: Span,
-    pub(crate) body: Vec<Node<'s>>,
+    pub(crate) body: ArenaVec<'s, Node<'s>>,
 }
 
 /// Elements that have no content and no closing tag.
@@ -218,7 +238,7 @@ enum Frame<'s> {
         start: usize,
         block: IfBlock<'s>,
         current: Option<Span>,
-        body: Vec<Node<'s>>,
+        body: ArenaVec<'s, Node<'s>>,
         closed_else: bool,
     },
     Each {
@@ -246,7 +266,7 @@ enum Frame<'s> {
     Key {
         start: usize,
         value: Span,
-        body: Vec<Node<'s>>,
+        body: ArenaVec<'s, Node<'s>>,
     },
 }
 
@@ -291,13 +311,15 @@ impl<'s> Frame<'s> {
         }
     }
 
-    fn children(&mut self) -> &mut Vec<Node<'s>> {
+    fn children(&mut self, alloc: &'s Allocator) -> &mut ArenaVec<'s, Node<'s>> {
         match self {
             Frame::Element(e) => &mut e.children,
             Frame::If { body, .. } => body,
             Frame::Each { block, in_else, .. } => {
                 if *in_else {
-                    block.else_body.get_or_insert_with(Vec::new)
+                    block
+                        .else_body
+                        .get_or_insert_with(|| ArenaVec::new_in(&alloc))
                 } else {
                     &mut block.body
                 }
@@ -307,14 +329,24 @@ impl<'s> Frame<'s> {
             Frame::Snippet { block, .. } => &mut block.body,
             Frame::Await { block, part, .. } => match part {
                 AwaitPart::Pending => &mut block.pending,
-                AwaitPart::Then => &mut block.then.get_or_insert_with(|| (None, Vec::new())).1,
-                AwaitPart::Catch => &mut block.catch.get_or_insert_with(|| (None, Vec::new())).1,
+                AwaitPart::Then => {
+                    &mut block
+                        .then
+                        .get_or_insert_with(|| (None, ArenaVec::new_in(&alloc)))
+                        .1
+                }
+                AwaitPart::Catch => {
+                    &mut block
+                        .catch
+                        .get_or_insert_with(|| (None, ArenaVec::new_in(&alloc)))
+                        .1
+                }
             },
             Frame::Key { body, .. } => body,
         }
     }
 
-    fn into_node(self) -> Node<'s> {
+    fn into_node(self, alloc: &'s Allocator) -> Node<'s> {
         match self {
             Frame::Element(e) => Node::Element(e),
             Frame::If {
@@ -328,11 +360,11 @@ impl<'s> Frame<'s> {
                 let _ = closed_else;
                 Node::If(block)
             }
-            Frame::Each { block, .. } => Node::Each(Box::new(block)),
-            Frame::Query { block, .. } => Node::Query(Box::new(block)),
-            Frame::Form { block, .. } => Node::Form(Box::new(block)),
+            Frame::Each { block, .. } => Node::Each(ArenaBox::new_in(block, &alloc)),
+            Frame::Query { block, .. } => Node::Query(ArenaBox::new_in(block, &alloc)),
+            Frame::Form { block, .. } => Node::Form(ArenaBox::new_in(block, &alloc)),
             Frame::Snippet { block, .. } => Node::Snippet(block),
-            Frame::Await { block, .. } => Node::Await(Box::new(block)),
+            Frame::Await { block, .. } => Node::Await(ArenaBox::new_in(block, &alloc)),
             Frame::Key { value, body, .. } => Node::Key { value, body },
         }
     }
@@ -357,6 +389,7 @@ impl Closer<'_> {
 }
 
 struct Parser<'s, 'd> {
+    alloc: &'s Allocator,
     src: &'s str,
     bytes: &'s [u8],
     pos: usize,
@@ -366,14 +399,16 @@ struct Parser<'s, 'd> {
 }
 
 /// Parses HFX markup; problems go to `sink`. The document is partial when the sink has errors.
-pub(crate) fn parse<'s>(sink: &mut Sink<'s>) -> Document<'s> {
+pub(crate) fn parse<'s>(alloc: &'s Allocator, sink: &mut Sink<'s>) -> Document<'s> {
     let src = sink.source;
     let mut p = Parser {
+        alloc,
         src,
         bytes: src.as_bytes(),
         pos: 0,
-        stack: Vec::new(),
-        doc: Document::default(),
+        // Deep enough for most screens, so that the stack of large frames rarely grows.
+        stack: Vec::with_capacity(16),
+        doc: Document::new(alloc),
         sink,
     };
     if p.run().is_none() {
@@ -399,7 +434,7 @@ pub(crate) fn parse<'s>(sink: &mut Sink<'s>) -> Document<'s> {
 impl<'s> Parser<'s, '_> {
     fn push_node(&mut self, node: Node<'s>) {
         match self.stack.last_mut() {
-            Some(frame) => frame.children().push(node),
+            Some(frame) => frame.children(self.alloc).push(node),
             None => self.doc.nodes.push(node),
         }
     }
@@ -425,29 +460,64 @@ impl<'s> Parser<'s, '_> {
     /// The main loop; returns `None` after a structural error.
     fn run(&mut self) -> Option<()> {
         let mut text_start = self.pos;
-        while self.pos < self.bytes.len() {
-            match self.bytes[self.pos] {
-                b'<' | b'{' => {
-                    self.flush_text(text_start);
-                    if self.bytes[self.pos] == b'<' {
-                        self.tag()?;
-                    } else {
-                        self.mustache()?;
-                    }
-                    text_start = self.pos;
-                }
-                _ => self.pos += 1,
+        // Text runs to the next tag or `{` (found with `memchr`, many bytes at a time).
+        while let Some(found) =
+            (self.bytes.get(self.pos..)).and_then(|rest| memchr::memchr2(b'<', b'{', rest))
+        {
+            self.pos += found;
+            self.flush_text(text_start);
+            if self.bytes[self.pos] == b'<' {
+                self.tag()?;
+            } else {
+                self.mustache()?;
             }
+            text_start = self.pos;
         }
+        self.pos = self.bytes.len();
         self.flush_text(text_start);
         Some(())
     }
 
+    /// `raw` with its entities decoded: borrowed from the source when it has none, else in the
+    /// arena.
+    fn decoded(&self, raw: &'s str) -> &'s str {
+        match decode_entities(raw) {
+            Cow::Borrowed(text) => text,
+            Cow::Owned(text) => self.alloc.alloc_str(&text),
+        }
+    }
+
     fn flush_text(&mut self, start: usize) {
         if start < self.pos {
-            let text = decode_entities(&self.src[start..self.pos]);
+            let raw = &self.src[start..self.pos];
+            if self.is_layout_whitespace(raw) {
+                return;
+            }
+            let text = self.decoded(raw);
             self.push_node(Node::Text(text));
         }
+    }
+
+    /// Whether `raw` is whitespace with a line break that the code generator would drop: the
+    /// indentation between tags, which is most of a screen's text nodes. It is kept inside
+    /// `<pre>` and `<textarea>`, where it shows, and in `{#await}` blocks, whose branches are
+    /// left out when they are empty.
+    fn is_layout_whitespace(&self, raw: &str) -> bool {
+        // ASCII whitespace only, in one pass (other whitespace is left to the generator).
+        let mut line_break = false;
+        for byte in raw.bytes() {
+            match byte {
+                b'\n' => line_break = true,
+                b' ' | b'\t' | b'\r' | b'\x0c' => {}
+                _ => return false,
+            }
+        }
+        line_break
+            && !self.stack.iter().any(|frame| match frame {
+                Frame::Element(e) => matches!(e.name, "pre" | "textarea"),
+                Frame::Await { .. } => true,
+                _ => false,
+            })
     }
 
     fn starts_with(&self, s: &str) -> bool {
@@ -508,8 +578,8 @@ impl<'s> Parser<'s, '_> {
         let mut el = Element {
             name,
             start,
-            attrs: Vec::new(),
-            children: Vec::new(),
+            attrs: ArenaVec::new_in(&self.alloc),
+            children: ArenaVec::new_in(&self.alloc),
         };
         let self_closing = self.attributes(&mut el)?;
         if self_closing || is_void(el.name) {
@@ -537,8 +607,8 @@ impl<'s> Parser<'s, '_> {
         let mut probe = Element {
             name: lower,
             start,
-            attrs: Vec::new(),
-            children: Vec::new(),
+            attrs: ArenaVec::new_in(&self.alloc),
+            children: ArenaVec::new_in(&self.alloc),
         };
         let self_closing = self.attributes(&mut probe)?;
         if !self.stack.is_empty() {
@@ -746,7 +816,7 @@ impl<'s> Parser<'s, '_> {
             }
             Some(&q @ (b'"' | b'\'')) => {
                 self.pos += 1;
-                let mut parts = Vec::new();
+                let mut parts = ArenaVec::new_in(&self.alloc);
                 let mut text_start = self.pos;
                 loop {
                     match self.bytes.get(self.pos) {
@@ -759,18 +829,18 @@ impl<'s> Parser<'s, '_> {
                         }
                         Some(&c) if c == q => {
                             if text_start < self.pos {
-                                parts.push(Part::Text(decode_entities(
-                                    &self.src[text_start..self.pos],
-                                )));
+                                parts.push(Part::Text(
+                                    self.decoded(&self.src[text_start..self.pos]),
+                                ));
                             }
                             self.pos += 1;
                             break;
                         }
                         Some(b'{') => {
                             if text_start < self.pos {
-                                parts.push(Part::Text(decode_entities(
-                                    &self.src[text_start..self.pos],
-                                )));
+                                parts.push(Part::Text(
+                                    self.decoded(&self.src[text_start..self.pos]),
+                                ));
                             }
                             let open = self.pos;
                             let Some(end) = scan::find_expression_end(self.src, open + 1) else {
@@ -788,10 +858,10 @@ impl<'s> Parser<'s, '_> {
                     }
                 }
                 Some(match parts.len() {
-                    0 => AttrValue::Text(Cow::Borrowed("")),
+                    0 => AttrValue::Text(""),
                     1 if matches!(parts[0], Part::Text(_)) => match parts.pop() {
                         Some(Part::Text(t)) => AttrValue::Text(t),
-                        _ => AttrValue::Text(Cow::Borrowed("")),
+                        _ => AttrValue::Text(""),
                     },
                     _ => AttrValue::Mixed(parts),
                 })
@@ -803,7 +873,7 @@ impl<'s> Parser<'s, '_> {
                 if self.pos == at {
                     return self.fail(Code::InvalidName, at, "expected an attribute value");
                 }
-                Some(AttrValue::Text(decode_entities(&self.src[at..self.pos])))
+                Some(AttrValue::Text(self.decoded(&self.src[at..self.pos])))
             }
         }
     }
@@ -859,7 +929,7 @@ impl<'s> Parser<'s, '_> {
         match self.stack.last() {
             Some(top) if matches(top) => {
                 if let Some(frame) = self.stack.pop() {
-                    let node = frame.into_node();
+                    let node = frame.into_node(self.alloc);
                     self.push_node(node);
                 }
                 Some(())
@@ -944,10 +1014,10 @@ impl<'s> Parser<'s, '_> {
                 let frame = Frame::If {
                     start,
                     block: IfBlock {
-                        branches: Vec::new(),
+                        branches: ArenaVec::new_in(&self.alloc),
                     },
                     current: Some(rest),
-                    body: Vec::new(),
+                    body: ArenaVec::new_in(&self.alloc),
                     closed_else: false,
                 };
                 self.open(frame)
@@ -962,6 +1032,7 @@ impl<'s> Parser<'s, '_> {
             }
             (Some(b'#'), "query") => {
                 let block = self.query_header(start, rest)?;
+                self.doc.queries.push((block.query, block.params));
                 self.open(Frame::Query { start, block })
             }
             (Some(b'#'), "form") => {
@@ -982,7 +1053,7 @@ impl<'s> Parser<'s, '_> {
                 self.open(Frame::Key {
                     start,
                     value: rest,
-                    body: Vec::new(),
+                    body: ArenaVec::new_in(&self.alloc),
                 })
             }
             (Some(b':'), kw @ ("then" | "catch")) => self.await_branch(start, kw, rest),
@@ -1091,7 +1162,7 @@ impl<'s> Parser<'s, '_> {
                         "{:else} after the final {:else} of this {#if}",
                     );
                 }
-                let finished = std::mem::take(body);
+                let finished = std::mem::replace(body, ArenaVec::new_in(&self.alloc));
                 block.branches.push((current.take(), finished));
                 *current = cond;
                 *closed_else = cond.is_none();
@@ -1181,7 +1252,7 @@ impl<'s> Parser<'s, '_> {
             pattern,
             index,
             key,
-            body: Vec::new(),
+            body: ArenaVec::new_in(&self.alloc),
             else_body: None,
         })
     }
@@ -1233,7 +1304,7 @@ impl<'s> Parser<'s, '_> {
             params,
             options,
             name,
-            body: Vec::new(),
+            body: ArenaVec::new_in(&self.alloc),
         })
     }
 
@@ -1248,13 +1319,13 @@ impl<'s> Parser<'s, '_> {
                 let pattern = (pattern.start < pattern.end).then_some(pattern);
                 let mut block = AwaitBlock {
                     promise,
-                    pending: Vec::new(),
+                    pending: ArenaVec::new_in(&self.alloc),
                     then: None,
                     catch: None,
                 };
                 match part {
-                    AwaitPart::Then => block.then = Some((pattern, Vec::new())),
-                    _ => block.catch = Some((pattern, Vec::new())),
+                    AwaitPart::Then => block.then = Some((pattern, ArenaVec::new_in(&self.alloc))),
+                    _ => block.catch = Some((pattern, ArenaVec::new_in(&self.alloc))),
                 }
                 if promise.start < promise.end {
                     return (block, part);
@@ -1263,7 +1334,7 @@ impl<'s> Parser<'s, '_> {
         }
         let block = AwaitBlock {
             promise: rest,
-            pending: Vec::new(),
+            pending: ArenaVec::new_in(&self.alloc),
             then: None,
             catch: None,
         };
@@ -1292,8 +1363,8 @@ impl<'s> Parser<'s, '_> {
                     );
                 }
                 match next {
-                    AwaitPart::Then => block.then = Some((pattern, Vec::new())),
-                    _ => block.catch = Some((pattern, Vec::new())),
+                    AwaitPart::Then => block.then = Some((pattern, ArenaVec::new_in(&self.alloc))),
+                    _ => block.catch = Some((pattern, ArenaVec::new_in(&self.alloc))),
                 }
                 *part = next;
                 Some(())
@@ -1346,7 +1417,7 @@ impl<'s> Parser<'s, '_> {
                 end: rest.start + name_len,
             },
             params: trimmed(self.src, open + 1, rest.end - 1),
-            body: Vec::new(),
+            body: ArenaVec::new_in(&self.alloc),
         })
     }
 
@@ -1396,7 +1467,7 @@ impl<'s> Parser<'s, '_> {
             id,
             options,
             name,
-            body: Vec::new(),
+            body: ArenaVec::new_in(&self.alloc),
         })
     }
 }
@@ -1404,52 +1475,26 @@ impl<'s> Parser<'s, '_> {
 /// The HOQS texts of the `{#query}` blocks written as plain string literals (no escapes, no
 /// `${}`), with the offset of each text's first character and the span of the block's parameters
 /// (when it has any), in document order.
-pub(crate) fn query_texts(src: &str, nodes: &[Node], out: &mut Vec<(String, usize, Option<Span>)>) {
-    // Children are visited in place: this runs on every compile, and a list of them per node
-    // would cost an allocation each.
-    let visit = |nodes: &[Node], out: &mut Vec<_>| query_texts(src, nodes, out);
-    for node in nodes {
-        match node {
-            Node::Query(block) => {
-                let literal = &src[block.query.start..block.query.end];
-                let quote = literal
-                    .chars()
-                    .next()
-                    .filter(|c| matches!(c, '"' | '\'' | '`'));
-                if let Some(quote) = quote {
-                    let inner = &literal[1..];
-                    let plain = literal.len() >= 2
-                        && inner.ends_with(quote)
-                        && !inner[..inner.len() - 1].contains([quote, '\\'])
-                        && !(quote == '`' && inner.contains("${"));
-                    if plain {
-                        out.push((
-                            inner[..inner.len() - 1].to_string(),
-                            block.query.start + 1,
-                            block.params,
-                        ));
-                    }
-                }
-                visit(&block.body, out);
+pub(crate) fn query_texts(src: &str, doc: &Document, out: &mut Vec<(String, usize, Option<Span>)>) {
+    for &(query, params) in &doc.queries {
+        let literal = &src[query.start..query.end];
+        let quote = literal
+            .chars()
+            .next()
+            .filter(|c| matches!(c, '"' | '\'' | '`'));
+        if let Some(quote) = quote {
+            let inner = &literal[1..];
+            let plain = literal.len() >= 2
+                && inner.ends_with(quote)
+                && !inner[..inner.len() - 1].contains([quote, '\\'])
+                && !(quote == '`' && inner.contains("${"));
+            if plain {
+                out.push((
+                    inner[..inner.len() - 1].to_string(),
+                    query.start + 1,
+                    params,
+                ));
             }
-            Node::Element(el) => visit(&el.children, out),
-            Node::If(block) => block.branches.iter().for_each(|(_, b)| visit(b, out)),
-            Node::Each(block) => {
-                visit(&block.body, out);
-                if let Some(body) = &block.else_body {
-                    visit(body, out);
-                }
-            }
-            Node::Form(block) => visit(&block.body, out),
-            Node::Snippet(block) => visit(&block.body, out),
-            Node::Await(block) => {
-                visit(&block.pending, out);
-                for (_, body) in block.then.iter().chain(&block.catch) {
-                    visit(body, out);
-                }
-            }
-            Node::Key { body, .. } => visit(body, out),
-            Node::Text(_) | Node::Expr(_) | Node::Const { .. } | Node::Render(_) => {}
         }
     }
 }
@@ -1492,9 +1537,9 @@ fn find_ascii_ci(haystack: &str, needle: &str) -> Option<usize> {
     let n = needle.as_bytes();
     let first = n.first()?.to_ascii_lowercase();
     if first.is_ascii() && !first.is_ascii_alphabetic() {
-        // `</script`, `</style`: a byte with no case, found with the library's fast search.
+        // `</script`, `</style`: a byte with no case, found with `memchr`.
         let mut from = 0;
-        while let Some(found) = haystack.get(from..)?.find(char::from(first)) {
+        while let Some(found) = memchr::memchr(first, h.get(from..)?) {
             let at = from + found;
             if h.get(at..at + n.len())?.eq_ignore_ascii_case(n) {
                 return Some(at);

@@ -20,7 +20,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use oxc::allocator::{Allocator, GetAllocator, TakeIn};
+use oxc::allocator::{Allocator, GetAllocator, StringBuilder, TakeIn};
 use oxc::ast::ast::{
     Argument, BindingIdentifier, Declaration, Expression, IdentifierName,
     ImportDeclarationSpecifier, NumberBase, Program, Statement,
@@ -35,15 +35,20 @@ use oxc::span::{GetSpan, Span as OxcSpan, SPAN};
 use oxc::syntax::symbol::SymbolFlags;
 use oxc::transformer::{TransformOptions, Transformer};
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 use crate::diagnostics::{Sink, SourceFile};
 use crate::imports::Specifier;
 use crate::js::{self, ExprInfo, ScriptInfo};
 use crate::markup::{AttrValue, Document, Element, Node, Part, Span};
 use crate::scan;
+use crate::slots::SlotSet;
 
 /// Between the script and the pieces (see [`Unit::build`]).
 const SEPARATOR: &str = "\n0;\n";
+
+/// Opens and closes a placeholder of [`Unit::print`].
+const PLACEHOLDER: u8 = b'\0';
 
 /// What a piece of markup code is, which decides how it is wrapped in the program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,14 +113,19 @@ pub(crate) struct Unit<'a> {
     infos: Vec<PieceInfo<'a>>,
     /// Each piece's code (the expression inside its parentheses, or a pattern's arrow).
     exprs: Vec<Option<Expression<'a>>>,
+    /// The pieces [`Unit::print`] handed out as placeholders, in the order it did, printed by
+    /// [`Unit::fill`].
+    deferred: Vec<Expression<'a>>,
+    /// Where [`Unit::print`] writes a placeholder before copying it into the arena.
+    placeholder: String,
     /// The script's statements after the strip, imports excepted; printed as one program.
     body: Program<'a>,
     /// The script's import statements (specifiers already rewritten), screen imports excepted.
     imports: Vec<Statement<'a>>,
     /// The script analysis (state, props, functions, imports) the generator needs.
-    pub(crate) script: ScriptInfo,
+    pub(crate) script: ScriptInfo<'a>,
     /// The deeply reactive slots (a copy: the generator takes `script`).
-    deep: BTreeSet<usize>,
+    deep: SlotSet,
 }
 
 impl<'a> Unit<'a> {
@@ -127,6 +137,12 @@ impl<'a> Unit<'a> {
         doc: &Document,
         urls: crate::imports::Urls<'_>,
     ) -> Option<Unit<'a>> {
+        // A NUL byte in the screen could be copied into the output and be taken for a
+        // placeholder (see `Unit::print`); no real screen has one. (`memchr` searches many bytes
+        // at a time, the standard library's search a word.)
+        if memchr::memchr(PLACEHOLDER, source.as_bytes()).is_some() {
+            return None;
+        }
         let mut pieces = Vec::new();
         collect(&doc.nodes, &mut pieces);
 
@@ -175,6 +191,7 @@ impl<'a> Unit<'a> {
             .with_build_nodes(true)
             .with_check_syntax_error(true)
             .with_enum_eval(true)
+            .with_stats(capacity_estimate(text.len()))
             .build(&program);
         if !built.diagnostics.is_empty() {
             return None;
@@ -182,8 +199,15 @@ impl<'a> Unit<'a> {
         let semantic = built.semantic;
         let mut scratch = Sink::new(source, SourceFile::Screen);
         let base = doc.script.map_or(0, |s| s.start);
-        let script =
-            js::analyze_program(&mut scratch, &program, &semantic, base, script_len, false);
+        let script = js::analyze_program(
+            alloc,
+            &mut scratch,
+            &program,
+            &semantic,
+            base,
+            script_len,
+            false,
+        );
         if scratch.has_errors() {
             return None;
         }
@@ -248,7 +272,7 @@ impl<'a> Unit<'a> {
         // The script's own changes: `export let` props read their value from the caller, and
         // assignments to state are wrapped.
         unwrap_props(&mut program, &ast)?;
-        let mut targets: FxHashMap<(u32, u32), BTreeSet<usize>> = FxHashMap::default();
+        let mut targets: FxHashMap<(u32, u32), SlotSet> = FxHashMap::default();
         for (span, slot) in &script.wraps {
             targets
                 .entry((span.start, span.end))
@@ -258,6 +282,7 @@ impl<'a> Unit<'a> {
         if !targets.is_empty() {
             Wrapper {
                 ast: &ast,
+                starts: &target_starts(&targets),
                 targets: &targets,
                 deep: &script.deep,
             }
@@ -284,6 +309,8 @@ impl<'a> Unit<'a> {
             by_span,
             infos,
             exprs,
+            deferred: Vec::new(),
+            placeholder: String::new(),
             body: program,
             imports,
             deep: script.deep.clone(),
@@ -306,33 +333,57 @@ impl<'a> Unit<'a> {
 
     /// The code of the expression at `span`, in parentheses, with the given assignments
     /// (program positions, as in [`ExprInfo::writes`]) wrapped to invalidate their slots. Each
-    /// piece is printed once.
-    pub(crate) fn print(
-        &mut self,
-        span: Span,
-        wraps: &[(Span, BTreeSet<usize>)],
-    ) -> Option<String> {
+    /// piece is asked for once.
+    ///
+    /// A name or a chain of property reads is written at once; any other expression is a
+    /// placeholder (`\0<n>\0`) that [`Unit::fill`] replaces with its printed code, so that one
+    /// printer prints them all (a printer costs about as much to make and take apart as printing
+    /// a short expression). No screen text holds a NUL byte ([`Unit::build`] checks), so nothing
+    /// else in the output can be taken for a placeholder.
+    pub(crate) fn print(&mut self, span: Span, wraps: &[(Span, SlotSet)]) -> Option<&'a str> {
         let index = self.index_of(span)?;
         let mut expr = self.exprs.get_mut(index)?.take()?;
         if !wraps.is_empty() {
-            let targets: FxHashMap<(u32, u32), BTreeSet<usize>> = wraps
+            let targets: FxHashMap<(u32, u32), SlotSet> = wraps
                 .iter()
                 .map(|(s, slots)| ((s.start as u32, s.end as u32), slots.clone()))
                 .collect();
             let ast = AstBuilder::new(self.alloc);
             Wrapper {
                 ast: &ast,
+                starts: &target_starts(&targets),
                 targets: &targets,
                 deep: &self.deep,
             }
             .visit_expression(&mut expr);
-        } else if let Some(code) = plain_reads(&expr) {
+        } else if let Some(code) = plain_reads(self.alloc, &expr) {
             return Some(code);
         }
+        let placeholder = &mut self.placeholder;
+        placeholder.clear();
+        placeholder.push(char::from(PLACEHOLDER));
+        crate::generate::Emit::emit(&self.deferred.len(), placeholder);
+        placeholder.push(char::from(PLACEHOLDER));
+        self.deferred.push(expr);
+        Some(self.alloc.alloc_str(placeholder))
+    }
+
+    /// `render` with each placeholder of [`Unit::print`] replaced by its expression, printed in
+    /// parentheses. `None` if a placeholder is not one `print` made.
+    pub(crate) fn fill(&self, render: &str) -> Option<String> {
         let mut codegen = Codegen::new().with_source_text(self.text);
-        codegen.print_ascii_byte(b'(');
-        codegen.print_expression(&expr);
-        codegen.print_ascii_byte(b')');
+        let mut rest = render;
+        while let Some(at) = memchr::memchr(PLACEHOLDER, rest.as_bytes()) {
+            codegen.print_str(&rest[..at]);
+            let after = &rest[at + 1..];
+            let end = memchr::memchr(PLACEHOLDER, after.as_bytes())?;
+            let expr = self.deferred.get(after[..end].parse::<usize>().ok()?)?;
+            codegen.print_ascii_byte(b'(');
+            codegen.print_expression(expr);
+            codegen.print_ascii_byte(b')');
+            rest = &after[end + 1..];
+        }
+        codegen.print_str(rest);
         Some(codegen.into_source_text())
     }
 
@@ -392,11 +443,21 @@ impl<'a> Unit<'a> {
     }
 }
 
+/// How many nodes, scopes, symbols and references the analysis of a program text of `len` bytes
+/// makes room for. Without an estimate the analysis counts them exactly in a pass of its own over
+/// the whole tree; a generous guess from the length costs nothing, and a low one only makes a
+/// table grow. Screens measure about one node per 4 bytes, one reference per 20 and one scope or
+/// symbol per 70.
+fn capacity_estimate(len: usize) -> oxc::semantic::Stats {
+    let len = u32::try_from(len).unwrap_or(u32::MAX);
+    oxc::semantic::Stats::new(len / 2, len / 32, len / 32, len / 8)
+}
+
 /// A name or a chain of property reads (`row.owner.name`) in parentheses, written as the printer
 /// writes it, or `None` for any other expression. Most pieces of markup are such reads, and a
-/// printer costs more to make than to print one.
-fn plain_reads(expr: &Expression<'_>) -> Option<String> {
-    let mut names = Vec::new();
+/// printer costs more to make than to print one. The code is written in the compile's arena.
+fn plain_reads<'a>(alloc: &'a Allocator, expr: &Expression<'_>) -> Option<&'a str> {
+    let mut names: SmallVec<[&str; 4]> = SmallVec::new();
     let mut object = expr;
     let root = loop {
         match object {
@@ -408,8 +469,8 @@ fn plain_reads(expr: &Expression<'_>) -> Option<String> {
             _ => return None,
         }
     };
-    let mut code =
-        String::with_capacity(2 + root.len() + names.iter().map(|n| n.len() + 1).sum::<usize>());
+    let len = 2 + root.len() + names.iter().map(|n| n.len() + 1).sum::<usize>();
+    let mut code = StringBuilder::with_capacity_in(len, alloc);
     code.push('(');
     code.push_str(root);
     for name in names.iter().rev() {
@@ -417,7 +478,7 @@ fn plain_reads(expr: &Expression<'_>) -> Option<String> {
         code.push_str(name);
     }
     code.push(')');
-    Some(code)
+    Some(code.into_str())
 }
 
 /// Collects the markup's pieces of code in document order.
@@ -637,7 +698,7 @@ fn analyze_pieces<'a>(
                         },
                     ));
                 }
-                info.reads.insert(name);
+                info.read(name);
             }
         };
     for (name, ids) in scoping.root_unresolved_references() {
@@ -882,11 +943,33 @@ fn call<'a>(
 /// of `name = value` as `$$.deep(value, slot)` when `name` is deeply reactive state.
 struct Wrapper<'a, 'w> {
     ast: &'w AstBuilder<'a>,
-    targets: &'w FxHashMap<(u32, u32), BTreeSet<usize>>,
-    deep: &'w BTreeSet<usize>,
+    /// Where the targets start, sorted: a statement with none inside is not walked (most of a
+    /// script's statements assign no state).
+    starts: &'w [u32],
+    targets: &'w FxHashMap<(u32, u32), SlotSet>,
+    deep: &'w SlotSet,
+}
+
+/// The sorted starts of the targets, for [`Wrapper::starts`].
+fn target_starts(targets: &FxHashMap<(u32, u32), SlotSet>) -> Vec<u32> {
+    let mut starts: Vec<u32> = targets.keys().map(|(start, _)| *start).collect();
+    starts.sort_unstable();
+    starts
 }
 
 impl<'a> VisitMut<'a> for Wrapper<'a, '_> {
+    fn visit_statement(&mut self, stmt: &mut Statement<'a>) {
+        let span = stmt.span();
+        let first = self.starts.partition_point(|start| *start < span.start);
+        if self
+            .starts
+            .get(first)
+            .is_some_and(|start| *start < span.end)
+        {
+            walk_mut::walk_statement(self, stmt);
+        }
+    }
+
     fn visit_expression(&mut self, expr: &mut Expression<'a>) {
         walk_mut::walk_expression(self, expr);
         if !matches!(
@@ -899,9 +982,7 @@ impl<'a> VisitMut<'a> for Wrapper<'a, '_> {
         let Some(slots) = self.targets.get(&(span.start, span.end)) else {
             return;
         };
-        if let (Expression::AssignmentExpression(assign), [slot]) =
-            (&mut *expr, slots.iter().collect::<Vec<_>>().as_slice())
-        {
+        if let (Expression::AssignmentExpression(assign), [slot]) = (&mut *expr, slots.as_slice()) {
             if self.deep.contains(slot)
                 && assign.operator == oxc::syntax::operator::AssignmentOperator::Assign
                 && matches!(
@@ -910,15 +991,12 @@ impl<'a> VisitMut<'a> for Wrapper<'a, '_> {
                 )
             {
                 let value = assign.right.take_in(self.ast);
-                assign.right = call(self.ast, "deep", [value, number(self.ast, **slot)]);
+                assign.right = call(self.ast, "deep", [value, number(self.ast, *slot)]);
             }
         }
         let inner = expr.take_in(self.ast);
-        let mut args = vec![inner];
-        for slot in slots {
-            args.push(number(self.ast, *slot));
-        }
-        *expr = call(self.ast, "u", args);
+        let slots = slots.iter().map(|slot| number(self.ast, *slot));
+        *expr = call(self.ast, "u", std::iter::once(inner).chain(slots));
     }
 }
 
@@ -933,7 +1011,7 @@ fn compile_runes<'a>(
     alloc: &'a Allocator,
     ast: &AstBuilder<'a>,
     program: &mut Program<'a>,
-    runes: &[js::Rune],
+    runes: &[js::Rune<'_>],
 ) -> Option<()> {
     let consts: BTreeSet<u32> = runes.iter().filter_map(|r| r.const_at).collect();
     for stmt in program.body.iter_mut() {
@@ -959,7 +1037,7 @@ fn compile_runes<'a>(
 struct Runes<'a, 'r> {
     alloc: &'a Allocator,
     ast: &'r AstBuilder<'a>,
-    by_call: FxHashMap<(u32, u32), &'r js::Rune>,
+    by_call: FxHashMap<(u32, u32), &'r js::Rune<'r>>,
     failed: bool,
 }
 
@@ -977,7 +1055,7 @@ impl<'a> Runes<'a, '_> {
         }
     }
 
-    fn compile(&self, rune: &js::Rune, argument: Expression<'a>) -> Option<Expression<'a>> {
+    fn compile(&self, rune: &js::Rune<'_>, argument: Expression<'a>) -> Option<Expression<'a>> {
         use js::RuneKind;
         let deps = js::slot_list(&rune.deps);
         let set = format!("($$v) => {{ {} = $$v; }}", rune.name);
@@ -1077,7 +1155,7 @@ mod tests {
             codegen.print_expression(&paren.expression);
             codegen.print_ascii_byte(b')');
             let printed = codegen.into_source_text();
-            if let Some(fast) = plain_reads(&paren.expression) {
+            if let Some(fast) = plain_reads(&alloc, &paren.expression) {
                 assert_eq!(fast, printed, "{case}");
             }
         }
@@ -1090,7 +1168,7 @@ mod tests {
             panic!("no parentheses");
         };
         assert_eq!(
-            plain_reads(&paren.expression).as_deref(),
+            plain_reads(&alloc, &paren.expression),
             Some("(row.owner.name)")
         );
     }

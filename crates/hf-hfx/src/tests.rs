@@ -31,7 +31,7 @@ fn valid_screens_compile_in_one_pass() {
     for (name, source) in fixtures() {
         let alloc = Allocator::default();
         let mut sink = Sink::new(&source, SourceFile::Screen);
-        let doc = markup::parse(&mut sink);
+        let doc = markup::parse(&alloc, &mut sink);
         assert!(!sink.has_errors(), "{name}");
         let hash = crate::content_hash(&source);
         let scope = doc.style.map(|_| format!("hfx-{}", &hash[..8]));
@@ -57,20 +57,20 @@ fn a_piece_that_is_not_one_expression_is_refused() {
     // The markup scanner balances brackets, so this cannot come from a screen today; should a
     // piece ever read `a), (b`, the one program would parse (as `(a), (b)`) with the wrong shape.
     let source = "a), (b";
-    let doc = markup::Document {
-        script: None,
-        style: None,
-        nodes: vec![markup::Node::Expr(markup::Span { start: 0, end: 6 })],
-    };
     let alloc = Allocator::default();
+    // A document of one `{expression}` over `source[..end]`.
+    let expression = |end: usize| {
+        let mut doc = markup::Document::new(&alloc);
+        doc.nodes
+            .push(markup::Node::Expr(markup::Span { start: 0, end }));
+        doc
+    };
+    let doc = expression(6);
     assert!(
         crate::program::Unit::build(&alloc, source, &doc, crate::imports::Urls::default())
             .is_none()
     );
-    let fine = markup::Document {
-        nodes: vec![markup::Node::Expr(markup::Span { start: 0, end: 1 })],
-        ..markup::Document::default()
-    };
+    let fine = expression(1);
     assert!(
         crate::program::Unit::build(&alloc, source, &fine, crate::imports::Urls::default())
             .is_some()
