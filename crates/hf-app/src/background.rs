@@ -153,16 +153,7 @@ fn lower_priority() {}
 /// time-sharing policy otherwise).
 #[cfg(target_os = "linux")]
 fn set_schedule(nice: i32) -> std::io::Result<()> {
-    let attributes = libc::sched_attr {
-        size: std::mem::size_of::<libc::sched_attr>() as u32,
-        sched_policy: libc::SCHED_OTHER as u32,
-        sched_flags: 0,
-        sched_nice: nice,
-        sched_priority: 0,
-        sched_runtime: SLICE_NANOS,
-        sched_deadline: 0,
-        sched_period: 0,
-    };
+    let attributes = sched_attributes(nice, SLICE_NANOS);
     // SAFETY: `sched_setattr` on thread 0 (the caller) only reads the attributes, which live
     // until it returns; libc has no wrapper for it, hence the raw system call.
     let set = unsafe {
@@ -180,6 +171,22 @@ fn set_schedule(nice: i32) -> std::io::Result<()> {
     }
 }
 
+/// The ordinary time-sharing policy with this nice value and slice (`runtime`, in nanoseconds;
+/// 0 asks for the default).
+#[cfg(target_os = "linux")]
+fn sched_attributes(nice: i32, runtime: u64) -> libc::sched_attr {
+    libc::sched_attr {
+        size: std::mem::size_of::<libc::sched_attr>() as u32,
+        sched_policy: libc::SCHED_OTHER as u32,
+        sched_flags: 0,
+        sched_nice: nice,
+        sched_priority: 0,
+        sched_runtime: runtime,
+        sched_deadline: 0,
+        sched_period: 0,
+    }
+}
+
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
@@ -192,17 +199,8 @@ mod tests {
 
     /// The time slice the calling thread asked for (0: the default).
     fn own_slice() -> u64 {
-        let mut attributes = libc::sched_attr {
-            size: 0,
-            sched_policy: 0,
-            sched_flags: 0,
-            sched_nice: 0,
-            sched_priority: 0,
-            sched_runtime: 0,
-            sched_deadline: 0,
-            sched_period: 0,
-        };
-        let size = std::mem::size_of::<libc::sched_attr>() as u32;
+        let mut attributes = sched_attributes(0, 0);
+        let size = attributes.size;
         // SAFETY: `sched_getattr` writes at most `size` bytes into the attributes.
         let read = unsafe {
             libc::syscall(

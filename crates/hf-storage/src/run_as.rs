@@ -166,6 +166,17 @@ pub struct Step<'a> {
     pub fixed: &'a [Option<String>],
 }
 
+impl Step<'_> {
+    /// The values of every parameter, `$1` first, as the driver binds them.
+    fn values(&self) -> Vec<&(dyn ToSql + Sync)> {
+        self.params
+            .iter()
+            .chain(self.fixed)
+            .map(|value| value as &(dyn ToSql + Sync))
+            .collect()
+    }
+}
+
 /// What a request's transaction did.
 #[derive(Debug)]
 pub enum Ran {
@@ -224,13 +235,7 @@ pub async fn read_record(pool: &Pool, caller: &Caller<'_>, step: &Step<'_>) -> R
             }
         }
     };
-    let params: Vec<&(dyn ToSql + Sync)> = step
-        .params
-        .iter()
-        .chain(step.fixed)
-        .map(|value| value as &(dyn ToSql + Sync))
-        .collect();
-    let ran = match lane.connection.query(&statement, &params).await {
+    let ran = match lane.connection.query(&statement, &step.values()).await {
         Ok(rows) => Ran::Rows(vec![rows]),
         Err(error) => Ran::Failed {
             step: Some(0),
@@ -422,16 +427,7 @@ async fn run_once(
         .unwrap_or_default();
     let read_only = if caller.read_only { "on" } else { "off" };
     let switch_params: [&(dyn ToSql + Sync); 4] = [&caller.role, &timeout, &principal, &read_only];
-    let step_params: Vec<Vec<&(dyn ToSql + Sync)>> = steps
-        .iter()
-        .map(|step| {
-            step.params
-                .iter()
-                .chain(step.fixed)
-                .map(|value| value as &(dyn ToSql + Sync))
-                .collect()
-        })
-        .collect();
+    let step_params: Vec<Vec<&(dyn ToSql + Sync)>> = steps.iter().map(Step::values).collect();
     let client = &**connection;
     let calls = statements.iter().enumerate().map(|(index, statement)| {
         let params: &[&(dyn ToSql + Sync)] = match index
