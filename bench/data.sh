@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Data path against raw PostgreSQL, in one run on one database: three kinds of work through hf
 # (wrk, c=16) next to pgbench -M prepared -j2 -c16 sending the one statement a client would send
-# for it, each printed as a ratio with both p99s, and the CPU time hf and the PostgreSQL backends
-# serving it spent per request (load-independent, unlike the ratios):
+# for it:
 #   - GET /data/crm/opportunity/{id}     vs  SELECT … FROM crm.opportunity WHERE id = :id (bound),
 #                                            and the same with the id inlined
 #   - POST /data/query (filter, sort, lookup path, 50 rows)
 #                                        vs  the same JOIN … WHERE … ORDER BY … LIMIT 50
 #   - POST /data/crm/opportunity         vs  INSERT … RETURNING
+# Each kind runs BENCH_ROUNDS rounds (default 3) of hf and pgbench, alternating which goes first,
+# and prints the medians of the rounds' throughput and p99 ratios (the machine is shared, and
+# its speed drifts from one run to the next: a single pair of runs gave ratios 0.15 apart), and
+# the CPU time per request of every process on each side (hf, its backends and wrk; pgbench and
+# its backends), which hardly depends on what else the machine runs.
 # Then it profiles the release binary under the GET load (`perf record -g`) and keeps the folded
 # stacks and a flame graph under target/bench/ (inferno when installed, else bench/flamegraph.py;
 # `target` is $CARGO_TARGET_DIR when set).
 # Part of `cargo xtask bench http`; alone: `bash bench/data.sh` (BENCH_SECONDS, default 10, is the
-# length of each run; HF_BIN names another build of hf, to compare two builds on one machine).
+# length of each run, BENCH_ROUNDS their number; HF_BIN names another build of hf, to compare two builds on one machine).
 # Needs: wrk, curl, psql, pgbench, perf, python3, PostgreSQL on 127.0.0.1:5432 (HF_BENCH_PG),
 # a release build of hf (built here).
 set -euo pipefail
@@ -24,6 +28,7 @@ HF=${HF_BIN:-$TARGET/release/hf}
 PG=${HF_BENCH_PG:-postgres://postgres@127.0.0.1:5432}
 PORT=${BENCH_PORT:-18481}
 SECONDS_EACH=${BENCH_SECONDS:-10}
+[ "$SECONDS_EACH" -ge 5 ] || { echo "BENCH_SECONDS must be at least 5" >&2; exit 2; }
 DB=hf_bench_data_$$
 DATA=$(mktemp -d /tmp/hf-bench-data-XXXXXX); chmod 755 "$DATA"
 OUT=$TARGET/bench
@@ -105,76 +110,134 @@ SQL
 # hf's CPU time so far (user + system), in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 # The CPU time so far of every PostgreSQL backend connected to the bench database (hf's
-# connections while wrk runs), one "<pid> <ticks>" line each.
+# connections while wrk runs, pgbench's while pgbench runs), one "<pid> <ticks>" line each.
+# The backends are found by their process titles ("postgres: [<cluster>: ]<user> <database> …") and
+# read in the shell itself: a psql or a process per backend would take long on a loaded machine.
 pg_ticks() {
-  local backend
-  for backend in $(psql -qtA "$PG/postgres" -c "SELECT pid FROM pg_stat_activity WHERE datname = '$DB'"); do
-    [ -r "/proc/$backend/stat" ] && echo "$backend $(awk '{print $14 + $15}' "/proc/$backend/stat")"
+  local backend fields
+  for backend in $(pgrep -f "^postgres: (.+: )?[^ ]+ $DB " || true); do
+    read -r -a fields <"/proc/$backend/stat" 2>/dev/null && echo "$backend $((fields[13] + fields[14]))"
   done
   return 0
 }
-# wrk at c=16; prints "<req/s> <p99 ms> <hf CPU µs per request> <PostgreSQL CPU µs per
-# request>". The CPU per request is hf's own and that of the backends serving it (from /proc),
-# so it hardly depends on what else the machine runs, unlike req/s.
+# The PostgreSQL backends' CPU µs per request between two pg_ticks files (a backend that
+# ended in between counts only up to the first file).
+pg_us_per() {  # before, after, requests
+  python3 - "$@" "$(getconf CLK_TCK)" <<'PY'
+import sys
+ticks = lambda name: dict(map(int, line.split()) for line in open(name) if line.strip())
+before, after = ticks(sys.argv[1]), ticks(sys.argv[2])
+used = sum(t - before.get(p, 0) for p, t in after.items())
+print(f"{used * 1e6 / int(sys.argv[4]) / max(int(sys.argv[3]), 1):.1f}")
+PY
+}
+# The user + system CPU seconds of a command run under `/usr/bin/time -f '%U %S' -o <file>`.
+client_seconds() { awk 'END {print $1 + $2}' "$1"; }
+# wrk at c=16; prints "<req/s> <p99 ms> <hf CPU µs> <PostgreSQL CPU µs> <wrk CPU µs>", the CPU
+# times per request: hf's own (from /proc), that of the backends serving it and wrk's, so the
+# whole budget of a request is known, whatever else the machine runs (unlike req/s).
 run_wrk() {
-  local before after
+  local before after requests
   pg_ticks >"$DATA/pg_before.txt"
   before=$(cpu_ticks)
-  wrk -t2 -c16 -d"${SECONDS_EACH}"s --latency "$@" >"$DATA/wrk.txt"
+  /usr/bin/time -f '%U %S' -o "$DATA/client_time.txt" \
+    wrk -t2 -c16 -d"${SECONDS_EACH}"s --latency "$@" >"$DATA/wrk.txt"
   after=$(cpu_ticks)
   pg_ticks >"$DATA/pg_after.txt"
   grep -q "Non-2xx" "$DATA/wrk.txt" && { echo "hf answered errors:" >&2; cat "$DATA/wrk.txt" >&2; exit 1; }
-  python3 - "$DATA/wrk.txt" "$((after - before))" "$(getconf CLK_TCK)" "$DATA/pg_before.txt" "$DATA/pg_after.txt" <<'PY'
+  requests=$(grep -oE '[0-9]+ requests in' "$DATA/wrk.txt" | cut -d' ' -f1)
+  python3 - "$DATA/wrk.txt" "$((after - before))" "$(getconf CLK_TCK)" \
+    "$(pg_us_per "$DATA/pg_before.txt" "$DATA/pg_after.txt" "$requests")" \
+    "$(client_seconds "$DATA/client_time.txt")" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
-requests = int(re.search(r"(\d+) requests in", text).group(1))
+requests = max(int(re.search(r"(\d+) requests in", text).group(1)), 1)
 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
 value, unit = re.search(r"\s99%\s+([\d.]+)(us|ms|s)", text).groups()
 p99 = float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
-tick_us = 1e6 / int(sys.argv[3])
-cpu_us = int(sys.argv[2]) * tick_us / max(requests, 1)
-ticks = lambda name: dict(map(int, line.split()) for line in open(name) if line.strip())
-before, after = ticks(sys.argv[4]), ticks(sys.argv[5])
-pg_us = sum(t - before.get(p, 0) for p, t in after.items()) * tick_us / max(requests, 1)
-print(f"{rps:.0f} {p99:.2f} {cpu_us:.0f} {pg_us:.0f}")
+hf_us = int(sys.argv[2]) * 1e6 / int(sys.argv[3]) / requests
+wrk_us = float(sys.argv[5]) * 1e6 / requests
+print(f"{rps:.0f} {p99:.2f} {hf_us:.1f} {sys.argv[4]} {wrk_us:.1f}")
 PY
 }
-# pgbench -M prepared -j2 -c16; prints "<tps> <p99 ms>" (p99 from the transaction log).
+# pgbench -M prepared -j2 -c16; prints "<tps> <p99 ms> <PostgreSQL CPU µs> <pgbench CPU µs>"
+# (p99 from the transaction log, CPU per transaction as for wrk).
 run_pgbench() {
   rm -f "$DATA"/pgbench_log.*
-  (cd "$DATA" && pgbench -n -M prepared -c 16 -j 2 -T "$SECONDS_EACH" -l -D "id=$OPPORTUNITY" \
+  # The backends are sampled while pgbench runs (they end with it), from its second second to
+  # two seconds before its end.
+  (sleep 1; pg_ticks >"$DATA/pgb_before.txt"; sleep "$((SECONDS_EACH - 3))"; pg_ticks >"$DATA/pgb_after.txt") &
+  local sampler=$!
+  (cd "$DATA" && /usr/bin/time -f '%U %S' -o "$DATA/client_time.txt" \
+    pgbench -n -M prepared -c 16 -j 2 -T "$SECONDS_EACH" -l -D "id=$OPPORTUNITY" \
     -f "$1" "$PG/$DB" >"$DATA/pgbench.txt" 2>&1)
-  python3 - "$DATA/pgbench.txt" "$DATA"/pgbench_log.* <<'PY'
+  wait "$sampler"
+  python3 - "$DATA/pgbench.txt" "$DATA/pgb_before.txt" "$DATA/pgb_after.txt" \
+    "$(getconf CLK_TCK)" "$SECONDS_EACH" "$(client_seconds "$DATA/client_time.txt")" "$DATA"/pgbench_log.* <<'PY'
 import re, sys
-tps = float(re.search(r"tps = ([\d.]+)", open(sys.argv[1]).read()).group(1))
-latencies = sorted(int(line.split()[2]) for name in sys.argv[2:] for line in open(name))
+text = open(sys.argv[1]).read()
+tps = float(re.search(r"tps = ([\d.]+)", text).group(1))
+transactions = max(int(re.search(r"number of transactions actually processed: (\d+)", text).group(1)), 1)
+latencies = sorted(int(line.split()[2]) for name in sys.argv[7:] for line in open(name))
 p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] / 1000
-print(f"{tps:.0f} {p99:.2f}")
+ticks = lambda name: dict(map(int, line.split()) for line in open(name) if line.strip())
+before, after = ticks(sys.argv[2]), ticks(sys.argv[3])
+# The backends' CPU over the sampled window (about its length: a sample's own delay is alike at
+# both ends), per transaction at the run's rate.
+used_us = sum(t - before.get(p, 0) for p, t in after.items() if p in before) * 1e6 / int(sys.argv[4])
+pg_us = used_us / max(tps * (int(sys.argv[5]) - 3), 1)
+client_us = float(sys.argv[6]) * 1e6 / transactions
+print(f"{tps:.0f} {p99:.2f} {pg_us:.1f} {client_us:.1f}")
 PY
 }
-report() {  # name, hf "<rps> <p99> <cpu> <pg cpu>", pgbench "<tps> <p99>"
+# Runs ROUNDS rounds of hf against pgbench for one kind of work, alternating which goes first
+# so that a drift of the machine's speed (it is shared) weighs on both alike; prints one
+# "<hf figures>|<pgbench figures>" line per round.
+compare() {  # pgbench script, wrk arguments…
+  local sql=$1 round hf pg
+  shift
+  for round in $(seq 1 "$ROUNDS"); do
+    if [ $((round % 2)) = 1 ]; then
+      hf=$(run_wrk "$@"); pg=$(run_pgbench "$sql")
+    else
+      pg=$(run_pgbench "$sql"); hf=$(run_wrk "$@")
+    fi
+    echo "$hf|$pg"
+  done
+}
+# Prints one kind's figures: the median over the rounds of hf/pgbench throughput and p99
+# (each round's ratio in brackets) and the CPU µs per request of every process involved.
+report() {  # name, rounds (from `compare`)
   python3 - "$@" <<'PY'
-import sys
-name, hf, pg = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
-hf_rps, hf_p99, pg_tps, pg_p99 = float(hf[0]), float(hf[1]), float(pg[0]), float(pg[1])
-print(f"{name:<34} hf {hf_rps:>8.0f} req/s p99 {hf_p99:7.2f} ms | pgbench {pg_tps:>8.0f} tps "
-      f"p99 {pg_p99:7.2f} ms | ratio {hf_rps / pg_tps:.2f}, p99 {hf_p99 / pg_p99:.1f}x "
-      f"| hf CPU {hf[2]} µs/request, PostgreSQL CPU {hf[3]} µs/request")
+import statistics, sys
+name, rounds = sys.argv[1], [line.split("|") for line in sys.argv[2].splitlines()]
+hf = [[float(x) for x in a.split()] for a, _ in rounds]
+pg = [[float(x) for x in b.split()] for _, b in rounds]
+ratios = [h[0] / p[0] for h, p in zip(hf, pg)]
+tails = [h[1] / p[1] for h, p in zip(hf, pg)]
+med = lambda values: statistics.median(values)
+column = lambda rows, i: med([row[i] for row in rows])
+print(f"{name}: ratio {med(ratios):.2f} [{' '.join(f'{r:.2f}' for r in ratios)}], "
+      f"p99 {med(tails):.1f}x [{' '.join(f'{t:.1f}' for t in tails)}]")
+print(f"    hf {column(hf, 0):.0f} req/s, p99 {column(hf, 1):.2f} ms | pgbench {column(pg, 0):.0f} tps, "
+      f"p99 {column(pg, 1):.2f} ms (medians of {len(rounds)} rounds)")
+hf_cpu = [column(hf, i) for i in (2, 3, 4)]
+pg_cpu = [column(pg, i) for i in (2, 3)]
+print(f"    CPU µs per request: hf {hf_cpu[0]:.0f} + PostgreSQL {hf_cpu[1]:.0f} + wrk {hf_cpu[2]:.0f} "
+      f"= {sum(hf_cpu):.0f} | PostgreSQL {pg_cpu[0]:.0f} + pgbench {pg_cpu[1]:.0f} = {sum(pg_cpu):.0f}")
 PY
 }
 
-echo "== hf (wrk -t2 -c16) against pgbench -M prepared -j2 -c16, ${SECONDS_EACH} s each, database $DB"
-get_hf=$(run_wrk -H "Authorization: Bearer $TOKEN" "$BASE/data/crm/opportunity/$OPPORTUNITY")
-get_pg=$(run_pgbench "$DATA/read.sql")
-get_inlined_pg=$(run_pgbench "$DATA/read_inlined.sql")
-query_hf=$(run_wrk -s "$DATA/query.lua" "$BASE/data/query")
-query_pg=$(run_pgbench "$DATA/query.sql")
-create_hf=$(run_wrk -s "$DATA/create.lua" "$BASE/data/crm/opportunity")
-create_pg=$(run_pgbench "$DATA/create.sql")
-report "GET a record by id" "$get_hf" "$get_pg"
-report "  the same, pgbench with the id inlined" "$get_hf" "$get_inlined_pg"
-report "HOQS filter+sort+lookup, 50 rows" "$query_hf" "$query_pg"
-report "create a record" "$create_hf" "$create_pg"
+ROUNDS=${BENCH_ROUNDS:-3}
+echo "== hf (wrk -t2 -c16) against pgbench -M prepared -j2 -c16, $ROUNDS rounds of ${SECONDS_EACH} s each, database $DB"
+get=$(compare "$DATA/read.sql" -H "Authorization: Bearer $TOKEN" "$BASE/data/crm/opportunity/$OPPORTUNITY")
+report "GET a record by id" "$get"
+inlined=$(run_pgbench "$DATA/read_inlined.sql")
+echo "    pgbench with the id inlined (one run): $(cut -d' ' -f1 <<<"$inlined") tps, p99 $(cut -d' ' -f2 <<<"$inlined") ms, PostgreSQL CPU $(cut -d' ' -f3 <<<"$inlined") µs per transaction"
+query=$(compare "$DATA/query.sql" -s "$DATA/query.lua" "$BASE/data/query")
+report "HOQS filter+sort+lookup, 50 rows" "$query"
+create=$(compare "$DATA/create.sql" -s "$DATA/create.lua" "$BASE/data/crm/opportunity")
+report "create a record" "$create"
 echo "RSS after the runs: $(awk '/VmRSS/ {print $2}' "/proc/$pid/status") KiB"
 echo "load average (1, 5, 15 min) after the runs: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 
