@@ -24,8 +24,14 @@ PostgreSQL on loopback. Run with `cargo xtask bench faults` (or directly, see Us
 
 Every section prints the load average (`uptime`) next to its figures: the machine is shared.
 
+`--pin` keeps the load generators and probes (this script and its children) on the first core
+and the service with its embedded PostgreSQL on the others, as a load test on two machines would:
+on a shared machine, a generator offering twice the peak takes CPU from the service it measures
+(the open loop of section 5 falls behind, and the service serves less because the generator
+runs, not because it refuses badly).
+
 Usage: bench/faults.py [--hf target/release/hf] [--load target/release/hf-load]
-       [--connections 20000] [--only 1,3,5] [--overload-seconds 120] [--login-rate 2000]
+       [--connections 20000] [--only 1,3,5] [--overload-seconds 120] [--login-rate 2000] [--pin]
 Needs: python3, release builds of hf and hf-load, PostgreSQL server binaries.
 """
 
@@ -403,6 +409,8 @@ def main():
     parser.add_argument("--overload-seconds", type=int, default=120)
     parser.add_argument("--login-rate", type=int, default=2000,
                         help="logins per second of the open-loop login flood")
+    parser.add_argument("--pin", action="store_true",
+                        help="the load on the first core, the service on the others")
     args = parser.parse_args()
     sections = {int(n) for n in args.only.split(",")}
     # Each attacking process holds one descriptor per connection of its share, so section 1
@@ -415,7 +423,14 @@ def main():
                HF_ADMIN_PASSWORD=PASSWORD, HF_LOG="warn")
     env.pop("HF_DATABASE_URL", None)
     log = open(os.path.join(data, "serve.log"), "w")
-    service = subprocess.Popen([args.hf, "serve", "--demo"], env=env, stdout=log, stderr=log)
+    command = [args.hf, "serve", "--demo"]
+    cores = sorted(os.sched_getaffinity(0))
+    if args.pin and len(cores) > 1:
+        # The service (and the cluster it starts) on every core but the first; this process and
+        # every load generator and probe it starts on the first.
+        command = ["taskset", "-c", ",".join(map(str, cores[1:])), *command]
+        os.sched_setaffinity(0, {cores[0]})
+    service = subprocess.Popen(command, env=env, stdout=log, stderr=log)
     base = f"http://127.0.0.1:{args.port}"
     try:
         for _ in range(1200):
@@ -438,7 +453,8 @@ def main():
         token = call("POST", "/auth/login", {"username": "admin", "password": PASSWORD})["token"]
         record_id = call("POST", "/data/crm/account", {"name": "bench"}, token)["id"]
         record = f"/data/crm/account/{record_id}"
-        print(f"hf {args.hf}, {os.cpu_count()} cores, open-file limit "
+        pinned = " (pinned: load on core 0, service on the others)" if args.pin else ""
+        print(f"hf {args.hf}, {os.cpu_count()} cores{pinned}, open-file limit "
               f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]}; {load_average()}")
 
         if 1 in sections:
