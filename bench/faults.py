@@ -20,7 +20,8 @@ PostgreSQL on loopback. Run with `cargo xtask bench faults` (or directly, see Us
    rate offered in an open loop (hf-load `--rate`: requests are due at a fixed rate whatever
    the answers) for `--overload-seconds`: reads served per second against the peak, how the
    excess was answered (503 with `Retry-After`), RSS every report interval (a minute for runs
-   of two minutes or more). Section 4 runs last, since it restarts the database.
+   of two minutes or more), then the peak once more, since the machine's speed drifts. Section 4
+   runs last, since it restarts the database.
 
 Every section prints the load average (`uptime`) next to its figures: the machine is shared.
 
@@ -397,6 +398,14 @@ def overload(load, base, token, record, pid, seconds):
           f"{report['errors']}, not sent {report['unsent']}")
     print(f"  latency from when due: 200 {latency(report, 200)}; 503 {latency(report, 503)}; "
           f"RSS after {rss_kib(pid)} KiB; {load_average()}")
+    # The machine's speed drifts (it is shared): the peak once more, at the same concurrency,
+    # tells how much of a shortfall is the machine's rather than the overload's.
+    again = hf_load(load, url, *auth, "--connections", peak_c, "--seconds", 10)
+    rate = again["per_second"].get("200", 0.0)
+    print(f"  the peak again after the overload (c={peak_c}): {rate:.0f} reads/s; served during the "
+          f"overload = {100 * served / max(rate, 1.0):.0f} % of it, "
+          f"{100 * served / ((peak + rate) / 2 or 1.0):.0f} % of the mean of both peaks; "
+          f"{load_average()}")
 
 
 def main():
