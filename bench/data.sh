@@ -9,16 +9,17 @@
 #   - POST /data/crm/opportunity         vs  INSERT … RETURNING
 # Each kind runs BENCH_ROUNDS rounds (default 3) of hf and pgbench, alternating which goes first,
 # and prints the medians of the rounds' throughput and p99 ratios (the machine is shared, and
-# its speed drifts from one run to the next: a single pair of runs gave ratios 0.15 apart), and
+# its speed drifts from one run to the next: single pairs of runs gave ratios up to 0.16 apart), and
 # the CPU time per request of every process on each side (hf, its backends and wrk; pgbench and
 # its backends), which hardly depends on what else the machine runs.
 # Then it profiles the release binary under the GET load (`perf record -g`) and keeps the folded
 # stacks and a flame graph under target/bench/ (inferno when installed, else bench/flamegraph.py;
 # `target` is $CARGO_TARGET_DIR when set).
 # Part of `cargo xtask bench http`; alone: `bash bench/data.sh` (BENCH_SECONDS, default 10, is the
-# length of each run, BENCH_ROUNDS their number; HF_BIN names another build of hf, to compare two builds on one machine).
-# Needs: wrk, curl, psql, pgbench, perf, python3, PostgreSQL on 127.0.0.1:5432 (HF_BENCH_PG),
-# a release build of hf (built here).
+# length of each run, BENCH_ROUNDS their number; HF_BIN names another build of hf, to compare
+# two builds on one machine).
+# Needs: wrk, curl, psql, pgbench, perf, python3, GNU time (/usr/bin/time), pgrep, PostgreSQL on
+# 127.0.0.1:5432 (HF_BENCH_PG), a release build of hf (built here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -120,8 +121,8 @@ pg_ticks() {
   done
   return 0
 }
-# The PostgreSQL backends' CPU µs per request between two pg_ticks files (a backend that
-# ended in between counts only up to the first file).
+# The PostgreSQL backends' CPU µs per request between two pg_ticks files (a backend that ended
+# in between is not counted, one that started counts from its start).
 pg_us_per() {  # before, after, requests
   python3 - "$@" "$(getconf CLK_TCK)" <<'PY'
 import sys
