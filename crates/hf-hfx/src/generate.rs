@@ -531,7 +531,7 @@ impl<'s, 'k, 'a> Generator<'s, 'k, 'a> {
             emit!(self.out, "$$rt.text(", parent, ", ", JsStr(text), ");\n");
             return;
         }
-        if text.trim().is_empty() && text.contains('\n') {
+        if markup::is_layout_whitespace(text) {
             return;
         }
         // Runs of whitespace become one space, written in a buffer kept for every text.

@@ -222,6 +222,22 @@ pub(crate) struct FormBlock<'s> {
 }
 
 /// Elements that have no content and no closing tag.
+/// Whether a text is layout whitespace, which a screen does not show and the output leaves out
+/// (outside `<pre>` and `<textarea>`): whitespace only, with a line break, as the indentation
+/// between tags is. Whitespace without a line break (`<b>a</b> <i>b</i>`) separates words and
+/// is kept. The one rule for the parser and the generator.
+pub(crate) fn is_layout_whitespace(text: &str) -> bool {
+    let mut line_break = false;
+    for c in text.chars() {
+        match c {
+            '\n' => line_break = true,
+            c if c.is_whitespace() => {}
+            _ => return false,
+        }
+    }
+    line_break
+}
+
 pub(crate) fn is_void(name: &str) -> bool {
     const VOID: &[&str] = &[
         "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
@@ -490,7 +506,7 @@ impl<'s> Parser<'s, '_> {
     fn flush_text(&mut self, start: usize) {
         if start < self.pos {
             let raw = &self.src[start..self.pos];
-            if self.is_layout_whitespace(raw) {
+            if self.is_dropped_whitespace(raw) {
                 return;
             }
             let text = self.decoded(raw);
@@ -498,21 +514,12 @@ impl<'s> Parser<'s, '_> {
         }
     }
 
-    /// Whether `raw` is whitespace with a line break that the code generator would drop: the
-    /// indentation between tags, which is most of a screen's text nodes. It is kept inside
-    /// `<pre>` and `<textarea>`, where it shows, and in `{#await}` blocks, whose branches are
-    /// left out when they are empty.
-    fn is_layout_whitespace(&self, raw: &str) -> bool {
-        // ASCII whitespace only, in one pass (other whitespace is left to the generator).
-        let mut line_break = false;
-        for byte in raw.bytes() {
-            match byte {
-                b'\n' => line_break = true,
-                b' ' | b'\t' | b'\r' | b'\x0c' => {}
-                _ => return false,
-            }
-        }
-        line_break
+    /// Whether `raw` is layout whitespace ([`is_layout_whitespace`]) that the tree can leave
+    /// out: it is kept inside `<pre>` and `<textarea>`, where it shows, and in `{#await}`
+    /// blocks, whose branches are left out when they are empty. Leaving it out here spares the
+    /// generator most of a screen's text nodes (the indentation between tags).
+    fn is_dropped_whitespace(&self, raw: &str) -> bool {
+        is_layout_whitespace(raw)
             && !self.stack.iter().any(|frame| match frame {
                 Frame::Element(e) => matches!(e.name, "pre" | "textarea"),
                 Frame::Await { .. } => true,

@@ -178,3 +178,17 @@ fn the_typescript_strip_runs_where_it_changes_the_program() {
     let plain = js("<script>let n = 0; const double = (x) => x * 2;</script><p>{double(n)}</p>");
     assert!(plain.contains("const double = (x) => x * 2;"), "{plain}");
 }
+
+#[test]
+fn layout_whitespace_is_whitespace_with_a_line_break() {
+    use crate::markup::is_layout_whitespace;
+    // The indentation between tags, with any whitespace on its lines.
+    assert!(is_layout_whitespace("\n    "));
+    assert!(is_layout_whitespace(" \t\r\n\x0c "));
+    assert!(is_layout_whitespace("\u{a0}\n\u{2003}"));
+    // Whitespace on one line separates words and stays; anything else is text.
+    assert!(!is_layout_whitespace(" "));
+    assert!(!is_layout_whitespace(""));
+    assert!(!is_layout_whitespace("\n a\n"));
+    assert!(!is_layout_whitespace("&nbsp;\n"));
+}
