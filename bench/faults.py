@@ -13,7 +13,7 @@ PostgreSQL on loopback. Run with `cargo xtask bench faults` (or directly, see Us
 3. a login flood (hf-load: c = 256 in a closed loop, then `--login-rate` in an open loop) while
    `GET /data/crm/account/{id}` runs from another process and address (127.0.0.3): how the
    logins were answered, the refusals' latency timed apart from the logins served, and the
-   record read's latency against its idle latency;
+   record read's latency against its idle latency (timed before the floods and again after);
 4. `kill -9` of the embedded postmaster while records are read and created: how long until the
    service answers again on its own, and whether every acknowledged create is still there;
 5. record reads: the peak throughput over c = 8..64 (hf-load, closed loop), then twice that
@@ -288,6 +288,13 @@ def login_flood(load, port, token, record, login_rate):
             print(f"    refused {status}: {latency(report, status)}")
         print(f"    record read during the flood: {summary(during)}; failures {counts(failures)}"
               f" ({percentile(during, 0.99) / percentile(idle, 0.99):.1f} x the idle p99)")
+    # The machine's speed drifts (it is shared): the idle read once more, after the floods,
+    # tells a slower machine from a flood's effect.
+    probe = Probe(port, record, local="127.0.0.3", token=token)
+    time.sleep(10)
+    after, failures = probe.stop()
+    print(f"  record read, idle again after the floods: {summary(after)}; failures "
+          f"{counts(failures)}; {load_average()}")
 
 
 def kill_postmaster(data, call, record, token):
