@@ -126,13 +126,20 @@ async fn request_id_is_echoed_or_made() {
 /// The HTTP worker threads ask for the short time slice (so a woken request takes a core at
 /// once), where the kernel reports slices (`se.slice` in `/proc/<pid>/task/<tid>/sched`, Linux
 /// 6.6 and later with scheduler statistics).
+///
+/// The threads are those of the whole test process, where other tests start servers of their
+/// own at the same time: a thread of another server may not have started serving yet (and so
+/// not have asked yet), and the test kit's system thread is named like a worker. So the test
+/// asks for this server's two workers (the test kit starts two) among the threads named like
+/// workers, rather than for every such thread.
 #[tokio::test]
 async fn the_http_workers_ask_for_the_short_time_slice() {
     let server = TestServer::start().await;
     // A request has been served, so the workers have started.
     let response = server.http.get(server.url("/health")).send().await.unwrap();
     assert_eq!(response.status(), 200);
-    let mut workers = 0;
+    let (mut workers, mut short) = (0, 0);
+    let mut slices_reported = false;
     for task in std::fs::read_dir("/proc/self/task").unwrap() {
         let task = task.unwrap().path();
         // Named by actix: `actix-server worker N` under `hf serve`, `actix-rt|system:…` in the
@@ -152,15 +159,22 @@ async fn the_http_workers_ask_for_the_short_time_slice() {
         else {
             continue;
         };
+        slices_reported = true;
         let slice: u64 = slice.trim().parse().unwrap();
-        // Linux 6.12 and later honour the slice asked for; older kernels keep their default.
-        if std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .is_ok_and(|release| kernel_at_least(&release, 6, 12))
-        {
-            assert_eq!(slice, hf_app::background::SLICE_NANOS, "{name}");
+        if slice == hf_app::background::SLICE_NANOS {
+            short += 1;
         }
     }
     assert!(workers >= 2, "{workers} HTTP worker threads found");
+    // Linux 6.12 and later honour the slice asked for; older kernels keep their default.
+    let honoured = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .is_ok_and(|release| kernel_at_least(&release, 6, 12));
+    if slices_reported && honoured {
+        assert!(
+            short >= 2,
+            "{short} of {workers} threads named like HTTP workers run on the short slice"
+        );
+    }
     server.stop().await;
 }
 
