@@ -221,23 +221,32 @@ pub(crate) struct FormBlock<'s> {
     pub(crate) body: ArenaVec<'s, Node<'s>>,
 }
 
-/// Elements that have no content and no closing tag.
 /// Whether a text is layout whitespace, which a screen does not show and the output leaves out
 /// (outside `<pre>` and `<textarea>`): whitespace only, with a line break, as the indentation
 /// between tags is. Whitespace without a line break (`<b>a</b> <i>b</i>`) separates words and
 /// is kept. The one rule for the parser and the generator.
+///
+/// Byte by byte while the text is ASCII (nearly always: it runs on most text nodes of every
+/// compile), by characters from the first byte that is not.
 pub(crate) fn is_layout_whitespace(text: &str) -> bool {
     let mut line_break = false;
-    for c in text.chars() {
-        match c {
-            '\n' => line_break = true,
-            c if c.is_whitespace() => {}
+    for (at, byte) in text.bytes().enumerate() {
+        match byte {
+            b'\n' => line_break = true,
+            b' ' | b'\t' | b'\r' | b'\x0b' | b'\x0c' => {}
+            // Every byte before is ASCII, so `at` starts a character.
+            0x80.. => {
+                let rest = &text[at..];
+                return rest.chars().all(char::is_whitespace)
+                    && (line_break || rest.contains('\n'));
+            }
             _ => return false,
         }
     }
     line_break
 }
 
+/// Elements that have no content and no closing tag.
 pub(crate) fn is_void(name: &str) -> bool {
     const VOID: &[&str] = &[
         "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",

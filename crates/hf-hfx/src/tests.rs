@@ -186,6 +186,9 @@ fn layout_whitespace_is_whitespace_with_a_line_break() {
     assert!(is_layout_whitespace("\n    "));
     assert!(is_layout_whitespace(" \t\r\n\x0c "));
     assert!(is_layout_whitespace("\u{a0}\n\u{2003}"));
+    assert!(is_layout_whitespace("\n\u{2003}"));
+    assert!(!is_layout_whitespace("\u{2003}"));
+    assert!(!is_layout_whitespace("\n\u{e9}"));
     // Whitespace on one line separates words and stays; anything else is text.
     assert!(!is_layout_whitespace(" "));
     assert!(!is_layout_whitespace(""));
