@@ -2,7 +2,7 @@
 # Records benchmark on loopback: `GET /data/crm/opportunity/{id}` and `POST /data/crm/opportunity`
 # at c=16 (wrk) next to pgbench running the statements the service sends for them, in one run.
 # `bench/records.sh soak [minutes]` instead loads the service with reads and creates for that long
-# (default 10) and reports its RSS after the first and the last minute.
+# (default 10) and reports its RSS every minute.
 # Needs: wrk, curl, psql, pgbench, python3, PostgreSQL on 127.0.0.1:5432 (HF_BENCH_PG), a release
 # build of hf (built here).
 set -euo pipefail
@@ -65,8 +65,12 @@ if [ "${1:-}" = "soak" ]; then
   echo "== soak: GET and POST (3:1) at c=16 for $MINUTES minutes; RSS idle $(rss) KiB"
   wrk -t2 -c16 -d"$((MINUTES * 60))"s --latency -s "$DATA/mixed.lua" "$BASE" >"$DATA/soak.txt" &
   load=$!
-  sleep 60; first=$(rss); echo "RSS after 1 minute: $first KiB"
-  sleep $(( (MINUTES - 1) * 60 - 5 )); last=$(rss); echo "RSS after $MINUTES minutes: $last KiB"
+  # RSS every minute, the last sample 5 s before the load ends.
+  for minute in $(seq 1 "$MINUTES"); do
+    if [ "$minute" = "$MINUTES" ]; then sleep 55; else sleep 60; fi
+    last=$(rss); [ "$minute" = 1 ] && first=$last
+    echo "RSS after $minute minute(s): $last KiB"
+  done
   wait "$load"; grep -E "Requests/sec|99%|Non-2xx" "$DATA/soak.txt" || true
   python3 -c "print(f'growth: {($last - $first) * 100 / $first:+.1f}%')"
   exit 0

@@ -1,16 +1,23 @@
-//! Threads for CPU-heavy work that must not delay requests: they run at a lower scheduling
-//! priority than the rest of the service (nice 10 on Linux). Both they and the threads that
-//! serve requests ask for a short time slice ([`SLICE_NANOS`]), so that a request that wakes its
-//! thread gets a core within a tenth of a millisecond.
+//! Threads for CPU-heavy work that must not delay requests: they run under Linux's idle
+//! scheduling policy (`SCHED_IDLE`), so they only get a core nobody else wants.
 //!
 //! Password hashing (argon2id) keeps a core busy for tens of milliseconds per hash by design.
 //! On tokio's blocking threads, at the priority of the request threads and of the database, a
 //! login flood made the scheduler hand that core to hashing for whole time slices, and ordinary
 //! requests waited behind it: a record read's p99 was 5–6 times its idle value during a flood,
-//! although every excess login was already refused at the door. At a lower priority a hashing
-//! thread still gets every moment of CPU nobody else wants, but the scheduler runs a request
-//! or a database backend first as soon as one has work, so logins slow down under load instead
-//! of everything else.
+//! although every excess login was already refused at the door.
+//!
+//! A lower nice value is not enough. Linux's scheduler (EEVDF, since 6.6) lets the running
+//! thread finish its slice before a thread that just woke takes the core unless the woken one's
+//! deadline is earlier, and it checks a slice's end only at its next tick (4 ms at 250 Hz). A
+//! database backend or a client woken next to a hash at nice 10 so waited up to a tick: with one
+//! login at a time being hashed, a record read's p99 was 2.3 ms at the default slice and 3.9 ms
+//! with a short slice asked for the hashing thread (its deadlines come sooner), against 0.5 ms
+//! idle. A thread under `SCHED_IDLE` is preempted at once by any ordinary thread that wakes:
+//! the same read's p99 was 0.7–0.8 ms, and as many logins were served (about 75 a second on one
+//! core), because hashing still takes every moment of CPU the rest leaves. Under a load that
+//! keeps every core busy, hashing gets almost nothing, so logins wait and past the hashing wait
+//! are refused (503 with `Retry-After`) while the requests of those already signed in go on.
 //!
 //! tokio's blocking pool cannot be used for this: its threads are shared with other blocking
 //! work (files, git), and an unprivileged process cannot raise a thread's priority back once it
@@ -23,9 +30,9 @@ use std::sync::{Arc, Mutex};
 
 use crate::{Error, Result};
 
-/// How much lower than the service the threads run (Linux nice values; 0 is the default,
-/// 19 the lowest).
-pub const NICE: i32 = 10;
+/// The nice value the threads take where the idle policy is refused (a sandbox that filters
+/// `sched_setscheduler`): the lowest, 19.
+pub const FALLBACK_NICE: i32 = 19;
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -46,7 +53,7 @@ impl LowPriorityThreads {
             std::thread::Builder::new()
                 .name(name.to_owned())
                 .spawn(move || {
-                    lower_priority();
+                    run_when_idle();
                     loop {
                         // The lock is held only while waiting for the next job, not while it runs.
                         let next = receiver
@@ -101,11 +108,12 @@ impl LowPriorityThreads {
 /// grants.
 ///
 /// Linux's scheduler (EEVDF, since 6.6) lets a running thread use up its slice before a thread
-/// that just woke takes the core, even one of higher priority, unless the woken one asks for a
-/// shorter slice; the default slice is milliseconds. A hashing thread (or any other program's
-/// work) holding a core could so keep a request's thread waiting for milliseconds. Asked for by
-/// both the background threads and the request threads (see [`serve_with_short_slices`]), a
-/// short slice bounds that wait to a tenth of a millisecond. Kernels before 6.12 ignore it.
+/// that just woke takes the core, even one of higher priority, unless the woken one's deadline
+/// is earlier; a short slice brings a thread's deadlines closer. Another program's work holding
+/// a core could so keep a request's thread waiting for milliseconds. Asked for by the request
+/// threads (see [`serve_with_short_slices`]), a short slice lets them take the core at once.
+/// Kernels before 6.12 ignore it. (The background threads need no slice: under the idle policy
+/// any waking thread preempts them.)
 pub const SLICE_NANOS: u64 = 100_000;
 
 /// Asks for the short time slice [`SLICE_NANOS`] for the calling thread, keeping its priority:
@@ -123,20 +131,23 @@ pub fn serve_with_short_slices() {
     }
 }
 
-/// Lowers the calling thread's priority to [`NICE`] and asks for the short time slice
-/// [`SLICE_NANOS`]. On Linux both belong to each thread, so this leaves the rest of the process
-/// as it is. A failure only costs the priority, so it is logged and the thread carries on.
+/// Puts the calling thread under the idle scheduling policy (`SCHED_IDLE`), or where that is
+/// refused, gives it the lowest nice value, [`FALLBACK_NICE`]. On Linux both belong to each
+/// thread, so this leaves the rest of the process as it is. A failure only costs the priority,
+/// so it is logged and the thread carries on.
 #[cfg(target_os = "linux")]
-fn lower_priority() {
-    if set_schedule(NICE).is_ok() {
+fn run_when_idle() {
+    let parameters = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `sched_setscheduler` on thread 0 (the caller) only reads `parameters`, which lives
+    // until it returns.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &parameters) } == 0 {
         return;
     }
-    // A kernel or sandbox without `sched_setattr`: the nice value alone.
     // SAFETY: `gettid` has no preconditions; `setpriority` with `PRIO_PROCESS` and a thread id
     // changes only that thread's nice value and reads no memory of ours.
     let changed = unsafe {
         let thread = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, thread as libc::id_t, NICE)
+        libc::setpriority(libc::PRIO_PROCESS, thread as libc::id_t, FALLBACK_NICE)
     };
     if changed != 0 {
         tracing::warn!(
@@ -147,7 +158,7 @@ fn lower_priority() {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn lower_priority() {}
+fn run_when_idle() {}
 
 /// Sets the calling thread's nice value and asks for the slice [`SLICE_NANOS`] (the ordinary
 /// time-sharing policy otherwise).
@@ -193,7 +204,7 @@ mod tests {
 
     /// The nice value of the calling thread.
     fn own_nice() -> i32 {
-        // SAFETY: as in `lower_priority`; `getpriority` only reads the thread's nice value.
+        // SAFETY: `getpriority` only reads the thread's nice value.
         unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
     }
 
@@ -228,27 +239,33 @@ mod tests {
         assert!(after.1 == SLICE_NANOS || after.1 == 0, "{}", after.1);
     }
 
+    /// The scheduling policy of the calling thread.
+    fn own_policy() -> i32 {
+        // SAFETY: `sched_getscheduler` on thread 0 (the caller) only reads its policy.
+        unsafe { libc::sched_getscheduler(0) }
+    }
+
     #[tokio::test]
-    async fn runs_work_on_threads_of_lower_priority() {
-        let before = (own_nice(), own_slice());
+    async fn runs_work_on_threads_of_the_idle_policy() {
+        let before = (own_policy(), own_nice(), own_slice());
         let threads = LowPriorityThreads::start("hf-test-low", 2).unwrap();
-        let (name, nice, slice) = threads
+        let (name, policy, nice) = threads
             .run(|| {
                 let name = std::thread::current().name().map(str::to_owned);
-                (name, own_nice(), own_slice())
+                (name, own_policy(), own_nice())
             })
             .await
             .unwrap();
         assert_eq!(name.as_deref(), Some("hf-test-low"));
-        // At least NICE (a test run at a lower priority still, without the right to raise it,
-        // leaves its threads where they were).
-        assert!(nice >= NICE, "{nice}");
-        // The short slice, where the kernel keeps one (Linux 6.12 and later).
-        assert!(slice == SLICE_NANOS || slice == 0, "{slice}");
+        // The idle policy, or where a sandbox refuses it, the lowest nice value.
+        assert!(
+            policy == libc::SCHED_IDLE || nice == FALLBACK_NICE,
+            "policy {policy}, nice {nice}"
+        );
         assert_eq!(
-            (own_nice(), own_slice()),
+            (own_policy(), own_nice(), own_slice()),
             before,
-            "the caller's thread keeps its priority and slice"
+            "the caller's thread keeps its policy, priority and slice"
         );
 
         // A job that panics fails alone; the thread carries on with the next ones.
