@@ -15,9 +15,12 @@
 //! with a short slice asked for the hashing thread (its deadlines come sooner), against 0.5 ms
 //! idle. A thread under `SCHED_IDLE` is preempted at once by any ordinary thread that wakes:
 //! the same read's p99 was 0.7–0.8 ms, and as many logins were served (about 75 a second on one
-//! core), because hashing still takes every moment of CPU the rest leaves. Under a load that
-//! keeps every core busy, hashing gets almost nothing, so logins wait and past the hashing wait
-//! are refused (503 with `Retry-After`) while the requests of those already signed in go on.
+//! core), because hashing still takes every moment of CPU the rest leaves. (With hashing that
+//! never pauses, as in a login flood, some reads still waited for a tick on the virtual machine
+//! measured, at nice 19 as under `SCHED_IDLE`: a wake-up sent there to a core busy computing
+//! seems to arrive only at that core's tick.) Under a load that keeps every core busy, hashing
+//! gets almost nothing, so logins wait and past the hashing wait are refused (503 with
+//! `Retry-After`) while the requests of those already signed in go on.
 //!
 //! tokio's blocking pool cannot be used for this: its threads are shared with other blocking
 //! work (files, git), and an unprivileged process cannot raise a thread's priority back once it
