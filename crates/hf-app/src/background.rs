@@ -261,8 +261,11 @@ mod tests {
         // leaves its threads where they were).
         assert!(nice >= NICE, "{nice}");
         // The default slice (that of this test's thread, which never asked for one), even when
-        // started from a thread on the short one.
-        assert_eq!(slice, before.1);
+        // started from a thread on the short one; where the priority could not be set, neither
+        // could the slice.
+        if nice == NICE {
+            assert_eq!(slice, before.1);
+        }
         assert_eq!(
             (own_nice(), own_slice()),
             before,
