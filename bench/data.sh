@@ -30,31 +30,11 @@ PG=${HF_BENCH_PG:-postgres://postgres@127.0.0.1:5432}
 PORT=${BENCH_PORT:-18481}
 SECONDS_EACH=${BENCH_SECONDS:-10}
 [ "$SECONDS_EACH" -ge 5 ] || { echo "BENCH_SECONDS must be at least 5" >&2; exit 2; }
-DB=hf_bench_data_$$
-DATA=$(mktemp -d /tmp/hf-bench-data-XXXXXX); chmod 755 "$DATA"
 OUT=$TARGET/bench
 mkdir -p "$OUT"
-PASSWORD=bench-password-123
-BASE=http://127.0.0.1:$PORT
-ADMIN=bench_admin_$$
-
-psql -q "$PG/postgres" -c "CREATE DATABASE $DB"
-cleanup() {
-  [ -n "${pid:-}" ] && kill -TERM "$pid" 2>/dev/null && while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
-  psql -q "$PG/$DB" -c "REASSIGN OWNED BY \"$ADMIN\" TO CURRENT_USER; DROP OWNED BY \"$ADMIN\"" 2>/dev/null || true
-  psql -q "$PG/postgres" -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "DROP ROLE IF EXISTS \"$ADMIN\"" || true
-  rm -rf "$DATA"
-}
-trap cleanup EXIT
-
-HF_LISTEN=127.0.0.1:$PORT HF_DATA_DIR=$DATA HF_DATABASE_URL=$PG/$DB HF_ADMIN_NAME=$ADMIN \
-  HF_ADMIN_PASSWORD=$PASSWORD HF_LOG=warn "$HF" serve --demo >"$DATA/serve.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 600); do curl -sf "$BASE/health" >/dev/null && break; sleep 0.05; done
-curl -sf "$BASE/health" >/dev/null || { cat "$DATA/serve.log"; exit 1; }
-json() { python3 -c "import json,sys; print(json.load(sys.stdin)[\"$1\"])"; }
-TOKEN=$(curl -sf -X POST "$BASE/auth/login" -H 'content-type: application/json' \
-  -d "{\"username\":\"$ADMIN\",\"password\":\"$PASSWORD\"}" | json token)
+# shellcheck source=bench/service.sh
+source bench/service.sh
+start_service data
 
 # 200 accounts and 5,000 opportunities, a quarter of them open.
 psql -q "$PG/$DB" <<'SQL'

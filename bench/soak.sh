@@ -13,31 +13,10 @@ PG=${HF_BENCH_PG:-postgres://postgres@127.0.0.1:5432}
 PORT=${BENCH_PORT:-18480}
 MINUTES=${1:-10}
 [[ "$MINUTES" =~ ^[1-9][0-9]*$ ]] || { echo "usage: bench/soak.sh [minutes]" >&2; exit 2; }
-DB=hf_bench_soak_$$
-DATA=$(mktemp -d /tmp/hf-bench-soak-XXXXXX); chmod 755 "$DATA"
-PASSWORD=bench-password-123
-BASE=http://127.0.0.1:$PORT
-ADMIN=bench_admin_$$
-
-psql -q "$PG/postgres" -c "CREATE DATABASE $DB"
-cleanup() {
-  [ -n "${pid:-}" ] && kill -TERM "$pid" 2>/dev/null && while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
-  psql -q "$PG/$DB" -c "REASSIGN OWNED BY \"$ADMIN\" TO CURRENT_USER; DROP OWNED BY \"$ADMIN\"" 2>/dev/null || true
-  psql -q "$PG/postgres" -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "DROP ROLE IF EXISTS \"$ADMIN\"" || true
-  rm -rf "$DATA"
-}
-trap cleanup EXIT
-
-HF_LISTEN=127.0.0.1:$PORT HF_DATA_DIR=$DATA HF_DATABASE_URL=$PG/$DB HF_ADMIN_NAME=$ADMIN \
-  HF_ADMIN_PASSWORD=$PASSWORD "$HF" serve --demo >"$DATA/serve.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 600); do curl -sf "$BASE/health" >/dev/null && break; sleep 0.05; done
-curl -sf "$BASE/health" >/dev/null || { cat "$DATA/serve.log"; exit 1; }
+# shellcheck source=bench/service.sh
+source bench/service.sh
+start_service soak
 rss() { awk '/VmRSS/ {print $2}' "/proc/$pid/status"; }
-json() { python3 -c "import json,sys; print(json.load(sys.stdin)[\"$1\"])"; }
-
-TOKEN=$(curl -sf -X POST "$BASE/auth/login" -H 'content-type: application/json' \
-  -d "{\"username\":\"$ADMIN\",\"password\":\"$PASSWORD\"}" | json token)
 post() { curl -sf -X POST "$BASE$1" -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' -d "$2"; }
 ACCOUNT=$(post /data/crm/account '{"name":"Acme","industry":"Tools"}' | json id)
 BODY="{\"name\":\"Deal\",\"account\":\"$ACCOUNT\",\"amount\":\"1200.50\",\"probability\":40,\"stage\":\"open\",\"close_date\":\"2024-12-31\"}"
