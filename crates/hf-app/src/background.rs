@@ -21,6 +21,18 @@
 //! busy: on a machine busy with other programs (a parallel test run) logins were refused for
 //! want of CPU.
 //!
+//! A lower priority is not enough on its own, though. When the scheduler moves a waiting
+//! thread onto the core a hashing thread holds (load balancing does this whenever the other
+//! cores have a queue), the moved thread is not run until that core's next timer tick, 4 ms at
+//! 250 Hz, whatever the priorities or the scheduling policy, `SCHED_IDLE` included (seen with
+//! `perf sched`: a request thread and a database backend moved next to a hashing thread, which
+//! then ran on for 4 ms). argon2 cannot be paused and resumed, so a job running here is
+//! interrupted every [`YIELD_EVERY`] by a timer of its thread, whose signal handler gives the
+//! core away (`sched_yield`) when anyone else waits for it; a thread that waits is then run
+//! within a quarter of a millisecond. With five logins a second, a record read's p99 was
+//! 3.5–4.0 ms without these yields and the same as with no logins at all (1.4–1.7 ms) with
+//! them; logins were no slower (22–29 a second at two at a time without, 32–33 with).
+//!
 //! tokio's blocking pool cannot be used for this: its threads are shared with other blocking
 //! work (files, git), and an unprivileged process cannot raise a thread's priority back once it
 //! has lowered it. Hence this small pool of dedicated threads, which is all it takes; the work
@@ -29,6 +41,7 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::{Error, Result};
 
@@ -56,6 +69,7 @@ impl LowPriorityThreads {
                 .name(name.to_owned())
                 .spawn(move || {
                     lower_priority();
+                    let yields = YieldTimer::for_this_thread();
                     loop {
                         // The lock is held only while waiting for the next job, not while it runs.
                         let next = receiver
@@ -67,6 +81,7 @@ impl LowPriorityThreads {
                             // not the thread: the pool keeps its size, and the queue behind it
                             // keeps moving.
                             Ok(job) => {
+                                let _yielding = yields.as_ref().map(YieldTimer::start);
                                 if std::panic::catch_unwind(AssertUnwindSafe(job)).is_err() {
                                     tracing::error!("a low-priority job panicked");
                                 }
@@ -104,6 +119,151 @@ impl LowPriorityThreads {
             .await
             .map_err(|_| Error::Internal("a low-priority job ended without a result".to_owned()))
     }
+}
+
+/// How often a running background job gives its core to whoever waits for it (see the module
+/// comment): short against the 4 ms a waiting thread would otherwise lose, long against the few
+/// microseconds a signal and a `sched_yield` cost (logins were no slower with it).
+pub const YIELD_EVERY: Duration = Duration::from_micros(250);
+
+/// A timer of one background thread that, while started, interrupts the thread every
+/// [`YIELD_EVERY`] with a real-time signal whose handler calls `sched_yield`: the yield points
+/// that work which cannot pause itself (argon2) lacks.
+///
+/// Written by hand: no crate offers per-thread interval timers, and the handler is three lines.
+/// The signal is `SIGRTMAX - 2`, which nothing else in the service uses; the handler is
+/// installed only where the signal still has its default disposition, since a handler another
+/// library installed must not be replaced (without one, the thread simply does not yield).
+#[cfg(target_os = "linux")]
+struct YieldTimer {
+    timer: libc::timer_t,
+}
+
+#[cfg(target_os = "linux")]
+thread_local! {
+    /// How many times the calling thread's [`YieldTimer`] made it yield; read by the tests.
+    /// A `Cell` with a constant initialiser and nothing to drop: reading and writing it from the
+    /// signal handler touches only the thread's own storage.
+    static YIELDS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+#[cfg(target_os = "linux")]
+extern "C" fn yield_core(_signal: libc::c_int) {
+    YIELDS.with(|yields| yields.set(yields.get() + 1));
+    // SAFETY: `sched_yield` is async-signal-safe and cannot fail on Linux.
+    unsafe { libc::sched_yield() };
+}
+
+#[cfg(target_os = "linux")]
+impl YieldTimer {
+    fn signal() -> libc::c_int {
+        libc::SIGRTMAX() - 2
+    }
+
+    /// A stopped timer for the calling thread, or `None` (logged) where the handler cannot be
+    /// installed or the timer created: the thread then runs its jobs without yielding.
+    fn for_this_thread() -> Option<YieldTimer> {
+        static HANDLER: std::sync::OnceLock<std::io::Result<()>> = std::sync::OnceLock::new();
+        if let Err(error) = HANDLER.get_or_init(Self::install_handler) {
+            tracing::warn!(%error, "background threads will not yield their cores");
+            return None;
+        }
+        // SAFETY: an all-zero `sigevent` is a valid value of this plain C struct; the fields
+        // that matter are set below.
+        let mut event: libc::sigevent = unsafe { std::mem::zeroed() };
+        event.sigev_notify = libc::SIGEV_THREAD_ID;
+        event.sigev_signo = Self::signal();
+        // SAFETY: `gettid` has no preconditions.
+        event.sigev_notify_thread_id = unsafe { libc::gettid() };
+        let mut timer: libc::timer_t = std::ptr::null_mut();
+        // SAFETY: `event` and `timer` outlive the call, which writes the new timer's id into
+        // `timer`; the signal it will send has a handler (installed above).
+        if unsafe { libc::timer_create(libc::CLOCK_MONOTONIC, &mut event, &mut timer) } != 0 {
+            let error = std::io::Error::last_os_error();
+            tracing::warn!(%error, "a background thread will not yield its core");
+            return None;
+        }
+        Some(YieldTimer { timer })
+    }
+
+    /// Installs [`yield_core`] for [`YieldTimer::signal`] unless something else handles it.
+    fn install_handler() -> std::io::Result<()> {
+        // SAFETY: all-zero `sigaction`s are valid values; `sigaction` reads the new one and
+        // writes the old one, both living until it returns. The handler only touches its
+        // thread's own counter and calls `sched_yield`, so it is async-signal-safe;
+        // `SA_RESTART` resumes any system call it interrupts.
+        unsafe {
+            let mut current: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(Self::signal(), std::ptr::null(), &mut current) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if current.sa_sigaction != libc::SIG_DFL {
+                return Err(std::io::Error::other(
+                    "another handler is installed for the yield signal",
+                ));
+            }
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = yield_core as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESTART;
+            if libc::sigaction(Self::signal(), &action, std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts the interruptions until the returned guard is dropped (the job has ended).
+    fn start(&self) -> Yielding<'_> {
+        self.set(YIELD_EVERY);
+        Yielding(self)
+    }
+
+    /// Fires every `every` from now on, or never again for zero.
+    fn set(&self, every: Duration) {
+        let every = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::c_long::try_from(every.as_nanos()).unwrap_or(0),
+        };
+        let schedule = libc::itimerspec {
+            it_interval: every,
+            it_value: every,
+        };
+        // SAFETY: the timer is this thread's and alive until `drop`; `schedule` outlives the
+        // call. It can only fail for an invalid timer or time, neither possible here.
+        unsafe { libc::timer_settime(self.timer, 0, &schedule, std::ptr::null_mut()) };
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for YieldTimer {
+    fn drop(&mut self) {
+        // SAFETY: the timer was created by `for_this_thread` and is deleted once.
+        unsafe { libc::timer_delete(self.timer) };
+    }
+}
+
+/// A started [`YieldTimer`]; stops it when dropped.
+#[cfg(target_os = "linux")]
+struct Yielding<'timer>(&'timer YieldTimer);
+
+#[cfg(target_os = "linux")]
+impl Drop for Yielding<'_> {
+    fn drop(&mut self) {
+        self.0.set(Duration::ZERO);
+    }
+}
+
+/// Elsewhere background threads do not yield.
+#[cfg(not(target_os = "linux"))]
+struct YieldTimer;
+
+#[cfg(not(target_os = "linux"))]
+impl YieldTimer {
+    fn for_this_thread() -> Option<YieldTimer> {
+        None
+    }
+
+    fn start(&self) {}
 }
 
 /// The time slice the service's threads ask for, in nanoseconds: 100 µs, the shortest Linux
@@ -284,5 +444,29 @@ mod tests {
         let mut values: Vec<i32> = results.into_iter().map(|r| r.unwrap()).collect();
         values.sort_unstable();
         assert_eq!(values, (0..16).map(|n| n * 2).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn a_running_job_yields_its_core_at_intervals_and_a_finished_one_does_not() {
+        let thread = LowPriorityThreads::start("hf-test-yield", 1).unwrap();
+        let own_yields = || YIELDS.with(std::cell::Cell::get);
+        // Keeps the core busy, as argon2 does, until interrupted three times (a timer of
+        // YIELD_EVERY: about a millisecond), or fails after two seconds.
+        let (during, at_end) = thread
+            .run(move || {
+                let start = own_yields();
+                let deadline = std::time::Instant::now() + Duration::from_secs(2);
+                while own_yields() - start < 3 && std::time::Instant::now() < deadline {
+                    std::hint::spin_loop();
+                }
+                (own_yields() - start, own_yields())
+            })
+            .await
+            .unwrap();
+        assert!(during >= 3, "yielded {during} times in two seconds");
+        // Between jobs the timer is stopped: at most a signal already on its way arrives.
+        tokio::time::sleep(YIELD_EVERY * 20).await;
+        let at_next_start = thread.run(own_yields).await.unwrap();
+        assert!(at_next_start - at_end <= 1, "{at_end} then {at_next_start}");
     }
 }
