@@ -29,9 +29,10 @@
 //! then ran on for 4 ms). argon2 cannot be paused and resumed, so a job running here is
 //! interrupted every [`YIELD_EVERY`] by a timer of its thread, whose signal handler gives the
 //! core away (`sched_yield`) when anyone else waits for it; a thread that waits is then run
-//! within a quarter of a millisecond. With five logins a second, a record read's p99 was
-//! 3.5–4.0 ms without these yields and the same as with no logins at all (1.4–1.7 ms) with
-//! them; logins were no slower (22–29 a second at two at a time without, 32–33 with).
+//! within a quarter of a millisecond. With five logins a second beside a record read every
+//! 2 ms, the read's p99 was 3.9–4.4 ms without these yields and 1.7 ms with them, as with no
+//! logins at all (1.1–1.7 ms); logins were no slower (22–29 a second at two at a time without,
+//! 32–33 with).
 //!
 //! tokio's blocking pool cannot be used for this: its threads are shared with other blocking
 //! work (files, git), and an unprivileged process cannot raise a thread's priority back once it
