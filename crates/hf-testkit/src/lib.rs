@@ -253,9 +253,11 @@ impl TestServer {
         config.auth.admin_name =
             format!("admin_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
         config.auth.admin_password = Some(TEST_ADMIN_PASSWORD.to_owned());
-        // Tests fire a few password checks at once on small machines; the load-shedding tests
-        // set their own bounds.
+        // Tests fire a few password checks at once on small machines, whose cores the other
+        // tests of a parallel run keep busy (a hash that takes 30 ms alone then takes a second
+        // or more at its low priority); the load-shedding tests set their own bounds.
         config.auth.hashing_queue = 32;
+        config.auth.hashing_wait = TEST_HASHING_WAIT;
         adjust(&mut config);
         let (auth, _bootstrap) = hf_server::auth::prepare(&pool, db.url(), &config.auth)
             .await
@@ -313,6 +315,7 @@ impl TestServer {
         config.auth.admin_name = self.admin_name.clone();
         config.auth.admin_password = self.admin_password.clone();
         config.auth.hashing_queue = 32;
+        config.auth.hashing_wait = TEST_HASHING_WAIT;
         let (auth, _bootstrap) = hf_server::auth::prepare(&pool, self.db.url(), &config.auth)
             .await
             .expect("prepare authentication");
@@ -517,6 +520,11 @@ impl TestInstance {
 
 /// The password of every test server's administrator.
 pub const TEST_ADMIN_PASSWORD: &str = "test-admin-password";
+
+/// How long a test server lets a login wait for a password check before refusing it (2 s in
+/// production): in a parallel test run on 2 cores, four logins at once waited longer than 2 s
+/// behind each other and were refused `OVERLOADED`, failing tests that are not about load.
+pub const TEST_HASHING_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A principal a test created, logged in.
 #[derive(Debug, Clone)]
