@@ -343,6 +343,7 @@ impl TestServer {
         TestInstance {
             base_url: format!("http://{addr}"),
             server,
+            cache,
         }
     }
 
@@ -444,6 +445,9 @@ impl Drop for TestServer {
         self.server.signal_stop();
         // Roles belong to the whole cluster and outlive the test database: drop the principals'.
         drop_principal_roles(self.db.url().to_owned());
+        // The metadata repository lives in the system's temporary directory (a parallel test
+        // run left about 50 MB of them behind each time); removing it is best effort.
+        let _ = std::fs::remove_dir_all(self.metadata_path());
     }
 }
 
@@ -504,6 +508,8 @@ pub struct TestInstance {
     /// Base URL, e.g. `http://127.0.0.1:41235`.
     pub base_url: String,
     server: ServerThread,
+    /// Its metadata cache directory, removed when the instance is dropped.
+    cache: std::path::PathBuf,
 }
 
 impl TestInstance {
@@ -515,6 +521,14 @@ impl TestInstance {
     /// Stops the instance gracefully and waits for it.
     pub async fn stop(mut self) {
         self.server.stop().await;
+    }
+}
+
+impl Drop for TestInstance {
+    fn drop(&mut self) {
+        self.server.signal_stop();
+        // Best effort, like the rest of the clean-up: a directory left behind only takes space.
+        let _ = std::fs::remove_dir_all(&self.cache);
     }
 }
 
