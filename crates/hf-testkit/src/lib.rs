@@ -247,17 +247,10 @@ impl TestServer {
             .await
             .expect("prepare the database");
         let metadata = std::env::temp_dir().join(format!("hf-test-metadata-{}", db.name()));
-        let mut config = hf_server::ServerConfig::new("127.0.0.1:0", metadata.clone());
-        config.workers = Some(2);
-        config.shutdown_timeout = std::time::Duration::from_secs(5);
+        let mut config = test_config(metadata.clone());
         config.auth.admin_name =
             format!("admin_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
         config.auth.admin_password = Some(TEST_ADMIN_PASSWORD.to_owned());
-        // Tests fire a few password checks at once on small machines, whose cores the other
-        // tests of a parallel run keep busy (a hash that takes 30 ms alone then takes a second
-        // or more at its low priority); the load-shedding tests set their own bounds.
-        config.auth.hashing_queue = 32;
-        config.auth.hashing_wait = TEST_HASHING_WAIT;
         adjust(&mut config);
         let (auth, _bootstrap) = hf_server::auth::prepare(&pool, db.url(), &config.auth)
             .await
@@ -309,13 +302,9 @@ impl TestServer {
     /// a load balancer would run. It is stopped when dropped.
     pub async fn another_instance(&self) -> TestInstance {
         let pool = self.db.pool();
-        let mut config = hf_server::ServerConfig::new("127.0.0.1:0", self.metadata_path());
-        config.workers = Some(2);
-        config.shutdown_timeout = std::time::Duration::from_secs(5);
+        let mut config = test_config(self.metadata_path());
         config.auth.admin_name = self.admin_name.clone();
         config.auth.admin_password = self.admin_password.clone();
-        config.auth.hashing_queue = 32;
-        config.auth.hashing_wait = TEST_HASHING_WAIT;
         let (auth, _bootstrap) = hf_server::auth::prepare(&pool, self.db.url(), &config.auth)
             .await
             .expect("prepare authentication");
@@ -451,6 +440,19 @@ impl Drop for TestServer {
     }
 }
 
+/// What every test server and extra instance is configured with, before its administrator.
+fn test_config(metadata: std::path::PathBuf) -> hf_server::ServerConfig {
+    let mut config = hf_server::ServerConfig::new("127.0.0.1:0", metadata);
+    config.workers = Some(2);
+    config.shutdown_timeout = std::time::Duration::from_secs(5);
+    // Tests fire a few password checks at once on small machines, whose cores the other tests
+    // of a parallel run keep busy (a hash that takes 30 ms alone then takes a second or more at
+    // its low priority); the load-shedding tests set their own bounds.
+    config.auth.hashing_queue = 32;
+    config.auth.hashing_wait = TEST_HASHING_WAIT;
+    config
+}
+
 /// A server running on a thread of its own; stopped when dropped.
 struct ServerThread {
     handle: actix_web::dev::ServerHandle,
@@ -526,8 +528,10 @@ impl TestInstance {
 
 impl Drop for TestInstance {
     fn drop(&mut self) {
+        // Asked to stop before its cache goes (the server thread's own drop asks again, which
+        // is harmless). Best effort, like the rest of the clean-up: a directory left behind only
+        // takes space.
         self.server.signal_stop();
-        // Best effort, like the rest of the clean-up: a directory left behind only takes space.
         let _ = std::fs::remove_dir_all(&self.cache);
     }
 }
