@@ -12,9 +12,11 @@
 //! is bounded by the pool's wait timeout (5 s). Under a sustained overload that bound is far
 //! too long: every request would queue for seconds before being served or refused. So
 //! [`refuse_if_data_pool_backed_up`] turns a request away at once when
-//! [`DATA_WAITERS_PER_CONNECTION`] requests per pooled connection already wait (at a
-//! millisecond or so a statement, some milliseconds of queue): the pool stays busy with
-//! admitted work, and the excess learns at once to come back.
+//! [`DATA_WAITERS_PER_SHARD`] requests already wait for a connection of the worker's shard of
+//! the pool (a worker serves 10,000 or more record reads a second, so some milliseconds of
+//! queue): the pool stays busy with admitted work, and the excess learns at once to come back.
+//! The bound is per shard (per worker thread, so per core) rather than per connection: the pool
+//! is kept small on purpose, and a burst of a few dozen requests on a core is no overload.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -24,9 +26,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::Error;
 
-/// How many requests may wait for a data connection, per connection of the data pool, before
-/// more are refused at once (see the module comment).
-pub const DATA_WAITERS_PER_CONNECTION: usize = 8;
+/// How many requests may wait for a connection of one shard of the data pool before more are
+/// refused at once (see the module comment).
+pub const DATA_WAITERS_PER_SHARD: usize = 64;
 
 /// Refuses a request that needs a data connection ([`Error::Overloaded`]) when the pool's wait
 /// is already full; admits it otherwise.
@@ -35,7 +37,7 @@ pub fn refuse_if_data_pool_backed_up(pool: &hf_storage::Pool) -> Result<(), Erro
     // deadpool counts as waiting every user beyond the connections open now, including those
     // about to open one; only those beyond the pool's size really queue.
     let queued = (status.size + status.waiting).saturating_sub(status.max_size);
-    if queued >= status.max_size.max(1) * DATA_WAITERS_PER_CONNECTION {
+    if queued >= DATA_WAITERS_PER_SHARD {
         return Err(Error::Overloaded {
             what: "database requests",
         });

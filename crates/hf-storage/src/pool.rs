@@ -22,6 +22,21 @@
 //! Each shard also keeps its open lanes (see [`crate::run_as::Lanes`]): connections lent to
 //! concurrent record reads of one caller, which then share the connection instead of taking one
 //! each.
+//!
+//! Both pools hand out the connection given back last (LIFO). Each connection is a backend
+//! process with its own caches of catalogs and plans; handing out the least recently used one
+//! (deadpool's default) walks every open connection in turn, so under a steady load all of them
+//! stay hot in the CPU caches at once, or none does. With the last one first, a load that needs
+//! four connections uses the same four, and the rest idle. Measured on two cores with the
+//! service and its database sharing one: record reads at 16 concurrent requests went from
+//! 12,100–13,800 a second to 14,500–16,000 with a pool of 16.
+//!
+//! The pools are small by default, four connections per core ([`default_pool_size`]): every
+//! connection in use is a backend competing for the same cores, and beyond a few per core they
+//! take turns rather than add work done. Under twice the load the service can serve, a pool of
+//! 16 on one core served 7,500–9,000 reads a second (its 16 backends all busy, with a p99 of
+//! 120–150 ms for the reads admitted); a pool of 4 or 8 served 10,000–11,000, with a p99 of
+//! 17–40 ms.
 
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
@@ -29,7 +44,7 @@ use std::time::Duration;
 
 use crate::run_as::{Lanes, Session};
 use crate::tls::Tls;
-use deadpool::managed::{Metrics, RecycleResult};
+use deadpool::managed::{Metrics, QueueMode, RecycleResult};
 use deadpool_postgres::{
     ClientWrapper, Manager, ManagerConfig, RecyclingMethod, Runtime, Timeouts,
 };
@@ -218,10 +233,18 @@ pub struct PoolSettings {
     pub data_shards: usize,
 }
 
+/// The default most connections of each pool: four per core this process may run on, at least
+/// 4 and at most 16 (see the module comment). At most 16 keeps the connections of several
+/// instances on one database within PostgreSQL's default `max_connections`.
+pub fn default_pool_size() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    (4 * cores).clamp(4, 16)
+}
+
 impl Default for PoolSettings {
     fn default() -> Self {
         Self {
-            max_size: 16,
+            max_size: default_pool_size(),
             wait_timeout: Duration::from_secs(5),
             create_timeout: Duration::from_secs(5),
             recycle_timeout: Duration::from_secs(2),
@@ -255,6 +278,7 @@ pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
     };
     let login = deadpool_postgres::Pool::builder(manager())
         .max_size(settings.max_size)
+        .queue_mode(QueueMode::Lifo)
         .runtime(Runtime::Tokio1)
         .timeouts(timeouts)
         .build()
@@ -264,6 +288,7 @@ pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
         .map(|_| {
             let pool = DataPool::builder(DataManager { inner: manager() })
                 .max_size(settings.max_size.div_ceil(shards))
+                .queue_mode(QueueMode::Lifo)
                 .runtime(Runtime::Tokio1)
                 .timeouts(timeouts)
                 .build()

@@ -115,7 +115,7 @@ async fn record_requests_beyond_the_pool_wait_are_shed_with_overloaded() {
     .await;
     let token = server.admin_token().await;
     // The one data connection waits on a table lock, and as many reads as the wait admits
-    // (8 per connection) queue behind it.
+    // queue behind it.
     let mut holder = server.db.client().await;
     let lock = holder.transaction().await.unwrap();
     lock.batch_execute("LOCK TABLE crm.account IN ACCESS EXCLUSIVE MODE")
@@ -128,7 +128,9 @@ async fn record_requests_beyond_the_pool_wait_are_shed_with_overloaded() {
             .bearer_auth(&token);
         async move { request.send().await.unwrap().status().as_u16() }
     };
-    let held: Vec<_> = (0..9).map(|_| tokio::spawn(read())).collect();
+    let held: Vec<_> = (0..=hf_app::shed::DATA_WAITERS_PER_SHARD)
+        .map(|_| tokio::spawn(read()))
+        .collect();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let started = std::time::Instant::now();
     let response = server
