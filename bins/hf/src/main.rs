@@ -88,10 +88,9 @@ pub struct ServeArgs {
     /// Largest accepted request body, in bytes.
     #[arg(long, env = "HF_BODY_LIMIT", default_value_t = 1024 * 1024)]
     pub body_limit: usize,
-    /// Most connections of each of the service's two database pools (default: four per core,
-    /// from 4 to 16).
-    #[arg(long, env = "HF_POOL_SIZE")]
-    pub pool_size: Option<usize>,
+    /// Most database connections the service holds.
+    #[arg(long, env = "HF_POOL_SIZE", default_value_t = 16)]
+    pub pool_size: usize,
     /// HTTP worker threads (default: one per core).
     #[arg(long, env = "HF_WORKERS")]
     pub workers: Option<usize>,

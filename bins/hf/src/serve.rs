@@ -61,7 +61,7 @@ async fn serve(
     };
     let workers = args.workers.unwrap_or_else(hf_server::default_workers);
     let settings = PoolSettings {
-        max_size: args.pool_size.unwrap_or_else(hf_storage::default_pool_size),
+        max_size: args.pool_size,
         data_shards: workers,
         ..PoolSettings::default()
     };

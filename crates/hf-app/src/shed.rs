@@ -15,8 +15,8 @@
 //! [`DATA_WAITERS_PER_SHARD`] requests already wait for a connection of the worker's shard of
 //! the pool (a worker serves 10,000 or more record reads a second, so some milliseconds of
 //! queue): the pool stays busy with admitted work, and the excess learns at once to come back.
-//! The bound is per shard (per worker thread, so per core) rather than per connection: the pool
-//! is kept small on purpose, and a burst of a few dozen requests on a core is no overload.
+//! The bound is per shard (per worker thread, so per core) rather than per connection: how much
+//! a worker gets through decides how long its queue takes, whatever the pool's size.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -33,11 +33,7 @@ pub const DATA_WAITERS_PER_SHARD: usize = 64;
 /// Refuses a request that needs a data connection ([`Error::Overloaded`]) when the pool's wait
 /// is already full; admits it otherwise.
 pub fn refuse_if_data_pool_backed_up(pool: &hf_storage::Pool) -> Result<(), Error> {
-    let status = pool.data_status();
-    // deadpool counts as waiting every user beyond the connections open now, including those
-    // about to open one; only those beyond the pool's size really queue.
-    let queued = (status.size + status.waiting).saturating_sub(status.max_size);
-    if queued >= DATA_WAITERS_PER_SHARD {
+    if pool.data_queue() >= DATA_WAITERS_PER_SHARD {
         return Err(Error::Overloaded {
             what: "database requests",
         });

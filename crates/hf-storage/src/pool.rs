@@ -31,12 +31,16 @@
 //! service and its database sharing one: record reads at 16 concurrent requests went from
 //! 12,100–13,800 a second to 14,500–16,000 with a pool of 16.
 //!
-//! The pools are small by default, four connections per core ([`default_pool_size`]): every
-//! connection in use is a backend competing for the same cores, and beyond a few per core they
-//! take turns rather than add work done. Under twice the load the service can serve, a pool of
-//! 16 on one core served 7,500–9,000 reads a second (its 16 backends all busy, with a p99 of
-//! 120–150 ms for the reads admitted); a pool of 4 or 8 served 10,000–11,000, with a p99 of
-//! 17–40 ms.
+//! How many connections to allow is a trade. Every connection in use is a backend competing for
+//! the cores, and beyond a few per core they take turns rather than add work done: on one core
+//! shared by the service and its database, under twice the load it can serve, a pool of 16
+//! served 7,500–9,000 record reads a second (its 16 backends all busy, a p99 of 120–150 ms for
+//! the reads admitted), and a pool of 4 or 8 served 10,000–11,000 (a p99 of 17–40 ms). But one
+//! caller's concurrent reads share a connection four at a time (see `run_as`), and beyond four
+//! per connection they queue for one: at 64 concurrent reads the p99 was 8 ms with a pool of 16
+//! and 14–21 ms with 8 or 4. The default stays 16, sized for ordinary load; a smaller pool
+//! suits a service that shares its cores with its database and expects overload more than high
+//! concurrency.
 
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
@@ -108,11 +112,16 @@ impl Pool {
         self.live_writes.clone().lock_owned().await
     }
 
-    /// The size of the data pool shard this handle borrows from, and how many requests wait
-    /// for one of its connections now, so callers can refuse work at once when the wait is
-    /// already long (load shedding) instead of queueing it for the whole wait timeout.
-    pub fn data_status(&self) -> deadpool_postgres::Status {
-        self.data().status()
+    /// How many requests wait for a connection of this handle's data pool shard now, beyond
+    /// those about to be given a new one: the queue that load shedding bounds (so work is
+    /// refused at once when the wait is already long, instead of queueing for the whole wait
+    /// timeout) and that record reads sharing connections must not keep waiting (see
+    /// `run_as`).
+    pub fn data_queue(&self) -> usize {
+        let status = self.data().status();
+        // deadpool counts as waiting every user beyond the connections open now, including
+        // those about to open one; only those beyond the pool's size really queue.
+        (status.size + status.waiting).saturating_sub(status.max_size)
     }
 
     /// The pool of connections that run callers' statements (only `run_as` uses it).
@@ -233,18 +242,10 @@ pub struct PoolSettings {
     pub data_shards: usize,
 }
 
-/// The default most connections of each pool: four per core this process may run on, at least
-/// 4 and at most 16 (see the module comment). At most 16 keeps the connections of several
-/// instances on one database within PostgreSQL's default `max_connections`.
-pub fn default_pool_size() -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    (4 * cores).clamp(4, 16)
-}
-
 impl Default for PoolSettings {
     fn default() -> Self {
         Self {
-            max_size: default_pool_size(),
+            max_size: 16,
             wait_timeout: Duration::from_secs(5),
             create_timeout: Duration::from_secs(5),
             recycle_timeout: Duration::from_secs(2),

@@ -63,13 +63,9 @@ impl TestDb {
         &self.name
     }
 
-    /// A pool on this database with the service's settings, of [`TEST_POOL_SIZE`].
+    /// A pool on this database with the service's settings.
     pub fn pool(&self) -> hf_storage::Pool {
-        let settings = hf_storage::PoolSettings {
-            max_size: TEST_POOL_SIZE,
-            ..hf_storage::PoolSettings::default()
-        };
-        hf_storage::connect(&self.url, &settings).expect("pool")
+        hf_storage::connect(&self.url, &hf_storage::PoolSettings::default()).expect("pool")
     }
 
     /// A client on the server's maintenance database, for tests that manage this database from
@@ -243,7 +239,6 @@ impl TestServer {
         let db = TestDb::new().await;
         // A data shard per worker, as `hf serve` has.
         let settings = options.pool.clone().unwrap_or(hf_storage::PoolSettings {
-            max_size: TEST_POOL_SIZE,
             data_shards: 2,
             ..hf_storage::PoolSettings::default()
         });
@@ -548,11 +543,6 @@ pub const TEST_ADMIN_PASSWORD: &str = "test-admin-password";
 /// production): in a parallel test run on 2 cores, four logins at once waited longer than 2 s
 /// behind each other and were refused `OVERLOADED`, failing tests that are not about load.
 pub const TEST_HASHING_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// The most connections of each pool of a test server or [`TestDb::pool`]: fixed, rather than
-/// taken from the machine's cores as in production ([`hf_storage::default_pool_size`]), so that
-/// the tests that send dozens of requests at once queue alike on every machine.
-pub const TEST_POOL_SIZE: usize = 16;
 
 /// A principal a test created, logged in.
 #[derive(Debug, Clone)]
