@@ -133,7 +133,7 @@ pub const YIELD_EVERY: Duration = Duration::from_micros(250);
 /// [`YIELD_EVERY`] with a real-time signal whose handler calls `sched_yield` ([`yield_core`]):
 /// the yield points that work which cannot pause itself (argon2) lacks.
 ///
-/// Written by hand: no crate offers per-thread interval timers, and the handler is three lines.
+/// Written by hand: no crate offers per-thread interval timers, and the handler is a few lines.
 /// The signal is `SIGRTMAX - 2`, which nothing else in the service uses; the handler is
 /// installed only where the signal still has its default disposition, since a handler another
 /// library installed must not be replaced (without one, the thread simply does not yield).
