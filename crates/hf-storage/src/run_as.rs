@@ -220,23 +220,32 @@ pub async fn read_record(pool: &Pool, caller: &Caller<'_>, step: &Step<'_>) -> R
         return run_as(pool, caller, steps).await;
     }
     let epoch = ROLES_EPOCH.load(Ordering::SeqCst);
-    let others_wait = pool.data_queue() > 0;
-    let (lane, statement) = match pool.lanes().join(caller, epoch, step.sql, others_wait) {
+    let lanes = pool.lanes();
+    // A read joins a lane at once only when no other read waits: one that arrives while others
+    // wait queues behind them (see `Lanes::wait`).
+    let joined = if lanes.waiting() == 0 {
+        lanes.join(caller, epoch, step.sql, pool.data_queue() > 0)
+    } else {
+        None
+    };
+    let (seat, statement) = match joined {
         Some(joined) => joined,
-        None => {
-            let connection = pool.data().get().await?;
-            match lendable(&connection, caller, epoch, step.sql) {
-                Some(statement) => (pool.lanes().open(connection), statement),
-                // The session must be switched or the statement prepared first, which only a
-                // connection of the request's own can do.
-                None => {
-                    let first = run_once(connection, caller, steps, false).await?;
-                    return retried(pool, caller, steps, first).await;
+        None => match lanes.wait(pool, caller, epoch, step.sql).await? {
+            Waited::Seat(seat, statement) => (seat, statement),
+            Waited::Connection(connection) => {
+                match lendable(&connection, caller, epoch, step.sql) {
+                    Some(statement) => (lanes.open(connection), statement),
+                    // The session must be switched or the statement prepared first, which only a
+                    // connection of the request's own can do.
+                    None => {
+                        let first = run_once(connection, caller, steps, false).await?;
+                        return retried(pool, caller, steps, first).await;
+                    }
                 }
             }
-        }
+        },
     };
-    let ran = match lane.connection.query(&statement, &step.values()).await {
+    let ran = match seat.connection().query(&statement, &step.values()).await {
         Ok(rows) => Ran::Rows(vec![rows]),
         Err(error) => Ran::Failed {
             step: Some(0),
@@ -244,7 +253,7 @@ pub async fn read_record(pool: &Pool, caller: &Caller<'_>, step: &Step<'_>) -> R
         },
     };
     // Given back before a retry borrows another connection.
-    drop(lane);
+    drop(seat);
     retried(pool, caller, steps, (ran, false)).await
 }
 
@@ -307,11 +316,27 @@ const LANE_READS: usize = 16;
 /// open while reads use it; the last one to finish gives the connection back to the pool, which
 /// hands it to whoever waits first. A lane takes at most [`LANE_READS`] reads in all, so it is
 /// given back within a few reads' time even under a steady stream of one caller's reads.
+///
+/// A read that finds no room waits for whichever comes first: a seat on a lane or a connection
+/// of its own ([`Lanes::wait`]). Reads are served in the order they came: while reads wait, a
+/// read that arrives queues behind them instead of taking a seat that has just come free, and
+/// every seat that comes free wakes the read that has waited longest (tokio's `Notify` wakes its
+/// waiters in that order). Before, a read that waited for a connection stayed in the pool's
+/// queue while reads arriving after it took every seat: with twice as many reads offered as one
+/// core shared with the database serves (pool of 16), the reads served had a p99 of 101–151 ms
+/// and a maximum of 233–293 ms; in arrival order, 35–47 ms and 67–85 ms, as many served. A seat
+/// offered to a read of another caller (whose session the lane does not hold) is not offered on:
+/// that read waits on, and the seat goes to whoever asks next; a seat is never lost for longer
+/// than one read, and a read that cannot sit on a lane gets a connection in its turn.
 #[derive(Debug, Default)]
 pub(crate) struct Lanes {
     open: std::sync::Mutex<Vec<Weak<Lane>>>,
     /// How many reads joined a lane someone else opened (for tests and diagnostics).
     joined: AtomicU64,
+    /// Told whenever a lane has a seat free for a read that waits.
+    room: tokio::sync::Notify,
+    /// How many reads wait for a seat or a connection now ([`Lanes::wait`]).
+    waiting: AtomicUsize,
 }
 
 /// A data connection lent to record reads.
@@ -322,17 +347,92 @@ struct Lane {
     reads: AtomicUsize,
 }
 
+/// One read's place on a lane: while it is held the read may use the lane's connection; giving
+/// it up offers the seat to the read that has waited longest, if the lane still takes reads.
+#[derive(Debug)]
+pub(crate) struct Seat<'a> {
+    // Fields drop in this order: the read's hold on the lane goes before the seat is offered,
+    // so the read woken finds it free.
+    lane: Arc<Lane>,
+    _offer: SeatOffer<'a>,
+}
+
+impl Seat<'_> {
+    fn connection(&self) -> &DataObject {
+        &self.lane.connection
+    }
+}
+
+/// Offers a seat given up on `lane` to the read that has waited longest, when dropped.
+#[derive(Debug)]
+struct SeatOffer<'a> {
+    lane: Weak<Lane>,
+    lanes: &'a Lanes,
+}
+
+impl Drop for SeatOffer<'_> {
+    fn drop(&mut self) {
+        if self.lanes.waiting() == 0 {
+            return;
+        }
+        // Only a lane other reads still use stays open (the last read's connection goes back
+        // to the pool, which hands it to whoever waits there first), and it has a seat to
+        // offer only while it takes more reads.
+        let takes_reads = self
+            .lane
+            .upgrade()
+            .is_some_and(|lane| lane.reads.load(Ordering::Relaxed) < LANE_READS);
+        if takes_reads {
+            self.lanes.room.notify_one();
+        }
+    }
+}
+
+/// What a read that waited got first.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "made once per wait and unpacked at once; boxing the connection would only add an allocation"
+)]
+pub(crate) enum Waited<'a> {
+    /// A seat on a lane, and its statement there.
+    Seat(Seat<'a>, Statement),
+    /// A connection of its own.
+    Connection(DataObject),
+}
+
+/// Counts a read among those waiting while it lives.
+struct WaitingRead<'a>(&'a AtomicUsize);
+
+impl<'a> WaitingRead<'a> {
+    fn enter(waiting: &'a AtomicUsize) -> WaitingRead<'a> {
+        waiting.fetch_add(1, Ordering::SeqCst);
+        WaitingRead(waiting)
+    }
+}
+
+impl Drop for WaitingRead<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 impl Lanes {
-    /// An open lane that serves `caller` and has `sql` prepared, with room for one more read,
-    /// and that statement. Room is [`LANE_DEPTH`] reads at a time, or [`QUEUED_LANE_DEPTH`]
-    /// with `others_wait` (requests queue for a connection), and [`LANE_READS`] in all.
+    /// How many reads wait for a seat or a connection now.
+    fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::SeqCst)
+    }
+
+    /// An open lane that serves `caller` and has `sql` prepared, with room for one more read:
+    /// a seat on it, and that statement. Room is [`LANE_DEPTH`] reads at a time, or
+    /// [`QUEUED_LANE_DEPTH`] with `others_wait` (requests queue for a connection), and
+    /// [`LANE_READS`] in all.
     fn join(
         &self,
         caller: &Caller<'_>,
         epoch: u64,
         sql: &str,
         others_wait: bool,
-    ) -> Option<(Arc<Lane>, Statement)> {
+    ) -> Option<(Seat<'_>, Statement)> {
         let depth = if others_wait {
             QUEUED_LANE_DEPTH
         } else {
@@ -351,12 +451,52 @@ impl Lanes {
             // Counted under the list's lock, which every join takes.
             lane.reads.fetch_add(1, Ordering::Relaxed);
             self.joined.fetch_add(1, Ordering::Relaxed);
-            Some((lane, statement))
+            Some((self.seat(lane), statement))
         })
     }
 
-    /// Opens a lane on `connection`, whose session serves the reads that will join it.
-    fn open(&self, connection: DataObject) -> Arc<Lane> {
+    /// Waits for a seat on a lane that serves `caller` with `sql` prepared, or a connection
+    /// of the pool, whichever comes first; in its turn behind the reads that waited before.
+    async fn wait(
+        &self,
+        pool: &Pool,
+        caller: &Caller<'_>,
+        epoch: u64,
+        sql: &str,
+    ) -> Result<Waited<'_>> {
+        let _waiting = WaitingRead::enter(&self.waiting);
+        let connection = pool.data().get();
+        tokio::pin!(connection);
+        loop {
+            // A seat offered while this read was not listening is kept for it (one at most),
+            // so none offered since it started waiting is missed.
+            tokio::select! {
+                biased;
+                connection = &mut connection => return Ok(Waited::Connection(connection?)),
+                () = self.room.notified() => {
+                    // Giving up the wait for a connection is safe only while the pool is full:
+                    // then no connection is being made (deadpool counts one only once it is
+                    // open), so this read's request for one is still queued and leaves the
+                    // queue cleanly. A request dropped while its connection was being made
+                    // would abandon that connection half-open, and the database would spend a
+                    // backend's start-up on nothing (under load, such churn filled the
+                    // database's connection slots). While the pool is not full, connections
+                    // are still being opened, and this read gets one soon.
+                    let status = pool.data().status();
+                    if status.size < status.max_size {
+                        continue;
+                    }
+                    if let Some((seat, statement)) = self.join(caller, epoch, sql, true) {
+                        return Ok(Waited::Seat(seat, statement));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Opens a lane on `connection`, whose session serves the reads that will join it: the
+    /// opener's seat. The lane's other seats are offered to reads that wait.
+    fn open(&self, connection: DataObject) -> Seat<'_> {
         let lane = Arc::new(Lane {
             connection,
             reads: AtomicUsize::new(1),
@@ -364,7 +504,20 @@ impl Lanes {
         if let Ok(mut open) = self.open.lock() {
             open.push(Arc::downgrade(&lane));
         }
-        lane
+        for _ in 0..self.waiting().min(QUEUED_LANE_DEPTH - 1) {
+            self.room.notify_one();
+        }
+        self.seat(lane)
+    }
+
+    fn seat(&self, lane: Arc<Lane>) -> Seat<'_> {
+        Seat {
+            _offer: SeatOffer {
+                lane: Arc::downgrade(&lane),
+                lanes: self,
+            },
+            lane,
+        }
     }
 }
 
@@ -750,6 +903,66 @@ mod tests {
         drop(pool);
         drop_role(&admin, &first).await;
         drop_role(&admin, &second).await;
+    }
+
+    #[tokio::test]
+    async fn a_read_that_waits_takes_a_seat_before_reads_that_came_after_it() {
+        let db = hf_testkit::TestDb::new().await;
+        let admin = db.client().await;
+        let reader = role(&admin).await;
+        let settings = crate::PoolSettings {
+            max_size: 1,
+            ..crate::PoolSettings::default()
+        };
+        let pool = crate::connect(db.url(), &settings).unwrap();
+        // Reads run one after another on a lane's connection, so a read that sleeps holds up
+        // those behind it there.
+        let sleep = |seconds: &'static str| {
+            let params = vec![Some(seconds.to_owned())];
+            let pool = pool.clone();
+            let reader = reader.clone();
+            async move {
+                let step = Step {
+                    sql: "SELECT pg_sleep($1::float8)::text",
+                    params: &params,
+                    fixed: &[],
+                };
+                read_record(&pool, &Caller::reader(&reader), &step)
+                    .await
+                    .unwrap()
+                    .into_rows()
+                    .unwrap();
+            }
+        };
+        // Switches the session and prepares the statement.
+        sleep("0").await;
+
+        let finished = std::sync::Mutex::new(Vec::new());
+        let finish = |name: &'static str| finished.lock().unwrap().push(name);
+        // A full lane of slow reads holds the only connection.
+        let slow = join_all((0..LANE_DEPTH).map(|_| sleep("0.2")));
+        // Then a read finds no room and waits; then more reads arrive while it waits.
+        let first = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            sleep("0").await;
+            finish("first");
+        };
+        let later = join_all((0..3).map(|_| async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            sleep("0").await;
+            finish("later");
+        }));
+        futures_util::future::join3(slow, first, later).await;
+        // Before, the later reads took the seats that came free (and were on the lane at
+        // once), while the first stayed queued for a connection until the lane closed.
+        assert_eq!(
+            finished.into_inner().unwrap(),
+            ["first", "later", "later", "later"]
+        );
+        assert_eq!(pool.lanes().waiting(), 0);
+
+        drop(pool);
+        drop_role(&admin, &reader).await;
     }
 
     #[tokio::test]
