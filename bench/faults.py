@@ -261,11 +261,17 @@ def latency(report, status):
         figures["p50"], figures["p99"], figures["max"])
 
 
+# How long each phase of the login floods lasts, the idle ones included. The probe reads about 90
+# times a second, so a phase's p99 is its 18th-slowest read: over 10 s (the 9th-slowest of
+# about 900) one stray delay of the machine moved the idle p99, and with it every ratio, by half.
+FLOOD_SECONDS = 20
+
+
 def login_flood(load, port, token, record, login_rate):
     """Logins from hf-load, at 5 a second, at c = 256 in a closed loop, then at `login_rate` per
     second in an open loop, while a record read is timed from another process and address."""
     probe = Probe(port, record, local="127.0.0.3", token=token)
-    time.sleep(10)
+    time.sleep(FLOOD_SECONDS)
     idle, failures = probe.stop()
     print(f"  record read, idle: {summary(idle)}; failures {counts(failures)}; {load_average()}")
     body = json.dumps({"username": "admin", "password": PASSWORD})
@@ -281,10 +287,10 @@ def login_flood(load, port, token, record, login_rate):
              f"open loop, {login_rate} logins/s")):
         probe = Probe(port, record, local="127.0.0.3", token=token)
         report = hf_load(load, f"http://127.0.0.1:{port}/auth/login", "--method", "POST",
-                         "--body", body, "--seconds", 10, *options)
+                         "--body", body, "--seconds", FLOOD_SECONDS, *options)
         during, failures = probe.stop()
         refused = {s: n for s, n in report["statuses"].items() if s != "200"}
-        print(f"  logins over 10 s, {label}: {report['statuses']}, Retry-After on "
+        print(f"  logins over {FLOOD_SECONDS} s, {label}: {report['statuses']}, Retry-After on "
               f"{report['retry_after']}, transport errors {report['errors']}; {load_average()}")
         print(f"    logins served: {latency(report, 200)}")
         for status in refused:
@@ -294,7 +300,7 @@ def login_flood(load, port, token, record, login_rate):
     # The machine's speed drifts (it is shared): the idle read once more, after the floods,
     # tells a slower machine from a flood's effect.
     probe = Probe(port, record, local="127.0.0.3", token=token)
-    time.sleep(10)
+    time.sleep(FLOOD_SECONDS)
     after, failures = probe.stop()
     print(f"  record read, idle again after the floods: {summary(after)}; failures "
           f"{counts(failures)}; {load_average()}")
