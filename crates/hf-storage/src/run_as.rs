@@ -747,6 +747,16 @@ mod tests {
         name
     }
 
+    /// The rows of a record read as `role` that must succeed.
+    async fn read_rows(pool: &Pool, role: &str, step: &Step<'_>) -> Vec<Row> {
+        read_record(pool, &Caller::reader(role), step)
+            .await
+            .unwrap()
+            .into_rows()
+            .unwrap()
+            .remove(0)
+    }
+
     async fn drop_role(client: &tokio_postgres::Client, name: &str) {
         let quoted = hf_sql::quote_ident(name).unwrap();
         client
@@ -927,11 +937,7 @@ mod tests {
                     params: &params,
                     fixed: &[],
                 };
-                read_record(&pool, &Caller::reader(&reader), &step)
-                    .await
-                    .unwrap()
-                    .into_rows()
-                    .unwrap();
+                read_rows(&pool, &reader, &step).await;
             }
         };
         // Switches the session and prepares the statement.
@@ -983,11 +989,7 @@ mod tests {
             params: &[],
             fixed: &[],
         };
-        read_record(&pool, &Caller::reader(&busy), &step)
-            .await
-            .unwrap()
-            .into_rows()
-            .unwrap();
+        read_rows(&pool, &busy, &step).await;
 
         // Four readers of one caller, each sending its next read as soon as the last is
         // answered, for up to 4 s or until the other caller was served.
@@ -996,11 +998,7 @@ mod tests {
         let stream = join_all((0..LANE_DEPTH).map(|_| async {
             let mut reads = 0;
             while !served.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
-                read_record(&pool, &Caller::reader(&busy), &step)
-                    .await
-                    .unwrap()
-                    .into_rows()
-                    .unwrap();
+                read_rows(&pool, &busy, &step).await;
                 reads += 1;
             }
             reads
