@@ -468,8 +468,8 @@ impl Lanes {
         let connection = pool.data().get();
         tokio::pin!(connection);
         loop {
-            // A seat offered while this read was not listening is kept for it (one at most),
-            // so none offered since it started waiting is missed.
+            // A seat offered while no read listens is kept (one at most) for the next read that
+            // does, so one offered between this read's tries is not lost.
             tokio::select! {
                 biased;
                 connection = &mut connection => return Ok(Waited::Connection(connection?)),
