@@ -972,6 +972,60 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn reads_that_wait_never_abandon_a_connection_being_opened() {
+        let db = hf_testkit::TestDb::new().await;
+        let admin = db.client().await;
+        let reader = role(&admin).await;
+        let settings = crate::PoolSettings {
+            max_size: 4,
+            ..crate::PoolSettings::default()
+        };
+        let step = Step {
+            sql: "SELECT current_user::text",
+            params: &[],
+            fixed: &[],
+        };
+        // Many reads at once on a pool with no connection open yet: while connections are being
+        // opened for some of them, lanes open on the first and offer their seats to the others.
+        // The race is at start-up only, so it is run several times.
+        const ROUNDS: i64 = 8;
+        for _ in 0..ROUNDS {
+            let pool = crate::connect(db.url(), &settings).unwrap();
+            let deadline = std::time::Instant::now() + Duration::from_millis(100);
+            join_all((0..64).map(|_| async {
+                while std::time::Instant::now() < deadline {
+                    read_rows(&pool, &reader, &step).await;
+                }
+            }))
+            .await;
+        }
+
+        // The database saw the admin's session and one per connection of each pool: no session
+        // started for a read that took a seat while its connection was being opened, and left
+        // half-open (the statistics of a session are written when it ends: 2 s are left for
+        // them; with the wait given up while connections were being opened, 38–44 sessions).
+        let mut sessions = 0;
+        for _ in 0..20 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            admin
+                .batch_execute("SELECT pg_stat_clear_snapshot()")
+                .await
+                .unwrap();
+            let row = admin
+                .query_one(
+                    "SELECT sessions FROM pg_stat_database WHERE datname = current_database()",
+                    &[],
+                )
+                .await
+                .unwrap();
+            sessions = row.get::<_, i64>(0);
+        }
+        assert!(sessions <= 1 + 4 * ROUNDS, "{sessions} sessions");
+
+        drop_role(&admin, &reader).await;
+    }
+
+    #[tokio::test]
     async fn a_stream_of_one_callers_reads_never_starves_another_caller() {
         let db = hf_testkit::TestDb::new().await;
         let admin = db.client().await;
