@@ -35,12 +35,13 @@
 //! the cores, and beyond a few per core they take turns rather than add work done: on one core
 //! shared by the service and its database, under twice the load it can serve, a pool of 16
 //! served 7,500–9,000 record reads a second (its 16 backends all busy, a p99 of 120–150 ms for
-//! the reads admitted), and a pool of 4 or 8 served 10,000–11,000 (a p99 of 17–40 ms). But one
-//! caller's concurrent reads share a connection only a few at a time (see `run_as`), and beyond
-//! that they queue for one: at 64 concurrent reads the p99 was 8 ms with a pool of 16 and
-//! 14–21 ms with 8 or 4. The default stays 16, sized for ordinary load; a smaller pool
-//! suits a service that shares its cores with its database and expects overload more than high
-//! concurrency.
+//! the reads admitted), and a pool of 4 or 8 served 10,000–11,000 (a p99 of 17–40 ms). That was
+//! before reads that wait were served in arrival order (see `run_as`); measured again after,
+//! the gap came and went from one run to the next. But one caller's concurrent reads share a
+//! connection only a few at a time (see `run_as`), and beyond that they queue for one: at 64
+//! concurrent reads the p99 was 8 ms with a pool of 16 and 14–21 ms with 8 or 4. The default
+//! stays 16, sized for ordinary load; a smaller pool suits a service that shares its cores with
+//! its database and expects overload more than high concurrency.
 
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};

@@ -233,15 +233,8 @@ pub async fn read_record(pool: &Pool, caller: &Caller<'_>, step: &Step<'_>) -> R
         None => match lanes.wait(pool, caller, epoch, step.sql).await? {
             Waited::Seat(seat, statement) => (seat, statement),
             Waited::Connection(connection) => {
-                match lendable(&connection, caller, epoch, step.sql) {
-                    Some(statement) => (lanes.open(connection), statement),
-                    // The session must be switched or the statement prepared first, which only a
-                    // connection of the request's own can do.
-                    None => {
-                        let first = run_once(connection, caller, steps, false).await?;
-                        return retried(pool, caller, steps, first).await;
-                    }
-                }
+                let first = run_once(connection, caller, steps, false).await?;
+                return retried(pool, caller, steps, first).await;
             }
         },
     };
@@ -286,10 +279,10 @@ const LANE_DEPTH: usize = 4;
 
 /// How many record reads at most share one lane at a time while requests queue for a
 /// connection of the shard. A read that finds every lane at [`LANE_DEPTH`] would otherwise
-/// queue for a connection until a whole lane drains, behind every read that joins lanes
-/// meanwhile; pipelined on a lane instead, it waits only for the reads ahead of it on the
-/// connection, and the database serves more reads per wake-up of its backend. Measured with a
-/// pool of 16 on one core shared with the database, one caller's reads at 128 at once: before,
+/// wait for a connection until a whole lane drains; pipelined on a lane instead, it waits only
+/// for the reads ahead of it on the connection, and the database serves more reads per wake-up
+/// of its backend. Measured with a pool of 16 on one core shared with the database, one
+/// caller's reads at 128 at once (before reads waited in arrival order, see [`Lanes`]): before,
 /// 11,900 a second served and 1,100 refused, a p99 of 44 ms; with lanes of up to 8 while others
 /// queue, 12,000–13,500 served, none refused, a p99 of 17–20 ms.
 const QUEUED_LANE_DEPTH: usize = 2 * LANE_DEPTH;
@@ -388,15 +381,17 @@ impl Drop for SeatOffer<'_> {
     }
 }
 
-/// What a read that waited got first.
+/// What a read that waited got.
 #[allow(
     clippy::large_enum_variant,
     reason = "made once per wait and unpacked at once; boxing the connection would only add an allocation"
 )]
 pub(crate) enum Waited<'a> {
-    /// A seat on a lane, and its statement there.
+    /// A seat on a lane, and its statement there: on a lane that was open, or on one opened on
+    /// the connection the read got.
     Seat(Seat<'a>, Statement),
-    /// A connection of its own.
+    /// A connection of its own, whose session must be switched or the statement prepared
+    /// first, which only a connection of the request's own can do.
     Connection(DataObject),
 }
 
@@ -456,7 +451,9 @@ impl Lanes {
     }
 
     /// Waits for a seat on a lane that serves `caller` with `sql` prepared, or a connection
-    /// of the pool, whichever comes first; in its turn behind the reads that waited before.
+    /// of the pool, whichever comes first; in its turn behind the reads that waited before. A
+    /// connection that can serve the read as it is opens a lane, and the read takes its first
+    /// seat.
     async fn wait(
         &self,
         pool: &Pool,
@@ -472,7 +469,13 @@ impl Lanes {
             // does, so one offered between this read's tries is not lost.
             tokio::select! {
                 biased;
-                connection = &mut connection => return Ok(Waited::Connection(connection?)),
+                connection = &mut connection => {
+                    let connection = connection?;
+                    return Ok(match lendable(&connection, caller, epoch, sql) {
+                        Some(statement) => Waited::Seat(self.open(connection), statement),
+                        None => Waited::Connection(connection),
+                    });
+                }
                 () = self.room.notified() => {
                     // Giving up the wait for a connection is safe only while the pool is full:
                     // then no connection is being made (deadpool counts one only once it is
@@ -757,6 +760,26 @@ mod tests {
             .remove(0)
     }
 
+    /// A fresh database, its admin client, a role to read as and pool settings of `max_size`
+    /// connections.
+    async fn reader_db(
+        max_size: usize,
+    ) -> (
+        hf_testkit::TestDb,
+        tokio_postgres::Client,
+        String,
+        crate::PoolSettings,
+    ) {
+        let db = hf_testkit::TestDb::new().await;
+        let admin = db.client().await;
+        let reader = role(&admin).await;
+        let settings = crate::PoolSettings {
+            max_size,
+            ..crate::PoolSettings::default()
+        };
+        (db, admin, reader, settings)
+    }
+
     async fn drop_role(client: &tokio_postgres::Client, name: &str) {
         let quoted = hf_sql::quote_ident(name).unwrap();
         client
@@ -917,13 +940,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_read_that_waits_takes_a_seat_before_reads_that_came_after_it() {
-        let db = hf_testkit::TestDb::new().await;
-        let admin = db.client().await;
-        let reader = role(&admin).await;
-        let settings = crate::PoolSettings {
-            max_size: 1,
-            ..crate::PoolSettings::default()
-        };
+        let (db, admin, reader, settings) = reader_db(1).await;
         let pool = crate::connect(db.url(), &settings).unwrap();
         // Reads run one after another on a lane's connection, so a read that sleeps holds up
         // those behind it there.
@@ -973,13 +990,7 @@ mod tests {
 
     #[tokio::test]
     async fn reads_that_wait_never_abandon_a_connection_being_opened() {
-        let db = hf_testkit::TestDb::new().await;
-        let admin = db.client().await;
-        let reader = role(&admin).await;
-        let settings = crate::PoolSettings {
-            max_size: 4,
-            ..crate::PoolSettings::default()
-        };
+        let (db, admin, reader, settings) = reader_db(4).await;
         let step = Step {
             sql: "SELECT current_user::text",
             params: &[],
