@@ -21,8 +21,10 @@ PostgreSQL on loopback. Run with `cargo xtask bench faults` (or directly, see Us
    rate offered in an open loop (hf-load `--rate`: requests are due at a fixed rate whatever
    the answers) for `--overload-seconds`: reads served per second against the peak, how the
    excess was answered (503 with `Retry-After`), RSS every report interval (a minute for runs
-   of two minutes or more), then the peak once more, since the machine's speed drifts. Section 4
-   runs last, since it restarts the database.
+   of two minutes or more), then the peak once more, since the machine's speed drifts. With
+   `--pin` it also prints what a read (at the peak) and a refusal (under the overload) cost the
+   service and its database in CPU, and the most reads a second their core allows at that cost
+   (see `overload`). Section 4 runs last, since it restarts the database.
 
 Every section prints the load average (`uptime`) next to its figures: the machine is shared.
 
@@ -61,6 +63,34 @@ def rss_kib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def cpu_seconds(pid):
+    """CPU time of `pid` and every process below it (the embedded cluster's postmaster and
+    backends), including the children they have reaped (backends that exited)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append((int(entry), fields))
+    ticks, stack = 0, [pid]
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        ticks += sum(int(f) for f in fields[11:15])
+    except OSError:
+        return 0.0
+    while stack:
+        for child, fields in children.get(stack.pop(), []):
+            # utime, stime, cutime, cstime
+            ticks += sum(int(f) for f in fields[11:15])
+            stack.append(child)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def percentile(values, fraction):
@@ -373,18 +403,32 @@ def kill_postmaster(data, call, record, token):
           f"missing afterwards {missing}")
 
 
-def overload(load, base, token, record, pid, seconds):
-    """The peak rate of record reads (closed loop), then twice it offered in an open loop."""
+def overload(load, base, token, record, pid, seconds, service_cores):
+    """The peak rate of record reads (closed loop), then twice it offered in an open loop.
+
+    With `service_cores` (the cores the service and its database have to themselves, known
+    under `--pin`), it also prints the most reads a second those cores allow at the offered
+    rate, from what a read and a refusal cost them in this run: at the peak a read costs
+    `read` CPU-seconds (the service and its backend); under the overload every request not
+    served is a refusal costing `refusal`, so `served * read + refused * refusal` fills the
+    cores, and at most `(cores - offered * refusal) / (read - refusal)` reads are served. At
+    twice the peak that is `(read - 2 * refusal) / (read - refusal)` of the peak: a refusal
+    must cost under a tenth of a read for 90 %, and the cheaper the read, the smaller the
+    share left."""
     url = base + record
     auth = ("--header", f"Authorization: Bearer {token}")
-    peak, peak_c = 0.0, 0
+    peak, peak_c, read_cost = 0.0, 0, None
     for connections in (8, 16, 32, 64):
+        before = cpu_seconds(pid)
         report = hf_load(load, url, *auth, "--connections", connections, "--seconds", 10)
+        used = cpu_seconds(pid) - before
         rate = report["per_second"].get("200", 0.0)
+        served = report["statuses"].get("200", 0)
         print(f"  c={connections}: {rate:.0f} reads/s, {latency(report, 200)}, statuses "
-              f"{report['statuses']}; {load_average()}")
+              f"{report['statuses']}; the service and its database used {used:.1f} CPU-s "
+              f"({1e6 * used / max(served, 1):.1f} µs a read); {load_average()}")
         if rate > peak:
-            peak, peak_c = rate, connections
+            peak, peak_c, read_cost = rate, connections, used / max(served, 1)
     offered = 2 * peak
     every = 60 if seconds >= 120 else 10
     # hf refuses an address's connections beyond 256; spread the open loop's connections.
@@ -401,9 +445,11 @@ def overload(load, base, token, record, pid, seconds):
               f"{report['retry_after']}; 200 {latency(report, 200)}; RSS {rss_kib(pid)} KiB; "
               f"{load_average()}", flush=True)
 
+    before = cpu_seconds(pid)
     report = hf_load(load, url, *auth, "--rate", f"{offered:.0f}", "--connections", 1000,
                      "--sources", sources, "--seconds", seconds, "--report-every", every,
                      on_interval=interval)
+    used = cpu_seconds(pid) - before
     served = report["per_second"].get("200", 0.0)
     answered = sum(report["statuses"].values()) / report["seconds"]
     excess = sum(n for s, n in report["statuses"].items() if s != "200")
@@ -414,6 +460,16 @@ def overload(load, base, token, record, pid, seconds):
           f"{report['errors']}, not sent {report['unsent']}")
     print(f"  latency from when due: 200 {latency(report, 200)}; 503 {latency(report, 503)}; "
           f"RSS after {rss_kib(pid)} KiB; {load_average()}")
+    if service_cores and read_cost and excess:
+        # What the refusals cost: the CPU used beyond the reads served, at the peak's cost each.
+        refusal_cost = (used - report["statuses"].get("200", 0) * read_cost) / excess
+        ceiling = (service_cores - offered * refusal_cost) / (read_cost - refusal_cost)
+        print(f"  the service and its database used {used / report['seconds']:.2f} of their "
+              f"{service_cores} core(s); a read cost {1e6 * read_cost:.1f} µs at the peak, a "
+              f"refusal {1e6 * refusal_cost:.1f} µs, so these cores serve at most "
+              f"{ceiling:.0f} reads/s ({100 * ceiling / peak:.0f} % of peak) while refusing "
+              f"the rest of {offered:.0f}/s; served {100 * served / max(ceiling, 1.0):.0f} % "
+              f"of that")
     # The machine's speed drifts (it is shared): the peak once more, at the same concurrency,
     # tells how much of a shortfall is the machine's rather than the overload's.
     again = hf_load(load, url, *auth, "--connections", peak_c, "--seconds", 10)
@@ -450,7 +506,10 @@ def main():
     log = open(os.path.join(data, "serve.log"), "w")
     command = [args.hf, "serve", "--demo"]
     cores = sorted(os.sched_getaffinity(0))
+    # The cores the service and its database have to themselves (none known unless pinned).
+    service_cores = 0
     if args.pin and len(cores) > 1:
+        service_cores = len(cores) - 1
         # The service (and the cluster it starts) on every core but the first; this process and
         # every load generator and probe it starts on the first.
         command = ["taskset", "-c", ",".join(map(str, cores[1:])), *command]
@@ -494,7 +553,8 @@ def main():
             login_flood(args.load, args.port, token, record, args.login_rate)
         if 5 in sections:
             print("5. record reads at twice the peak rate")
-            overload(args.load, base, token, record, service.pid, args.overload_seconds)
+            overload(args.load, base, token, record, service.pid, args.overload_seconds,
+                     service_cores)
         if 4 in sections:
             print("4. kill -9 of the embedded postmaster under load")
             kill_postmaster(data, call, record, token)
