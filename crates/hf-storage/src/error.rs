@@ -33,6 +33,18 @@ pub enum Error {
     /// it repeats the write.
     #[error("the connection was lost while the write was committing: {0}")]
     CommitOutcomeUnknown(tokio_postgres::Error),
+    /// The database did not answer a request within its statement timeout and
+    /// [`crate::run_as::ANSWER_GRACE`]: the server or the network to it has stopped (a server
+    /// that runs enforces the statement timeout itself and answers in time). The connection
+    /// was given up. For a write, whether it committed is unknown: its `COMMIT` went out with
+    /// its statements.
+    #[error("the database did not answer within {} ms", .waited.as_millis())]
+    NoAnswer {
+        /// How long the request waited for the answer.
+        waited: std::time::Duration,
+        /// Whether the request was a write.
+        write: bool,
+    },
     /// A connection held outside the pool (the notification listener) closed.
     #[error("connection closed: {0}")]
     ConnectionLost(String),
@@ -114,7 +126,10 @@ impl Error {
                 deadpool_postgres::TimeoutType::Wait,
             )) => ErrorKind::Busy,
             Error::Pool(_) | Error::ConnectionLost(_) => ErrorKind::Unavailable,
-            Error::CommitOutcomeUnknown(_) => ErrorKind::CommitOutcomeUnknown,
+            Error::CommitOutcomeUnknown(_) | Error::NoAnswer { write: true, .. } => {
+                ErrorKind::CommitOutcomeUnknown
+            }
+            Error::NoAnswer { write: false, .. } => ErrorKind::Unavailable,
             Error::RoleMissing { .. } => ErrorKind::RoleMissing,
             Error::Config(_) | Error::Internal(_) | Error::Embedded(_) | Error::Io { .. } => {
                 ErrorKind::Internal

@@ -45,11 +45,12 @@
 
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::run_as::{Lanes, Session};
 use crate::tls::Tls;
-use deadpool::managed::{Metrics, QueueMode, RecycleResult};
+use deadpool::managed::{Metrics, QueueMode, RecycleError, RecycleResult};
 use deadpool_postgres::{
     ClientWrapper, Manager, ManagerConfig, RecyclingMethod, Runtime, Timeouts,
 };
@@ -182,6 +183,23 @@ pub(crate) struct DataConnection {
     pub(crate) statements: HashMap<String, Statement>,
     /// How many times a request switched the session (for tests and diagnostics).
     pub(crate) switches: u64,
+    /// Set when the database stopped answering on this connection (see
+    /// [`crate::run_as::ANSWER_GRACE`]): it is never lent again, since a request sent on it
+    /// would only queue behind the one still unanswered. The pool drops it when it next
+    /// checks it out, and opens a new one in its place.
+    given_up: AtomicBool,
+}
+
+impl DataConnection {
+    /// Marks the connection as one the database stopped answering on.
+    pub(crate) fn give_up(&self) {
+        self.given_up.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`DataConnection::give_up`] was called.
+    pub(crate) fn is_given_up(&self) -> bool {
+        self.given_up.load(Ordering::Relaxed)
+    }
 }
 
 impl Deref for DataConnection {
@@ -209,6 +227,7 @@ impl deadpool::managed::Manager for DataManager {
             session: None,
             statements: HashMap::new(),
             switches: 0,
+            given_up: AtomicBool::new(false),
         })
     }
 
@@ -217,6 +236,11 @@ impl deadpool::managed::Manager for DataManager {
         connection: &mut DataConnection,
         metrics: &Metrics,
     ) -> RecycleResult<tokio_postgres::Error> {
+        if connection.is_given_up() {
+            return Err(RecycleError::message(
+                "the database stopped answering on this connection",
+            ));
+        }
         self.inner.recycle(&mut connection.client, metrics).await
     }
 

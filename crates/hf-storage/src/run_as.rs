@@ -60,6 +60,16 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a write may run (15 s: writes check rules and references too).
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// How long past a request's statement timeout its answer may take before the database is
+/// taken to have stopped answering. The server enforces the statement timeout itself and then
+/// answers at once, so a later answer means the server or the network to it has stopped (a
+/// frozen host, a partition): nothing else would end the wait, since a frozen server's kernel
+/// keeps the connection open and TCP keepalives find nothing wrong. The request then fails
+/// with [`Error::NoAnswer`] and its connection is given up (see
+/// [`crate::pool::DataConnection::give_up`]); a database that answers again serves the next
+/// request on a new connection.
+pub const ANSWER_GRACE: Duration = Duration::from_secs(2);
+
 /// The most statements one connection keeps prepared. HOQS lets callers send any number of
 /// distinct statements, and each prepared statement holds memory in the server's backend, so
 /// past this many the connection's cache is emptied and refilled by use.
@@ -207,8 +217,39 @@ impl Ran {
 /// while running is [`Ran::Failed`].
 pub async fn run_as(pool: &Pool, caller: &Caller<'_>, steps: &[Step<'_>]) -> Result<Ran> {
     let connection = pool.data().get().await?;
-    let first = run_once(connection, caller, steps, false).await?;
+    let first = run_answered(connection, caller, steps, false).await?;
     retried(pool, caller, steps, first).await
+}
+
+/// How long a request of `caller` waits for the database's answer (see [`ANSWER_GRACE`]).
+fn answer_deadline(caller: &Caller<'_>) -> Duration {
+    caller.timeout + ANSWER_GRACE
+}
+
+/// The failure of a request of `caller` whose answer did not come by [`answer_deadline`],
+/// giving up the connection it waited on.
+fn no_answer(connection: &DataConnection, caller: &Caller<'_>) -> Error {
+    connection.give_up();
+    Error::NoAnswer {
+        waited: answer_deadline(caller),
+        write: !caller.read_only,
+    }
+}
+
+/// [`run_once`] on a connection of the request's own, waiting for the answer no longer than
+/// [`answer_deadline`].
+async fn run_answered(
+    mut connection: DataObject,
+    caller: &Caller<'_>,
+    steps: &[Step<'_>],
+    force_switch: bool,
+) -> Result<(Ran, bool)> {
+    let answered = tokio::time::timeout(
+        answer_deadline(caller),
+        run_once(&mut connection, caller, steps, force_switch),
+    )
+    .await;
+    answered.unwrap_or_else(|_| Err(no_answer(&connection, caller)))
 }
 
 /// Runs one statement that reads a record by its key as `caller.role`, as [`run_as`] does, on a
@@ -233,17 +274,25 @@ pub async fn read_record(pool: &Pool, caller: &Caller<'_>, step: &Step<'_>) -> R
         None => match lanes.wait(pool, caller, epoch, step.sql).await? {
             Waited::Seat(seat, statement) => (seat, statement),
             Waited::Connection(connection) => {
-                let first = run_once(connection, caller, steps, false).await?;
+                let first = run_answered(connection, caller, steps, false).await?;
                 return retried(pool, caller, steps, first).await;
             }
         },
     };
-    let ran = match seat.connection().query(&statement, &step.values()).await {
-        Ok(rows) => Ran::Rows(vec![rows]),
-        Err(error) => Ran::Failed {
+    let answered = tokio::time::timeout(
+        answer_deadline(caller),
+        seat.connection().query(&statement, &step.values()),
+    )
+    .await;
+    let ran = match answered {
+        Ok(Ok(rows)) => Ran::Rows(vec![rows]),
+        Ok(Err(error)) => Ran::Failed {
             step: Some(0),
             error,
         },
+        // The lane's other reads wait on the same connection and fail alike; no read joins it
+        // any more, and the pool drops it once the last of them gives it back.
+        Err(_) => return Err(no_answer(seat.connection(), caller)),
     };
     // Given back before a retry borrows another connection.
     drop(seat);
@@ -267,7 +316,7 @@ async fn retried(
                     || error.code() == Some(&SqlState::UNDEFINED_OBJECT)) =>
         {
             let connection = pool.data().get().await?;
-            Ok(run_once(connection, caller, steps, true).await?.0)
+            Ok(run_answered(connection, caller, steps, true).await?.0)
         }
         ran => Ok(ran),
     }
@@ -533,7 +582,7 @@ fn lendable(
     sql: &str,
 ) -> Option<Statement> {
     let session = connection.session.as_ref()?;
-    if !session.serves(caller, epoch) {
+    if !session.serves(caller, epoch) || connection.is_given_up() {
         return None;
     }
     connection.statements.get(sql).cloned()
@@ -542,7 +591,7 @@ fn lendable(
 /// One attempt of [`run_as`] on `connection`, switching the session even when it seems to hold
 /// the caller's settings if `force_switch`; also says whether it switched.
 async fn run_once(
-    mut connection: DataObject,
+    connection: &mut DataObject,
     caller: &Caller<'_>,
     steps: &[Step<'_>],
     force_switch: bool,
@@ -582,7 +631,7 @@ async fn run_once(
         if !alone {
             sqls.push(("COMMIT", 0));
         }
-        let (statements, reset) = prepared(&mut connection, &sqls).await?;
+        let (statements, reset) = prepared(connection, &sqls).await?;
         if reset && !switch {
             // The session is the login role now: it must be switched after all.
             switch = true;
@@ -1033,6 +1082,106 @@ mod tests {
         }
         assert!(sessions <= 1 + 4 * ROUNDS, "{sessions} sessions");
 
+        drop_role(&admin, &reader).await;
+    }
+
+    /// The backend process of the (one) data connection.
+    async fn data_backend(pool: &Pool) -> i32 {
+        let connection = pool.data().get().await.unwrap();
+        let row = connection
+            .query_one("SELECT pg_backend_pid()", &[])
+            .await
+            .unwrap();
+        row.get(0)
+    }
+
+    #[tokio::test]
+    async fn a_database_that_stops_answering_fails_the_request_in_time_and_loses_its_connection() {
+        let (db, admin, reader, settings) = reader_db(1).await;
+        let quoted = hf_sql::quote_ident(&reader).unwrap();
+        admin
+            .batch_execute(&format!(
+                "CREATE TABLE t (id int PRIMARY KEY, v text); INSERT INTO t VALUES (1, 'a'); \
+                 GRANT SELECT, INSERT ON t TO {quoted}"
+            ))
+            .await
+            .unwrap();
+        let pool = crate::connect(db.url(), &settings).unwrap();
+        let timeout = Duration::from_millis(200);
+        let reader_caller = Caller {
+            timeout,
+            ..Caller::reader(&reader)
+        };
+        let writer_caller = Caller {
+            timeout,
+            ..Caller::writer(&reader)
+        };
+        let one = [Some("1".to_owned())];
+        let read = Step {
+            sql: "SELECT v FROM t WHERE id = $1::int",
+            params: &one,
+            fixed: &[],
+        };
+        let two = [Some("2".to_owned())];
+        let write = Step {
+            sql: "INSERT INTO t VALUES ($1::int, 'b')",
+            params: &two,
+            fixed: &[],
+        };
+        let deadline = timeout + ANSWER_GRACE;
+
+        for writes in [false, true] {
+            // The statement is prepared and the session switched, so that a read takes the
+            // connection as a lane (its path for reads of a caller the session serves).
+            let rows = read_record(&pool, &reader_caller, &read)
+                .await
+                .unwrap()
+                .into_rows()
+                .unwrap();
+            assert_eq!(rows[0].len(), 1);
+            let stopped = hf_testkit::StoppedBackend::stop(data_backend(&pool).await);
+
+            let started = std::time::Instant::now();
+            let outcome = if writes {
+                run_as(&pool, &writer_caller, std::slice::from_ref(&write)).await
+            } else {
+                read_record(&pool, &reader_caller, &read).await
+            };
+            let waited = started.elapsed();
+            let error = outcome.unwrap_err();
+            assert!(
+                matches!(error, Error::NoAnswer { write, .. } if write == writes),
+                "{error:?}"
+            );
+            let kind = if writes {
+                ErrorKind::CommitOutcomeUnknown
+            } else {
+                ErrorKind::Unavailable
+            };
+            assert_eq!(error.kind(), kind);
+            assert!(
+                waited >= deadline && waited < deadline + Duration::from_secs(3),
+                "answered after {waited:?}"
+            );
+
+            // The next request runs on a new connection, whether or not the stopped backend
+            // runs again.
+            let next = data_backend(&pool).await;
+            assert_ne!(
+                next,
+                stopped.pid(),
+                "the connection given up was lent again"
+            );
+            drop(stopped);
+            let rows = read_record(&pool, &reader_caller, &read)
+                .await
+                .unwrap()
+                .into_rows()
+                .unwrap();
+            assert_eq!(rows[0].len(), 1);
+        }
+
+        drop(pool);
         drop_role(&admin, &reader).await;
     }
 

@@ -1,5 +1,6 @@
-//! Test support shared by every crate's tests: a fresh PostgreSQL database per test, and the
-//! real hf server on a free port for tests that speak HTTP.
+//! Test support shared by every crate's tests: a fresh PostgreSQL database per test, the real hf
+//! server on a free port for tests that speak HTTP, and a database backend stopped in its tracks
+//! for tests of a database that stops answering.
 //!
 //! Databases come from `HF_TEST_DATABASE_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/postgres`); when that server cannot be reached, a private
@@ -18,6 +19,47 @@ use tokio_postgres::NoTls;
 
 /// The server every test database is created on.
 const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// A database backend process stopped with `SIGSTOP` while this lives, as a frozen server, or a
+/// network that drops everything, looks to its client: the connection stays open and nothing
+/// answers. Continued (`SIGCONT`) when dropped. Signalling a backend needs the database on
+/// this machine and a test running as root or as the database's owner, as the tests here do.
+#[derive(Debug)]
+pub struct StoppedBackend {
+    pid: i32,
+}
+
+impl StoppedBackend {
+    /// Stops backend `pid` (a `pg_backend_pid()`).
+    pub fn stop(pid: i32) -> StoppedBackend {
+        assert!(
+            signal_backend("STOP", pid),
+            "kill -STOP {pid} failed: the test must run on the database's machine, as root or \
+             as the database's owner"
+        );
+        StoppedBackend { pid }
+    }
+
+    /// The stopped backend's process id.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+}
+
+impl Drop for StoppedBackend {
+    fn drop(&mut self) {
+        signal_backend("CONT", self.pid);
+    }
+}
+
+/// Sends signal `name` to process `pid`; whether it was delivered.
+fn signal_backend(name: &str, pid: i32) -> bool {
+    std::process::Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+        .is_ok_and(|status| status.success())
+}
 
 /// A database that exists for one test.
 #[derive(Debug)]

@@ -1,5 +1,6 @@
 //! Faults injected for real: an exhausted pool, a read-only metadata cache, a database
-//! connection killed in the middle of a live write or of a record write's `COMMIT`, a ref lock
+//! connection killed in the middle of a live write or of a record write's `COMMIT`, a database
+//! backend that stops answering, a ref lock
 //! file left in the cache, a login flood, logins with slow bodies. Each gets its status and code, nothing is lost, and
 //! the service is normal afterwards.
 
@@ -279,6 +280,73 @@ async fn a_connection_killed_mid_write_answers_database_unavailable() {
     let response = add_field(&server, &token, "note").await;
     assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
     assert!(has_column(&server, "note").await);
+    server.stop().await;
+}
+
+/// A database that stops answering (its backend frozen, as a hung host or a network dropping
+/// everything looks) holds no request for ever: a record read on that connection is answered
+/// 503 `DATABASE_UNAVAILABLE` once the read timeout and the answer grace have passed, and the
+/// next read runs on a new connection.
+#[tokio::test]
+async fn a_database_that_stops_answering_answers_database_unavailable_in_time() {
+    // One data connection, so the read below takes the one whose backend is stopped.
+    let server = TestServer::start_demo_with_pool(hf_storage::PoolSettings {
+        max_size: 1,
+        data_shards: 1,
+        ..hf_storage::PoolSettings::default()
+    })
+    .await;
+    let token = server.admin_token().await;
+    let created: Value = server
+        .http
+        .post(server.url("/data/crm/account"))
+        .bearer_auth(&token)
+        .json(&json!({"name": "Frozen"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let record = server.url(&format!(
+        "/data/crm/account/{}",
+        created["id"].as_str().unwrap()
+    ));
+    let read = || server.http.get(&record).bearer_auth(&token).send();
+    // Twice: the first read on the connection switches its session and ends with `COMMIT`;
+    // the second is the read statement alone.
+    for _ in 0..2 {
+        assert_eq!(read().await.unwrap().status(), 200);
+    }
+
+    // The data connection's backend is the one whose last statement was that read.
+    let admin = server.db.client().await;
+    let row = admin
+        .query_one(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() \
+              AND query LIKE '%row_to_json%' AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap();
+    let stopped = hf_testkit::StoppedBackend::stop(row.get(0));
+
+    let started = std::time::Instant::now();
+    let response = read().await.unwrap();
+    let waited = started.elapsed();
+    let retry_after = response.headers().get("retry-after").cloned();
+    assert_envelope(response, 503, "DATABASE_UNAVAILABLE").await;
+    assert_eq!(retry_after.unwrap(), "1");
+    let deadline = hf_storage::run_as::READ_TIMEOUT + hf_storage::run_as::ANSWER_GRACE;
+    assert!(
+        waited >= deadline && waited < deadline + Duration::from_secs(5),
+        "answered after {waited:?}"
+    );
+
+    // The next read is served on a new connection while the old backend is still stopped.
+    assert_eq!(read().await.unwrap().status(), 200);
+    drop(stopped);
+    assert_eq!(read().await.unwrap().status(), 200);
     server.stop().await;
 }
 
