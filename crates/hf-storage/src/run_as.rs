@@ -801,7 +801,12 @@ mod tests {
 
     /// The rows of a record read as `role` that must succeed.
     async fn read_rows(pool: &Pool, role: &str, step: &Step<'_>) -> Vec<Row> {
-        read_record(pool, &Caller::reader(role), step)
+        read_rows_as(pool, &Caller::reader(role), step).await
+    }
+
+    /// The rows of a record read by `caller` that must succeed.
+    async fn read_rows_as(pool: &Pool, caller: &Caller<'_>, step: &Step<'_>) -> Vec<Row> {
+        read_record(pool, caller, step)
             .await
             .unwrap()
             .into_rows()
@@ -1133,12 +1138,7 @@ mod tests {
         for writes in [false, true] {
             // The statement is prepared and the session switched, so that a read takes the
             // connection as a lane (its path for reads of a caller the session serves).
-            let rows = read_record(&pool, &reader_caller, &read)
-                .await
-                .unwrap()
-                .into_rows()
-                .unwrap();
-            assert_eq!(rows[0].len(), 1);
+            assert_eq!(read_rows_as(&pool, &reader_caller, &read).await.len(), 1);
             let stopped = hf_testkit::StoppedBackend::stop(data_backend(&pool).await);
 
             let started = std::time::Instant::now();
@@ -1173,12 +1173,7 @@ mod tests {
                 "the connection given up was lent again"
             );
             drop(stopped);
-            let rows = read_record(&pool, &reader_caller, &read)
-                .await
-                .unwrap()
-                .into_rows()
-                .unwrap();
-            assert_eq!(rows[0].len(), 1);
+            assert_eq!(read_rows_as(&pool, &reader_caller, &read).await.len(), 1);
         }
 
         drop(pool);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use hf_testkit::TestServer;
 use serde_json::{json, Value};
 
-use crate::support::assert_envelope;
+use crate::support::{assert_envelope, json_with_status};
 
 /// The live branch's head, read with git.
 fn git_head(server: &TestServer) -> String {
@@ -297,17 +297,12 @@ async fn a_database_that_stops_answering_answers_database_unavailable_in_time() 
     })
     .await;
     let token = server.admin_token().await;
-    let created: Value = server
+    let create = server
         .http
         .post(server.url("/data/crm/account"))
         .bearer_auth(&token)
-        .json(&json!({"name": "Frozen"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json(&json!({"name": "Frozen"}));
+    let created = json_with_status(create.send().await.unwrap(), 201).await;
     let record = server.url(&format!(
         "/data/crm/account/{}",
         created["id"].as_str().unwrap()
