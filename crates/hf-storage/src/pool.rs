@@ -286,15 +286,19 @@ impl Default for PoolSettings {
 /// The URL's `sslmode` and `sslrootcert` mean what they mean to libpq; see [`crate::tls`].
 pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
     let (config, tls) = connection_config(database_url, settings)?;
-    let manager = || {
+    // No connection needs resetting when it is given back: login connections never change
+    // session state, and a data connection's session state is tracked with it (see
+    // `DataConnection`). But a connection whose server stopped answering (a hung backend or
+    // host) stays open, and a statement sent on it waits for ever: the service's own
+    // statements have no deadline of their own, so a login connection is checked with an empty
+    // query each time it is lent (one round trip; a connection that does not answer within the
+    // recycle timeout is dropped and another one lent). Data statements have a deadline (see
+    // `run_as::ANSWER_GRACE`), and a record read cannot afford the round trip.
+    let manager = |recycling_method| {
         Manager::from_config(
             config.clone(),
             tls.clone(),
-            // Fast recycling is enough: login connections never change session state, and a
-            // data connection's session state is tracked with it (see `DataConnection`).
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
+            ManagerConfig { recycling_method },
         )
     };
     let timeouts = Timeouts {
@@ -302,7 +306,7 @@ pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
         create: Some(settings.create_timeout),
         recycle: Some(settings.recycle_timeout),
     };
-    let login = deadpool_postgres::Pool::builder(manager())
+    let login = deadpool_postgres::Pool::builder(manager(RecyclingMethod::Verified))
         .max_size(settings.max_size)
         .queue_mode(QueueMode::Lifo)
         .runtime(Runtime::Tokio1)
@@ -312,13 +316,15 @@ pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
     let shards = settings.data_shards.max(1);
     let data = (0..shards)
         .map(|_| {
-            let pool = DataPool::builder(DataManager { inner: manager() })
-                .max_size(settings.max_size.div_ceil(shards))
-                .queue_mode(QueueMode::Lifo)
-                .runtime(Runtime::Tokio1)
-                .timeouts(timeouts)
-                .build()
-                .map_err(|error| Error::Config(error.to_string()))?;
+            let pool = DataPool::builder(DataManager {
+                inner: manager(RecyclingMethod::Fast),
+            })
+            .max_size(settings.max_size.div_ceil(shards))
+            .queue_mode(QueueMode::Lifo)
+            .runtime(Runtime::Tokio1)
+            .timeouts(timeouts)
+            .build()
+            .map_err(|error| Error::Config(error.to_string()))?;
             Ok(DataShard {
                 pool,
                 lanes: Lanes::default(),

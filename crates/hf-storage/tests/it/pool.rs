@@ -1,5 +1,5 @@
 //! An exhausted pool answers "busy" after its wait timeout instead of hanging; an unreachable
-//! server is "unavailable".
+//! server is "unavailable"; a login connection whose backend stopped answering is not lent.
 
 use std::time::{Duration, Instant};
 
@@ -62,6 +62,48 @@ async fn data_shards_share_the_pool_size_and_open_their_own_connections() {
     }
     // Shards 2 and 3 are shards 0 and 1 again: two data connections, none for logins yet.
     assert_eq!(pool.status().size, 2);
+}
+
+/// The backend process of a login connection.
+async fn backend(client: &tokio_postgres::Client) -> i32 {
+    let row = client
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap();
+    row.get(0)
+}
+
+/// A login connection whose backend stopped answering (a hung server looks so: the connection
+/// stays open) is checked when it is next lent, dropped once the check outlasts the recycle
+/// timeout, and replaced: the service's own statements, which have no deadline of their own,
+/// never go out on it.
+#[tokio::test]
+async fn a_login_connection_whose_backend_stopped_is_not_lent_again() {
+    let db = TestDb::new().await;
+    let settings = PoolSettings {
+        max_size: 1,
+        recycle_timeout: Duration::from_millis(500),
+        ..PoolSettings::default()
+    };
+    let pool = hf_storage::connect(db.url(), &settings).unwrap();
+    let first = backend(&pool.get().await.unwrap()).await;
+    let stopped = hf_testkit::StoppedBackend::stop(first);
+
+    let started = Instant::now();
+    let client = pool.get().await.unwrap();
+    let lent = started.elapsed();
+    let second = tokio::time::timeout(Duration::from_secs(5), backend(&client))
+        .await
+        .expect("the connection lent answers");
+    assert_ne!(
+        second, first,
+        "the stopped backend's connection was lent again"
+    );
+    assert!(
+        lent >= Duration::from_millis(500) && lent < Duration::from_secs(3),
+        "lent after {lent:?}"
+    );
+    drop(stopped);
 }
 
 #[tokio::test]
