@@ -308,22 +308,27 @@ async fn a_database_that_stops_answering_answers_database_unavailable_in_time() 
         created["id"].as_str().unwrap()
     ));
     let read = || server.http.get(&record).bearer_auth(&token).send();
-    // Twice: the first read on the connection switches its session and ends with `COMMIT`;
-    // the second is the read statement alone.
-    for _ in 0..2 {
-        assert_eq!(read().await.unwrap().status(), 200);
-    }
-
-    // The data connection's backend is the one whose last statement was that read.
+    // The data connection's backend is the one whose last statement was a record read. A read
+    // that switches the session ends with `COMMIT` instead (the first one after the create, and
+    // any after a principal changed anywhere in this process, which other tests do), so reads
+    // go on until one ran alone.
     let admin = server.db.client().await;
-    let row = admin
-        .query_one(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() \
-              AND query LIKE '%row_to_json%' AND pid <> pg_backend_pid()",
-            &[],
-        )
-        .await
-        .unwrap();
+    let mut backend = None;
+    for _ in 0..50 {
+        assert_eq!(read().await.unwrap().status(), 200);
+        backend = admin
+            .query_opt(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() \
+                  AND query LIKE '%row_to_json%' AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .await
+            .unwrap();
+        if backend.is_some() {
+            break;
+        }
+    }
+    let row = backend.expect("a read ran alone on the data connection");
     let stopped = hf_testkit::StoppedBackend::stop(row.get(0));
 
     let started = std::time::Instant::now();
