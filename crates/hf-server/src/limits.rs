@@ -23,9 +23,10 @@
 //! Handler work is not cut off by a deadline: cancelling a write halfway would leave its outcome
 //! unknown. It is bounded instead by the pool's wait timeout and the statements' timeouts, and,
 //! for a database that stops answering altogether (a frozen host, a network dropping
-//! everything), by the answer deadline of data statements: their timeout plus
-//! `hf_storage::run_as::ANSWER_GRACE`, after which the connection is given up and the request
-//! answered 503 (`DATABASE_UNAVAILABLE`, or `COMMIT_OUTCOME_UNKNOWN` for a write).
+//! everything), by the silence data statements allow: their timeout plus
+//! `hf_storage::run_as::ANSWER_GRACE` without an answer on the connection, after which the
+//! connection is given up and the request answered 503 (`DATABASE_UNAVAILABLE`, or
+//! `COMMIT_OUTCOME_UNKNOWN` for a write).
 
 use std::any::Any;
 use std::cell::Cell;

@@ -33,14 +33,14 @@ pub enum Error {
     /// it repeats the write.
     #[error("the connection was lost while the write was committing: {0}")]
     CommitOutcomeUnknown(tokio_postgres::Error),
-    /// The database did not answer a request within its statement timeout and
+    /// The database said nothing on a request's connection for its statement timeout and
     /// [`crate::run_as::ANSWER_GRACE`]: the server or the network to it has stopped (a server
     /// that runs enforces the statement timeout itself and answers in time). The connection
     /// was given up. For a write, whether it committed is unknown: its `COMMIT` went out with
     /// its statements.
-    #[error("the database did not answer within {} ms", .waited.as_millis())]
+    #[error("the database said nothing for {} ms", .waited.as_millis())]
     NoAnswer {
-        /// How long the request waited for the answer.
+        /// How long the connection was silent.
         waited: std::time::Duration,
         /// Whether the request was a write.
         write: bool,

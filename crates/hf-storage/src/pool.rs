@@ -45,8 +45,8 @@
 
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use crate::run_as::{Lanes, Session};
 use crate::tls::Tls;
@@ -188,6 +188,39 @@ pub(crate) struct DataConnection {
     /// would only queue behind the one still unanswered. The pool drops it when it next
     /// checks it out, and opens a new one in its place.
     given_up: AtomicBool,
+    /// When the database last answered a statement on this connection (shared, so a request
+    /// can watch it while its statements hold the connection).
+    pub(crate) answers: std::sync::Arc<AnswerClock>,
+}
+
+/// When the database last answered on a connection, so that a request waiting on it can tell
+/// a database that works through statements queued ahead of it (it answers each in turn) from
+/// one that stopped (it answers nothing).
+#[derive(Debug)]
+pub(crate) struct AnswerClock {
+    opened: Instant,
+    /// Microseconds from `opened` to the last answer.
+    last: AtomicU64,
+}
+
+impl AnswerClock {
+    fn new() -> AnswerClock {
+        AnswerClock {
+            opened: Instant::now(),
+            last: AtomicU64::new(0),
+        }
+    }
+
+    /// Notes an answer now.
+    pub(crate) fn answered(&self) {
+        let micros = u64::try_from(self.opened.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.last.fetch_max(micros, Ordering::Relaxed);
+    }
+
+    /// When the last answer came (the opening of the connection, before any).
+    pub(crate) fn last(&self) -> Instant {
+        self.opened + Duration::from_micros(self.last.load(Ordering::Relaxed))
+    }
 }
 
 impl DataConnection {
@@ -228,6 +261,7 @@ impl deadpool::managed::Manager for DataManager {
             statements: HashMap::new(),
             switches: 0,
             given_up: AtomicBool::new(false),
+            answers: std::sync::Arc::new(AnswerClock::new()),
         })
     }
 

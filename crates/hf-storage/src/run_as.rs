@@ -46,12 +46,12 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use futures_util::future::{join, join_all};
+use futures_util::future::{join, join_all, FutureExt};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Row, Statement};
 
-use crate::pool::{DataConnection, DataObject};
+use crate::pool::{AnswerClock, DataConnection, DataObject};
 use crate::{Error, Pool, Result};
 
 /// How long a read may run (5 s: a request, not a report).
@@ -60,12 +60,15 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a write may run (15 s: writes check rules and references too).
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// How long past a request's statement timeout its answer may take before the database is
-/// taken to have stopped answering. The server enforces the statement timeout itself and then
-/// answers at once, so a later answer means the server or the network to it has stopped (a
-/// frozen host, a partition): nothing else would end the wait, since a frozen server's kernel
-/// keeps the connection open and TCP keepalives find nothing wrong. The request then fails
-/// with [`Error::NoAnswer`] and its connection is given up (see
+/// How long past a request's statement timeout the database may stay silent on its connection
+/// before it is taken to have stopped answering. The server enforces the statement timeout
+/// itself and answers each statement within it, so silence for longer, while a request waits,
+/// means the server or the network to it has stopped (a frozen host, a partition): nothing else
+/// would end the wait, since a frozen server's kernel keeps the connection open and TCP
+/// keepalives find nothing wrong. The silence is counted from the request's start or the
+/// connection's last answer, whichever is later, so statements queued ahead on the connection
+/// (a lane's reads, a write's statements), each answered in its turn, never count against it.
+/// The request then fails with [`Error::NoAnswer`] and its connection is given up (see
 /// [`crate::pool::DataConnection::give_up`]); a database that answers again serves the next
 /// request on a new connection.
 pub const ANSWER_GRACE: Duration = Duration::from_secs(2);
@@ -221,35 +224,57 @@ pub async fn run_as(pool: &Pool, caller: &Caller<'_>, steps: &[Step<'_>]) -> Res
     retried(pool, caller, steps, first).await
 }
 
-/// How long a request of `caller` waits for the database's answer (see [`ANSWER_GRACE`]).
-fn answer_deadline(caller: &Caller<'_>) -> Duration {
+/// How long the database may stay silent on a request of `caller` (see [`ANSWER_GRACE`]).
+fn allowed_silence(caller: &Caller<'_>) -> Duration {
     caller.timeout + ANSWER_GRACE
 }
 
-/// The failure of a request of `caller` whose answer did not come by [`answer_deadline`],
-/// giving up the connection it waited on.
+/// Awaits `work`, statements of `caller` sent on a connection whose answers `answers` notes,
+/// until the database has been silent on it for [`allowed_silence`]; `None` then.
+async fn awaiting_answers<T>(
+    answers: &AnswerClock,
+    caller: &Caller<'_>,
+    work: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    let silence = allowed_silence(caller);
+    let started = std::time::Instant::now();
+    tokio::pin!(work);
+    loop {
+        let since = answers.last().max(started);
+        match tokio::time::timeout_at((since + silence).into(), &mut work).await {
+            Ok(done) => return Some(done),
+            // Something was answered meanwhile (statements ahead of this request's): the
+            // database works; wait on.
+            Err(_) if answers.last() > since => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+/// The failure of a request of `caller` whose connection stayed silent past
+/// [`allowed_silence`], giving the connection up.
 fn no_answer(connection: &DataConnection, caller: &Caller<'_>) -> Error {
     connection.give_up();
     Error::NoAnswer {
-        waited: answer_deadline(caller),
+        waited: allowed_silence(caller),
         write: !caller.read_only,
     }
 }
 
-/// [`run_once`] on a connection of the request's own, waiting for the answer no longer than
-/// [`answer_deadline`].
+/// [`run_once`] on a connection of the request's own, as long as the database answers (see
+/// [`awaiting_answers`]).
 async fn run_answered(
     mut connection: DataObject,
     caller: &Caller<'_>,
     steps: &[Step<'_>],
     force_switch: bool,
 ) -> Result<(Ran, bool)> {
-    let answered = tokio::time::timeout(
-        answer_deadline(caller),
-        run_once(&mut connection, caller, steps, force_switch),
-    )
-    .await;
-    answered.unwrap_or_else(|_| Err(no_answer(&connection, caller)))
+    let answers = Arc::clone(&connection.answers);
+    let work = run_once(&mut connection, caller, steps, force_switch);
+    match awaiting_answers(&answers, caller, work).await {
+        Some(ran) => ran,
+        None => Err(no_answer(&connection, caller)),
+    }
 }
 
 /// Runs one statement that reads a record by its key as `caller.role`, as [`run_as`] does, on a
@@ -279,20 +304,20 @@ pub async fn read_record(pool: &Pool, caller: &Caller<'_>, step: &Step<'_>) -> R
             }
         },
     };
-    let answered = tokio::time::timeout(
-        answer_deadline(caller),
-        seat.connection().query(&statement, &step.values()),
-    )
-    .await;
-    let ran = match answered {
-        Ok(Ok(rows)) => Ran::Rows(vec![rows]),
-        Ok(Err(error)) => Ran::Failed {
+    let connection = seat.connection();
+    let values = step.values();
+    let query = connection
+        .query(&statement, &values)
+        .inspect(|_| connection.answers.answered());
+    let ran = match awaiting_answers(&connection.answers, caller, query).await {
+        Some(Ok(rows)) => Ran::Rows(vec![rows]),
+        Some(Err(error)) => Ran::Failed {
             step: Some(0),
             error,
         },
         // The lane's other reads wait on the same connection and fail alike; no read joins it
         // any more, and the pool drops it once the last of them gives it back.
-        Err(_) => return Err(no_answer(seat.connection(), caller)),
+        None => return Err(no_answer(connection, caller)),
     };
     // Given back before a retry borrows another connection.
     drop(seat);
@@ -632,6 +657,7 @@ async fn run_once(
             sqls.push(("COMMIT", 0));
         }
         let (statements, reset) = prepared(connection, &sqls).await?;
+        connection.answers.answered();
         if reset && !switch {
             // The session is the login role now: it must be switched after all.
             switch = true;
@@ -657,6 +683,7 @@ async fn run_once(
     let switch_params: [&(dyn ToSql + Sync); 4] = [&caller.role, &timeout, &principal, &read_only];
     let step_params: Vec<Vec<&(dyn ToSql + Sync)>> = steps.iter().map(Step::values).collect();
     let client = &**connection;
+    let answers = &connection.answers;
     let calls = statements.iter().enumerate().map(|(index, statement)| {
         let params: &[&(dyn ToSql + Sync)] = match index
             .checked_sub(first_step)
@@ -666,7 +693,9 @@ async fn run_once(
             None if switch && index == 1 => &switch_params,
             None => &[],
         };
-        client.query(statement, params)
+        client
+            .query(statement, params)
+            .inspect(|_| answers.answered())
     });
     // `join_all` polls the calls in order, so every one of them, COMMIT included, is queued on
     // the connection in its first poll.
@@ -1176,6 +1205,35 @@ mod tests {
             assert_eq!(read_rows_as(&pool, &reader_caller, &read).await.len(), 1);
         }
 
+        drop(pool);
+        drop_role(&admin, &reader).await;
+    }
+
+    /// Statements that take a while each but are answered in turn are not mistaken for a
+    /// database that stopped: the silence is counted from the last answer, not from the start.
+    #[tokio::test]
+    async fn slow_statements_answered_in_turn_outlast_the_allowed_silence() {
+        let (db, admin, reader, settings) = reader_db(1).await;
+        let pool = crate::connect(db.url(), &settings).unwrap();
+        let timeout = Duration::from_millis(1500);
+        let caller = Caller {
+            timeout,
+            ..Caller::reader(&reader)
+        };
+        let sleep = Step {
+            sql: "SELECT pg_sleep(1.0)",
+            params: &[],
+            fixed: &[],
+        };
+        let steps = [sleep; 4];
+        let started = std::time::Instant::now();
+        let rows = run_as(&pool, &caller, &steps)
+            .await
+            .unwrap()
+            .into_rows()
+            .unwrap();
+        assert_eq!(rows.len(), 4);
+        assert!(started.elapsed() > timeout + ANSWER_GRACE);
         drop(pool);
         drop_role(&admin, &reader).await;
     }
