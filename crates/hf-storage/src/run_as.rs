@@ -1121,12 +1121,7 @@ mod tests {
 
     /// The backend process of the (one) data connection.
     async fn data_backend(pool: &Pool) -> i32 {
-        let connection = pool.data().get().await.unwrap();
-        let row = connection
-            .query_one("SELECT pg_backend_pid()", &[])
-            .await
-            .unwrap();
-        row.get(0)
+        hf_testkit::backend_pid(&pool.data().get().await.unwrap()).await
     }
 
     #[tokio::test]

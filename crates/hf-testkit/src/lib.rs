@@ -52,6 +52,15 @@ impl Drop for StoppedBackend {
     }
 }
 
+/// The process id of the backend serving `client` (what [`StoppedBackend::stop`] takes).
+pub async fn backend_pid(client: &tokio_postgres::Client) -> i32 {
+    let row = client
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap();
+    row.get(0)
+}
+
 /// Sends signal `name` to process `pid`; whether it was delivered.
 fn signal_backend(name: &str, pid: i32) -> bool {
     std::process::Command::new("kill")

@@ -64,15 +64,6 @@ async fn data_shards_share_the_pool_size_and_open_their_own_connections() {
     assert_eq!(pool.status().size, 2);
 }
 
-/// The backend process of a login connection.
-async fn backend(client: &tokio_postgres::Client) -> i32 {
-    let row = client
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap();
-    row.get(0)
-}
-
 /// A login connection whose backend stopped answering (a hung server looks so: the connection
 /// stays open) is checked when it is next lent, dropped once the check outlasts the recycle
 /// timeout, and replaced: the service's own statements, which have no deadline of their own,
@@ -86,13 +77,13 @@ async fn a_login_connection_whose_backend_stopped_is_not_lent_again() {
         ..PoolSettings::default()
     };
     let pool = hf_storage::connect(db.url(), &settings).unwrap();
-    let first = backend(&pool.get().await.unwrap()).await;
+    let first = hf_testkit::backend_pid(&pool.get().await.unwrap()).await;
     let stopped = hf_testkit::StoppedBackend::stop(first);
 
     let started = Instant::now();
     let client = pool.get().await.unwrap();
     let lent = started.elapsed();
-    let second = tokio::time::timeout(Duration::from_secs(5), backend(&client))
+    let second = tokio::time::timeout(Duration::from_secs(5), hf_testkit::backend_pid(&client))
         .await
         .expect("the connection lent answers");
     assert_ne!(
