@@ -370,10 +370,15 @@ impl From<hf_storage::Error> for ApiError {
                 .with_retry_after(1)
             }
             ErrorKind::CommitOutcomeUnknown => {
-                tracing::warn!(%error, "connection lost while a write was committing");
+                tracing::warn!(%error, "a write's outcome is unknown");
+                let what_happened = if matches!(error, hf_storage::Error::NoAnswer { .. }) {
+                    "The database stopped answering"
+                } else {
+                    "The connection to the database was lost"
+                };
                 ApiError::new(
                     Code::CommitOutcomeUnknown,
-                    "The connection to the database was lost while the write was being committed, so whether it took effect is unknown. Read the data again before you repeat the write.",
+                    format!("{what_happened} while the write was being committed, so whether it took effect is unknown. Read the data again before you repeat the write."),
                 )
                 .with_retry_after(1)
             }
@@ -854,6 +859,32 @@ mod tests {
             );
             assert!(seen.insert(text), "{text} twice");
         }
+    }
+
+    /// A database that stopped answering is unavailable for a read; for a write, whose commit
+    /// went out, the outcome is unknown, and the message says which happened.
+    #[test]
+    fn a_database_that_stopped_answering_is_unavailable_or_an_unknown_commit() {
+        let waited = std::time::Duration::from_secs(7);
+        let read = ApiError::from(hf_storage::Error::NoAnswer {
+            waited,
+            write: false,
+        });
+        assert_eq!(read.entries()[0].code, "DATABASE_UNAVAILABLE");
+        assert_eq!(read.retry_after, Some(1));
+        let write = ApiError::from(hf_storage::Error::NoAnswer {
+            waited,
+            write: true,
+        });
+        assert_eq!(write.entries()[0].code, "COMMIT_OUTCOME_UNKNOWN");
+        assert_eq!(write.status_code(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(write.retry_after, Some(1));
+        let message = &write.entries()[0].message;
+        assert!(
+            message.starts_with("The database stopped answering"),
+            "{message}"
+        );
+        assert!(message.contains("Read the data again"), "{message}");
     }
 
     #[test]
