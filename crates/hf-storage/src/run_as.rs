@@ -657,7 +657,10 @@ async fn run_once(
             sqls.push(("COMMIT", 0));
         }
         let (statements, reset) = prepared(connection, &sqls).await?;
-        connection.answers.answered();
+        if reset {
+            // Preparing was a round trip, which the database answered.
+            connection.answers.answered();
+        }
         if reset && !switch {
             // The session is the login role now: it must be switched after all.
             switch = true;
