@@ -26,7 +26,8 @@
 //! everything), by the silence data statements allow: their timeout plus
 //! `hf_storage::run_as::ANSWER_GRACE` without an answer on the connection, after which the
 //! connection is given up and the request answered 503 (`DATABASE_UNAVAILABLE`, or
-//! `COMMIT_OUTCOME_UNKNOWN` for a write).
+//! `COMMIT_OUTCOME_UNKNOWN` for a write); the principal check every authenticated request makes
+//! is bounded the same way (`hf_storage::auth::LOOKUP_SILENCE`).
 
 use std::any::Any;
 use std::cell::Cell;

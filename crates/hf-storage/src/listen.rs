@@ -6,8 +6,9 @@
 //!   ([`Subscriber::set_listening`]): while they are not, it must not trust what it holds
 //!   (notifications may be missed), and it catches up when they resume.
 //! - The connection answers a heartbeat every 10 s, so one that died silently (a NAT or firewall
-//!   dropping it, a failover without a reset) is noticed within 15 s; after a failure the
-//!   listener connects again after a second.
+//!   dropping it, a failover without a reset, a frozen server) is noticed within 15 s; after a
+//!   failure the listener connects again after a second. Every other statement of the listener,
+//!   and connecting, is bounded too, so nothing it waits on can hold it for ever.
 //! - A subscriber may answer a notification with one of its own ([`Reply`]), sent on the
 //!   listening connection after the subscriber acted on the first: how an instance tells a writer
 //!   that it has seen a change (see `auth::barrier`).
@@ -26,8 +27,13 @@ use crate::{Error, Result};
 
 /// How often the listening connection is asked whether it is alive.
 const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
-/// How long the answer to a heartbeat may take before the connection counts as dead.
+/// How long the answer to a heartbeat, or to any other statement of the listener, may take
+/// before the connection counts as dead.
 const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long connecting may take, startup and authentication included (the driver's own connect
+/// timeout covers only the socket's, and a server that accepts the socket and then says
+/// nothing would hold the listener, and the caches waiting for it, for ever).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the listener waits before connecting again after its connection failed.
 const RECONNECT_DELAY: Duration = Duration::from_secs(1);
 
@@ -94,7 +100,12 @@ async fn listen_once<S: Subscriber>(
     tls: &Tls,
     channel: &Channel,
 ) -> Result<()> {
-    let (client, mut connection) = config.connect(tls.clone()).await?;
+    let (client, mut connection) = answered(
+        CONNECT_TIMEOUT,
+        "while connecting",
+        config.connect(tls.clone()),
+    )
+    .await?;
     let (sender, mut notifications) = mpsc::unbounded_channel();
     // The connection must be polled for the client to make progress; notifications arrive as
     // its asynchronous messages. The driver ends when the connection does.
@@ -116,11 +127,19 @@ async fn listen_once<S: Subscriber>(
         }
     });
     let _abort_driver = AbortOnDrop(driver);
-    client.batch_execute(channel.statement).await?;
+    answered(
+        HEARTBEAT_TIMEOUT,
+        "its LISTEN",
+        client.batch_execute(channel.statement),
+    )
+    .await?;
     if let Some(name) = &channel.listening_name {
-        client
-            .execute("SELECT set_config('application_name', $1, false)", &[name])
-            .await?;
+        answered(
+            HEARTBEAT_TIMEOUT,
+            "while naming itself",
+            client.execute("SELECT set_config('application_name', $1, false)", &[name]),
+        )
+        .await?;
     }
     match subscriber.upgrade() {
         Some(subscriber) => subscriber.set_listening(true),
@@ -145,27 +164,37 @@ async fn listen_once<S: Subscriber>(
                 let reply = subscriber.notified(notification.payload());
                 drop(subscriber);
                 if let Some(reply) = reply {
-                    client
-                        .execute("SELECT pg_notify($1, $2)", &[&reply.channel, &reply.payload])
-                        .await?;
+                    answered(
+                        HEARTBEAT_TIMEOUT,
+                        "its reply",
+                        client.execute("SELECT pg_notify($1, $2)", &[&reply.channel, &reply.payload]),
+                    )
+                    .await?;
                 }
             }
             _ = heartbeat.tick() => {
-                match tokio::time::timeout(HEARTBEAT_TIMEOUT, client.simple_query("")).await {
-                    Ok(answer) => {
-                        answer?;
-                    }
-                    Err(_) => {
-                        return Err(Error::ConnectionLost(
-                            "the listening connection did not answer its heartbeat".to_owned(),
-                        ))
-                    }
-                }
+                answered(HEARTBEAT_TIMEOUT, "its heartbeat", client.simple_query("")).await?;
                 if subscriber.strong_count() == 0 {
                     return Ok(());
                 }
             }
         }
+    }
+}
+
+/// What `work` on the listening connection gave, or [`Error::ConnectionLost`] when the database
+/// did not answer within `limit`.
+async fn answered<T>(
+    limit: Duration,
+    what: &str,
+    work: impl std::future::Future<Output = std::result::Result<T, tokio_postgres::Error>>,
+) -> Result<T> {
+    match tokio::time::timeout(limit, work).await {
+        Ok(answer) => Ok(answer?),
+        Err(_) => Err(Error::ConnectionLost(format!(
+            "the listening connection did not answer {what} within {} s",
+            limit.as_secs()
+        ))),
     }
 }
 
@@ -175,5 +204,62 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use super::*;
+
+    /// A subscriber that remembers whether it was told notifications are received.
+    #[derive(Default)]
+    struct Listening(AtomicBool);
+
+    impl Subscriber for Listening {
+        fn set_listening(&self, listening: bool) {
+            self.0.store(listening, Ordering::SeqCst);
+        }
+
+        fn notified(&self, _payload: &str) -> Option<Reply> {
+            None
+        }
+    }
+
+    /// A server that accepts the connection and never says a word (a frozen host's kernel
+    /// completes the handshake for it) fails the attempt after [`CONNECT_TIMEOUT`], so the
+    /// listener goes on to try again instead of waiting for ever.
+    #[tokio::test]
+    async fn a_server_that_accepts_and_never_answers_fails_the_attempt_in_time() {
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = silent.local_addr().unwrap().port();
+        let (config, tls) =
+            crate::tls::parse(&format!("postgres://postgres@127.0.0.1:{port}/hf")).unwrap();
+        let subscriber = Arc::new(Listening::default());
+        let channel = Channel {
+            statement: "LISTEN hf_test",
+            what: "test",
+            listening_name: None,
+        };
+
+        let started = Instant::now();
+        let attempt = tokio::time::timeout(
+            CONNECT_TIMEOUT + Duration::from_secs(5),
+            listen_once(&Arc::downgrade(&subscriber), &config, &tls, &channel),
+        )
+        .await
+        .expect("the attempt ends by itself");
+        let waited = started.elapsed();
+
+        assert!(
+            matches!(attempt, Err(Error::ConnectionLost(_))),
+            "{attempt:?}"
+        );
+        assert!(waited >= CONNECT_TIMEOUT, "gave up after {waited:?}");
+        assert!(!subscriber.0.load(Ordering::SeqCst));
+        drop(silent);
     }
 }

@@ -204,7 +204,7 @@ pub(crate) struct AnswerClock {
 }
 
 impl AnswerClock {
-    fn new() -> AnswerClock {
+    pub(crate) fn new() -> AnswerClock {
         AnswerClock {
             opened: Instant::now(),
             last: AtomicU64::new(0),
@@ -220,6 +220,28 @@ impl AnswerClock {
     /// When the last answer came (the opening of the connection, before any).
     pub(crate) fn last(&self) -> Instant {
         self.opened + Duration::from_micros(self.last.load(Ordering::Relaxed))
+    }
+
+    /// Awaits `work`, statements sent on the connection whose answers this clock notes, until
+    /// the database has been silent on it for `silence`, counted from now or the last answer,
+    /// whichever is later; `None` then. Answers to statements queued ahead of `work`'s (other
+    /// requests' on a shared connection) show that the database works, so they restart the count.
+    pub(crate) async fn awaiting<T>(
+        &self,
+        silence: Duration,
+        work: impl std::future::Future<Output = T>,
+    ) -> Option<T> {
+        let started = Instant::now();
+        tokio::pin!(work);
+        loop {
+            let since = self.last().max(started);
+            match tokio::time::timeout_at((since + silence).into(), &mut work).await {
+                Ok(done) => return Some(done),
+                // Something was answered meanwhile: the database works; wait on.
+                Err(_) if self.last() > since => {}
+                Err(_) => return None,
+            }
+        }
     }
 }
 

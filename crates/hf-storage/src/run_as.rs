@@ -236,19 +236,7 @@ async fn awaiting_answers<T>(
     caller: &Caller<'_>,
     work: impl std::future::Future<Output = T>,
 ) -> Option<T> {
-    let silence = allowed_silence(caller);
-    let started = std::time::Instant::now();
-    tokio::pin!(work);
-    loop {
-        let since = answers.last().max(started);
-        match tokio::time::timeout_at((since + silence).into(), &mut work).await {
-            Ok(done) => return Some(done),
-            // Something was answered meanwhile (statements ahead of this request's): the
-            // database works; wait on.
-            Err(_) if answers.last() > since => {}
-            Err(_) => return None,
-        }
-    }
+    answers.awaiting(allowed_silence(caller), work).await
 }
 
 /// The failure of a request of `caller` whose connection stayed silent past

@@ -29,7 +29,7 @@ use uuid::Uuid;
 
 use crate::pool::{connection_config, PoolSettings};
 use crate::tls::Tls;
-use crate::Result;
+use crate::{Error, Result};
 
 /// The channel instances acknowledge barriers on.
 pub const ACKS_CHANNEL: &str = "hf_principal_acks";
@@ -40,6 +40,9 @@ pub const LISTENER_NAME_PREFIX: &str = "hf-listener:";
 /// How a barrier's payload on the principals channel starts (a `sub` never does: those are
 /// UUIDs).
 pub(crate) const BARRIER_PREFIX: &str = "barrier:";
+/// How long connecting and sending the barrier may take, on top of the wait for the
+/// acknowledgements.
+pub const BARRIER_SETUP_TIMEOUT: Duration = Duration::from_secs(5);
 /// The `application_name` of the writer's waiting connection.
 const WAITER_APPLICATION_NAME: &str = "hf-barrier";
 
@@ -77,8 +80,23 @@ impl PrincipalBarrier {
     }
 
     /// Waits until every instance listening now has processed every principal change committed
-    /// before this call, at most `bound`. `Err` when the database could not be asked.
+    /// before this call, at most `bound` once the barrier is sent. `Err` when the database could
+    /// not be asked, or when the whole wait outlasts `bound` plus [`BARRIER_SETUP_TIMEOUT`]
+    /// (a frozen server keeps the connection open and answers nothing, and the request that
+    /// made the change must still be answered).
     pub async fn wait(&self, bound: Duration) -> Result<Acknowledgements> {
+        let limit = bound + BARRIER_SETUP_TIMEOUT;
+        match tokio::time::timeout(limit, self.wait_unbounded(bound)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(Error::NoAnswer {
+                waited: limit,
+                write: false,
+            }),
+        }
+    }
+
+    /// [`PrincipalBarrier::wait`] with no limit on the statements that send the barrier.
+    async fn wait_unbounded(&self, bound: Duration) -> Result<Acknowledgements> {
         let (client, mut connection) = self.config.connect(self.tls.clone()).await?;
         let (sender, mut acks) = mpsc::unbounded_channel();
         let driver = tokio::spawn(async move {

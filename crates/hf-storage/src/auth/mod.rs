@@ -21,7 +21,9 @@ mod throttle;
 
 use std::time::Duration;
 
-pub use barrier::{Acknowledgements, PrincipalBarrier, ACKS_CHANNEL, LISTENER_NAME_PREFIX};
+pub use barrier::{
+    Acknowledgements, PrincipalBarrier, ACKS_CHANNEL, BARRIER_SETUP_TIMEOUT, LISTENER_NAME_PREFIX,
+};
 pub use credentials::{
     attach_ssh_key, list_credentials, mark_credential_used, password_login, revoke_credential,
     ssh_login_keys, AttachSshKey, Credential, CredentialKind, PasswordLogin, RevokeCredential,
@@ -32,6 +34,7 @@ pub use principal_cache::{PrincipalCache, LISTENER_APPLICATION_NAME, MAX_AGE, PR
 pub use principals::{
     bootstrap_admin, create_principal, delete_principal, get_principal, get_principal_by_name,
     list_principals, set_admin, Bootstrap, CreatePrincipal, DeletePrincipal, Principal, SetAdmin,
+    LOOKUP_SILENCE,
 };
 pub use roles::{ADMIN_ROLE, AUTHENTICATED_ROLE};
 pub use secrets::{

@@ -8,12 +8,14 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{ClientWrapper, Object};
+use futures_util::FutureExt as _;
 use hf_auth::secret::SecretToken;
 use tokio_postgres::{Client, Row};
 use uuid::Uuid;
 
 use super::{roles, secrets};
-use crate::{Pool, Result};
+use crate::pool::AnswerClock;
+use crate::{Error, Pool, Result};
 
 /// The advisory lock key that serialises changes to the set of principals ("hf-princ").
 const PRINCIPALS_LOCK_KEY: i64 = 0x6866_2d70_7269_6e63;
@@ -263,10 +265,30 @@ pub async fn get_principal(pool: &Pool, id: Uuid) -> Result<Option<Principal>> {
 /// concurrent requests: ~8 ms against 12–170 ms), because no request waits for a free connection
 /// and PostgreSQL runs one backend for it instead of many. A broken shared connection is replaced
 /// by the next lookup.
+///
+/// A database that stops answering (a frozen host, a network dropping everything) keeps the
+/// connection open, and every authenticated request would wait on it for ever. So a lookup waits
+/// no longer than [`LOOKUP_SILENCE`] without an answer on the connection (counted from its start
+/// or the last lookup answered, whichever is later), then fails with [`Error::NoAnswer`] and the
+/// connection is given up: the next lookup takes a new one.
 #[derive(Debug)]
 pub struct PrincipalLookup {
     pool: Pool,
-    shared: Mutex<Option<Arc<ClientWrapper>>>,
+    shared: Mutex<Option<Arc<SharedConnection>>>,
+}
+
+/// How long the database may stay silent on the shared lookup connection before a lookup gives
+/// it up: as long as a record read is allowed (its statement timeout plus the grace), since a
+/// lookup is the first step of one.
+pub const LOOKUP_SILENCE: Duration = Duration::from_secs(
+    crate::run_as::READ_TIMEOUT.as_secs() + crate::run_as::ANSWER_GRACE.as_secs(),
+);
+
+/// The connection the lookups share, and when the database last answered on it.
+#[derive(Debug)]
+struct SharedConnection {
+    client: ClientWrapper,
+    answers: AnswerClock,
 }
 
 impl PrincipalLookup {
@@ -281,37 +303,63 @@ impl PrincipalLookup {
     /// The principal with this `sub`, if it still exists. One indexed query with a cached
     /// prepared statement.
     pub async fn find_by_sub(&self, sub: &str) -> Result<Option<Principal>> {
-        let client = self.client().await?;
-        let statement = client
-            .prepare_cached(
-                "SELECT id, name, sub, is_admin, created_at FROM hf.principals WHERE sub = $1",
+        let connection = self.connection().await?;
+        let client = &connection.client;
+        let lookup = async {
+            let statement = client
+                .prepare_cached(
+                    "SELECT id, name, sub, is_admin, created_at FROM hf.principals WHERE sub = $1",
+                )
+                .await?;
+            client.query_opt(&statement, &[&sub]).await
+        };
+        let found = connection
+            .answers
+            .awaiting(
+                LOOKUP_SILENCE,
+                lookup.inspect(|_| connection.answers.answered()),
             )
             .await;
-        let found = match statement {
-            Ok(statement) => client.query_opt(&statement, &[&sub]).await,
-            Err(error) => Err(error),
+        let found = match found {
+            Some(found) => found,
+            None => {
+                self.give_up(&connection);
+                return Err(Error::NoAnswer {
+                    waited: LOOKUP_SILENCE,
+                    write: false,
+                });
+            }
         };
         if found.is_err() && client.is_closed() {
-            let mut shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
-            if shared.as_ref().is_some_and(|c| Arc::ptr_eq(c, &client)) {
-                *shared = None;
-            }
+            self.give_up(&connection);
         }
         found?.as_ref().map(Principal::from_row).transpose()
     }
 
+    /// Stops sharing `connection`: the next lookup takes a new one. It closes once the lookups
+    /// still holding it are done.
+    fn give_up(&self, connection: &Arc<SharedConnection>) {
+        let mut shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        if shared.as_ref().is_some_and(|c| Arc::ptr_eq(c, connection)) {
+            *shared = None;
+        }
+    }
+
     /// The shared connection, made from a pooled one when there is none or it broke.
-    async fn client(&self) -> Result<Arc<ClientWrapper>> {
+    async fn connection(&self) -> Result<Arc<SharedConnection>> {
         {
             let shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(client) = shared.as_ref().filter(|c| !c.is_closed()) {
-                return Ok(Arc::clone(client));
+            if let Some(connection) = shared.as_ref().filter(|c| !c.client.is_closed()) {
+                return Ok(Arc::clone(connection));
             }
         }
-        let client = Arc::new(Object::take(self.pool.get().await?));
+        let connection = Arc::new(SharedConnection {
+            client: Object::take(self.pool.get().await?),
+            answers: AnswerClock::new(),
+        });
         let mut shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
-        *shared = Some(Arc::clone(&client));
-        Ok(client)
+        *shared = Some(Arc::clone(&connection));
+        Ok(connection)
     }
 }
 

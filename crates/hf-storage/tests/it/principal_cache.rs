@@ -9,9 +9,11 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use hf_storage::auth::{
-    Acknowledgements, Principal, PrincipalBarrier, PrincipalCache, LISTENER_NAME_PREFIX,
+    Acknowledgements, Principal, PrincipalBarrier, PrincipalCache, BARRIER_SETUP_TIMEOUT,
+    LISTENER_NAME_PREFIX, LOOKUP_SILENCE,
 };
-use hf_testkit::TestDb;
+use hf_storage::ErrorKind;
+use hf_testkit::{StoppedBackend, TestDb};
 use tokio_postgres::Client;
 
 /// How long a change may take to reach the cache before the test fails; in practice a few
@@ -239,4 +241,69 @@ async fn a_barrier_waits_until_every_listening_instance_has_seen_the_change() {
             );
         }
     }
+}
+
+/// A database that stops answering on the connection the lookups share (a frozen host keeps it
+/// open) fails a lookup once it has been silent for [`LOOKUP_SILENCE`], instead of holding every
+/// authenticated request for ever; the next lookup takes a new connection.
+#[tokio::test]
+async fn a_lookup_the_database_stops_answering_fails_in_time_and_the_next_is_served() {
+    let (db, client) = prepared_db().await;
+    let cache = PrincipalCache::new(db.pool(), db.url()).unwrap();
+    // Nobody has this `sub`, so no answer is cached and every lookup asks the database.
+    let absent = uuid::Uuid::new_v4().to_string();
+    assert!(find(&cache, &absent).await.is_none());
+    let lookup_backend: i32 = client
+        .query_one(
+            "SELECT pid FROM pg_stat_activity
+              WHERE datname = current_database() AND pid <> pg_backend_pid()
+                AND query LIKE 'SELECT id, name, sub, is_admin, created_at FROM hf.principals%'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let stopped = StoppedBackend::stop(lookup_backend);
+
+    let started = Instant::now();
+    let error = cache.find_by_sub(&absent).await.unwrap_err();
+    let waited = started.elapsed();
+    assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
+    assert!(
+        waited >= LOOKUP_SILENCE && waited < LOOKUP_SILENCE + Duration::from_secs(3),
+        "failed after {waited:?}"
+    );
+
+    let next = tokio::time::timeout(Duration::from_secs(5), cache.find_by_sub(&absent))
+        .await
+        .expect("the next lookup is answered while the old backend is still stopped");
+    assert!(next.unwrap().is_none());
+    drop(stopped);
+}
+
+/// A barrier whose database accepts the connection and then says nothing (a frozen host) gives
+/// up once the wait and [`BARRIER_SETUP_TIMEOUT`] have passed, so the change that sent it is
+/// still answered.
+#[tokio::test]
+async fn a_barrier_the_database_never_answers_gives_up_in_time() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let barrier =
+        PrincipalBarrier::new(&format!("postgres://postgres@127.0.0.1:{port}/hf")).unwrap();
+    let bound = Duration::from_secs(1);
+
+    let started = Instant::now();
+    let answer = tokio::time::timeout(Duration::from_secs(15), barrier.wait(bound))
+        .await
+        .expect("the barrier ends by itself");
+    let waited = started.elapsed();
+
+    let error = answer.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
+    assert!(
+        waited >= bound + BARRIER_SETUP_TIMEOUT
+            && waited < bound + BARRIER_SETUP_TIMEOUT + Duration::from_secs(2),
+        "gave up after {waited:?}"
+    );
+    drop(silent);
 }

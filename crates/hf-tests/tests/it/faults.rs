@@ -350,6 +350,51 @@ async fn a_database_that_stops_answering_answers_database_unavailable_in_time() 
     server.stop().await;
 }
 
+/// Every authenticated request checks that its principal still exists, on one connection that
+/// all such checks share. A database that stops answering on it holds no request for ever: a
+/// principal not in memory is answered 503 `DATABASE_UNAVAILABLE` once the lookup's allowed
+/// silence has passed, and the next request checks on a new connection.
+#[tokio::test]
+async fn a_principal_check_the_database_stops_answering_answers_in_time() {
+    let server = TestServer::start_demo().await;
+    let name = crate::auth::unique_name(&server, "frozen");
+    // Its token comes from setting its password, which checks no principal, so the first
+    // request with it asks the database.
+    let principal = server.create_principal(&name, false).await;
+    let admin = server.db.client().await;
+    let row = admin
+        .query_one(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() \
+              AND query LIKE 'SELECT id, name, sub, is_admin, created_at FROM hf.principals WHERE sub%' \
+              AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap();
+    let stopped = hf_testkit::StoppedBackend::stop(row.get(0));
+
+    let started = std::time::Instant::now();
+    let response = crate::auth::me(&server, &principal.token).await;
+    let waited = started.elapsed();
+    let retry_after = response.headers().get("retry-after").cloned();
+    assert_envelope(response, 503, "DATABASE_UNAVAILABLE").await;
+    assert_eq!(retry_after.unwrap(), "1");
+    let silence = hf_storage::auth::LOOKUP_SILENCE;
+    assert!(
+        waited >= silence && waited < silence + Duration::from_secs(5),
+        "answered after {waited:?}"
+    );
+
+    // The next check runs on a new connection while the old backend is still stopped.
+    let response = crate::auth::me(&server, &principal.token).await;
+    assert_eq!(
+        json_with_status(response, 200).await["pgRole"],
+        name.as_str()
+    );
+    drop(stopped);
+    server.stop().await;
+}
+
 /// Leaves `refs/heads/main.lock` as a crashed writer would, `age` old.
 fn leave_ref_lock(server: &TestServer, age: Duration) -> std::path::PathBuf {
     let path = server.metadata_path().join("refs/heads/main.lock");
