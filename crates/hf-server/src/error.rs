@@ -352,6 +352,13 @@ impl From<hf_storage::Error> for ApiError {
         let error = match error {
             hf_storage::Error::Metadata(error) => return error.into(),
             hf_storage::Error::Ddl(error) => return ddl_error(error),
+            hf_storage::Error::LiveWriteBusy { waited } => {
+                return ApiError::new(
+                    Code::MetadataLocked,
+                    format!("Another write to the live branch has held it for {} s; nothing was written. Try again shortly.", waited.as_secs()),
+                )
+                .with_retry_after(1)
+            }
             hf_storage::Error::BranchDiverged { branch } => {
                 return ApiError::new(
                     Code::BranchDiverged,

@@ -15,6 +15,7 @@
 //! These functions need a store opened with [`crate::metadata::open_store`].
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use hf_ddl::{ApplyOptions, ApplyStats, Plan};
 use hf_metastore::remote::from_hex;
@@ -22,7 +23,8 @@ use hf_metastore::{Head, ObjectId, Prepared, Published, Snapshot, Store};
 use hf_model::{Change, Model};
 use tokio_postgres::GenericClient;
 
-use crate::{Error, Pool, Result};
+use crate::pool::LiveWriteTurn;
+use crate::{Error, ErrorKind, Pool, Result};
 
 /// Advisory lock key that serialises every schema change ("hf-apply").
 pub const APPLY_LOCK_KEY: i64 = 0x6866_2d61_7070_6c79;
@@ -119,10 +121,10 @@ where
     C: FnOnce(&Model, &Model) -> std::result::Result<(), E>,
 {
     require_shared(store)?;
-    let _turn = pool.live_write_turn().await;
+    let turn = pool.live_write_turn().await?;
     let mut client = pool.get().await?;
     let transaction = client.transaction().await?;
-    lock_live_writes(&transaction).await?;
+    lock_live_writes(&transaction, &turn).await?;
     refresh_heads(&transaction, store, &[store.live_branch(), branch]).await?;
     let live = snapshot(store, store.live_branch()).await?;
     let target = snapshot(store, branch).await?;
@@ -221,11 +223,11 @@ where
     F: FnMut(&mut Model) -> Result<Change, hf_metastore::Error> + Clone + Send + 'static,
 {
     require_shared(store)?;
-    let _turn = pool.live_write_turn().await;
+    let turn = pool.live_write_turn().await?;
     for _ in 0..MAX_LIVE_ATTEMPTS {
         let mut client = pool.get().await?;
         let transaction = client.transaction().await?;
-        lock_live_writes(&transaction).await?;
+        lock_live_writes(&transaction, &turn).await?;
         refresh_heads(&transaction, store, &[store.live_branch()]).await?;
         let prepared: Prepared = blocking({
             let store = Arc::clone(store);
@@ -291,11 +293,11 @@ pub async fn seed_live(
     author: &str,
 ) -> Result<Option<Applied>> {
     require_shared(store)?;
-    let _turn = pool.live_write_turn().await;
+    let turn = pool.live_write_turn().await?;
     for _ in 0..MAX_LIVE_ATTEMPTS {
         let mut client = pool.get().await?;
         let transaction = client.transaction().await?;
-        lock_live_writes(&transaction).await?;
+        lock_live_writes(&transaction, &turn).await?;
         refresh_heads(&transaction, store, &[store.live_branch()]).await?;
         let seed = blocking({
             let store = Arc::clone(store);
@@ -395,10 +397,47 @@ async fn apply_and_publish(
 }
 
 /// Takes the advisory lock that serialises every change of the live branch and the schema,
-/// until `transaction` ends.
-pub(crate) async fn lock_live_writes(transaction: &tokio_postgres::Transaction<'_>) -> Result<()> {
+/// until `transaction` ends; waits for it no longer than `turn` has left
+/// ([`Error::LiveWriteBusy`] then), and from then on lets the transaction sit idle between
+/// statements no longer than the writes behind it wait.
+pub(crate) async fn lock_live_writes(
+    transaction: &tokio_postgres::Transaction<'_>,
+    turn: &LiveWriteTurn,
+) -> Result<()> {
+    let left = turn
+        .deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1));
+    // Both limits are the transaction's own (`set_config(…, true)`): the lock wait for the
+    // time the turn has left; the idle limit for as long as the writes queued behind this one
+    // wait, so that a writer that stops half-way (a hung process, a lost client) has its
+    // session ended by the server and the lock passes on, instead of holding it for ever.
     transaction
+        .execute(
+            "SELECT set_config('lock_timeout', $1, true), \
+                    set_config('idle_in_transaction_session_timeout', $2, true)",
+            &[
+                &format!("{}ms", left.as_millis()),
+                &format!("{}ms", turn.wait.as_millis()),
+            ],
+        )
+        .await?;
+    match transaction
         .execute("SELECT pg_advisory_xact_lock($1)", &[&APPLY_LOCK_KEY])
+        .await
+    {
+        Ok(_) => {}
+        Err(error) => {
+            let error = Error::from(error);
+            return Err(match error.kind() {
+                ErrorKind::Timeout => Error::LiveWriteBusy { waited: turn.wait },
+                _ => error,
+            });
+        }
+    }
+    // The apply's statements set their own lock timeout; the rest wait as they always did.
+    transaction
+        .batch_execute("SET LOCAL lock_timeout TO DEFAULT")
         .await?;
     Ok(())
 }

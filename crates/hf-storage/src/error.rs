@@ -33,6 +33,14 @@ pub enum Error {
     /// it repeats the write.
     #[error("the connection was lost while the write was committing: {0}")]
     CommitOutcomeUnknown(tokio_postgres::Error),
+    /// A live write waited [`crate::PoolSettings::live_write_wait`] for its turn (other live
+    /// writes of this process, then the database lock that serialises them across instances)
+    /// and gave up; nothing was written.
+    #[error("another live write held the live branch for {} s", .waited.as_secs())]
+    LiveWriteBusy {
+        /// How long it waited.
+        waited: std::time::Duration,
+    },
     /// The database said nothing on a request's connection for its statement timeout and
     /// [`crate::run_as::ANSWER_GRACE`]: the server or the network to it has stopped (a server
     /// that runs enforces the statement timeout itself and answers in time). The connection
@@ -126,6 +134,7 @@ impl Error {
                 deadpool_postgres::TimeoutType::Wait,
             )) => ErrorKind::Busy,
             Error::Pool(_) | Error::ConnectionLost(_) => ErrorKind::Unavailable,
+            Error::LiveWriteBusy { .. } => ErrorKind::Busy,
             Error::CommitOutcomeUnknown(_) | Error::NoAnswer { write: true, .. } => {
                 ErrorKind::CommitOutcomeUnknown
             }

@@ -556,8 +556,8 @@ where
     };
     let source = Arc::new(std::sync::Mutex::new(source));
     let (branches, skipped) = with_source(&source, |s| s.branches()).await?;
-    let _turn = match live {
-        Some(_) => Some(pool.live_write_turn().await),
+    let turn = match live {
+        Some(_) => Some(pool.live_write_turn().await?),
         None => None,
     };
     let mut client = pool.get().await?;
@@ -565,8 +565,8 @@ where
     transaction
         .execute("SELECT pg_advisory_xact_lock($1)", &[&IMPORT_LOCK_KEY])
         .await?;
-    if live.is_some() {
-        crate::deploy::lock_live_writes(&transaction).await?;
+    if let Some(turn) = &turn {
+        crate::deploy::lock_live_writes(&transaction, turn).await?;
     }
     let existing = heads(&*transaction).await?;
     let mut report = ImportReport {

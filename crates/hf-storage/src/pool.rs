@@ -70,6 +70,20 @@ pub struct Pool {
     /// wait for the database lock that serialises live writes across instances, so a burst of
     /// them holds one connection, not one each (see [`Pool::live_write_turn`]).
     live_writes: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// How long a live write waits for its turn and the database lock together.
+    live_write_wait: Duration,
+}
+
+/// A live write's turn among this process's live writes, and until when it may wait for the
+/// database lock that serialises live writes across instances (see
+/// `deploy::lock_live_writes`).
+#[derive(Debug)]
+pub(crate) struct LiveWriteTurn {
+    _turn: tokio::sync::OwnedMutexGuard<()>,
+    /// When the write stops waiting.
+    pub(crate) deadline: Instant,
+    /// How long it may wait in all.
+    pub(crate) wait: Duration,
 }
 
 impl Deref for Pool {
@@ -103,6 +117,7 @@ impl Pool {
             data: self.data.clone(),
             shard: index % self.data.len(),
             live_writes: self.live_writes.clone(),
+            live_write_wait: self.live_write_wait,
         }
     }
 
@@ -110,8 +125,22 @@ impl Pool {
     /// rule (other instances and tools take it too); this only keeps the writes of one process
     /// from each holding a login connection while they queue for it, which would starve
     /// logins and token checks during a burst of metadata writes.
-    pub(crate) async fn live_write_turn(&self) -> tokio::sync::OwnedMutexGuard<()> {
-        self.live_writes.clone().lock_owned().await
+    ///
+    /// The wait is bounded ([`PoolSettings::live_write_wait`], counted on through the database
+    /// lock): a write stuck ahead (a database that stopped answering, a huge migration) must not
+    /// queue every later one for ever. Past it, [`Error::LiveWriteBusy`].
+    pub(crate) async fn live_write_turn(&self) -> Result<LiveWriteTurn> {
+        let wait = self.live_write_wait;
+        let deadline = Instant::now() + wait;
+        let turn = self.live_writes.clone().lock_owned();
+        match tokio::time::timeout_at(deadline.into(), turn).await {
+            Ok(turn) => Ok(LiveWriteTurn {
+                _turn: turn,
+                deadline,
+                wait,
+            }),
+            Err(_) => Err(Error::LiveWriteBusy { waited: wait }),
+        }
     }
 
     /// How many requests wait for a connection of this handle's data pool shard now, beyond
@@ -316,6 +345,10 @@ pub struct PoolSettings {
     pub create_timeout: Duration,
     /// How long checking a returned connection may take.
     pub recycle_timeout: Duration,
+    /// How long a live write (a metadata write to the live branch, an apply) waits for the
+    /// writes ahead of it, of this process and of other instances, before it is told another
+    /// write holds the live branch.
+    pub live_write_wait: Duration,
     /// The `application_name` the connections report in `pg_stat_activity`.
     pub application_name: String,
     /// How many shards the data pool is split into, `max_size` shared among them (see the
@@ -330,6 +363,7 @@ impl Default for PoolSettings {
             wait_timeout: Duration::from_secs(5),
             create_timeout: Duration::from_secs(5),
             recycle_timeout: Duration::from_secs(2),
+            live_write_wait: Duration::from_secs(30),
             application_name: "hf".to_owned(),
             data_shards: 1,
         }
@@ -392,6 +426,7 @@ pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
         data: data.into(),
         shard: 0,
         live_writes: Default::default(),
+        live_write_wait: settings.live_write_wait,
     })
 }
 

@@ -100,7 +100,8 @@ pub async fn plan(
         (status = 403, description = "FORBIDDEN: not an administrator", body = ErrorBody),
         (status = 404, description = "BRANCH_NOT_FOUND", body = ErrorBody),
         (status = 409, description = "BRANCH_DIVERGED, DESTRUCTIVE_CHANGE (without allowDestructive), IN_USE (the branch breaks a screen that works in what the database reflects) or METADATA_CONFLICT", body = ErrorBody),
-        (status = 422, description = "APPLY_FAILED (nothing changed) or METADATA_UNREADABLE", body = ErrorBody)))]
+        (status = 422, description = "APPLY_FAILED (nothing changed) or METADATA_UNREADABLE", body = ErrorBody),
+        (status = 503, description = "DATABASE_UNAVAILABLE, POOL_BUSY or METADATA_LOCKED (another live write held the live branch for 30 s; nothing changed)", body = ErrorBody)))]
 #[post("/apply")]
 pub async fn apply(
     state: web::Data<AppState>,

@@ -668,6 +668,170 @@ async fn live_writes_waiting_for_the_lock_leave_login_connections_free() {
     assert_eq!(modules, 5, "every queued write landed");
 }
 
+/// A live write that creates module `key`.
+fn new_module(
+    key: &str,
+) -> impl FnMut(&mut hf_model::Model) -> Result<hf_model::Change, hf_metastore::Error>
+       + Clone
+       + Send
+       + 'static {
+    let key = key.to_owned();
+    move |model| {
+        model
+            .create_module(hf_model::Module::new(&key, "Module"))
+            .map_err(hf_metastore::Error::from)
+    }
+}
+
+/// The module keys of the live branch as `store` sees it.
+async fn module_keys(store: &Arc<Store>) -> Vec<String> {
+    let store = Arc::clone(store);
+    tokio::task::spawn_blocking(move || {
+        let snapshot = store.snapshot("main").unwrap();
+        snapshot.model.modules.keys().cloned().collect()
+    })
+    .await
+    .unwrap()
+}
+
+/// A live write waits for the writes ahead of it (this process's, then the database lock that
+/// other instances take too) no longer than `live_write_wait`, then is refused with nothing
+/// written; once the way is free, writes land again.
+#[tokio::test]
+async fn a_live_write_waits_for_the_writes_ahead_no_longer_than_its_bound() {
+    let db = prepared_db().await;
+    let wait = Duration::from_secs(1);
+    let settings = hf_storage::PoolSettings {
+        live_write_wait: wait,
+        ..hf_storage::PoolSettings::default()
+    };
+    let pool = hf_storage::connect(db.url(), &settings).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&db, &dir.path().join("cache"), &quiet()).await;
+    hf_storage::deploy::write_live(&pool, &store, "tester", false, new_module("first"))
+        .await
+        .unwrap();
+
+    // Another instance holds the lock: the first write waits for it, the second for the first.
+    let mut holder = db.client().await;
+    let held = holder.transaction().await.unwrap();
+    held.execute(
+        "SELECT pg_advisory_xact_lock($1)",
+        &[&hf_storage::deploy::APPLY_LOCK_KEY],
+    )
+    .await
+    .unwrap();
+    let started = Instant::now();
+    let writes: Vec<_> = ["second", "third"]
+        .into_iter()
+        .map(|key| {
+            let (pool, store) = (pool.clone(), Arc::clone(&store));
+            tokio::spawn(async move {
+                let result =
+                    hf_storage::deploy::write_live(&pool, &store, "tester", false, new_module(key))
+                        .await;
+                (result, started.elapsed())
+            })
+        })
+        .collect();
+    for write in writes {
+        let (result, waited) = write.await.unwrap();
+        let error = result.unwrap_err();
+        assert!(
+            matches!(error, hf_storage::Error::LiveWriteBusy { .. }),
+            "{error}"
+        );
+        assert_eq!(error.kind(), hf_storage::ErrorKind::Busy);
+        assert!(
+            waited >= wait && waited < wait + Duration::from_secs(2),
+            "refused after {waited:?}"
+        );
+    }
+
+    held.commit().await.unwrap();
+    hf_storage::deploy::write_live(&pool, &store, "tester", false, new_module("fourth"))
+        .await
+        .unwrap();
+    let mut keys = module_keys(&store).await;
+    keys.sort();
+    assert_eq!(keys, ["first", "fourth"], "the refused writes left nothing");
+}
+
+/// A live write that stops half-way while it holds the lock (a hung process: here an edit that
+/// takes far longer than it should) has its session ended by the server once it has sat idle in
+/// its transaction as long as the writes behind it wait, so the lock passes on to another
+/// instance's write instead of being held for as long as the writer hangs.
+#[tokio::test]
+async fn a_live_write_stuck_half_way_loses_the_lock_to_the_next() {
+    let db = prepared_db().await;
+    let dir = tempfile::tempdir().unwrap();
+    let stuck_pool = hf_storage::connect(
+        db.url(),
+        &hf_storage::PoolSettings {
+            live_write_wait: Duration::from_secs(1),
+            ..hf_storage::PoolSettings::default()
+        },
+    )
+    .unwrap();
+    let stuck_store = open(&db, &dir.path().join("stuck"), &quiet()).await;
+    let other_pool = db.pool();
+    let other_store = open(&db, &dir.path().join("other"), &quiet()).await;
+    hf_storage::deploy::write_live(
+        &other_pool,
+        &other_store,
+        "tester",
+        false,
+        new_module("first"),
+    )
+    .await
+    .unwrap();
+
+    let hang = Duration::from_secs(5);
+    let stuck = {
+        let mut edit = new_module("stuck");
+        tokio::spawn(async move {
+            hf_storage::deploy::write_live(
+                &stuck_pool,
+                &stuck_store,
+                "tester",
+                false,
+                move |model| {
+                    std::thread::sleep(hang);
+                    edit(model)
+                },
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    hf_storage::deploy::write_live(
+        &other_pool,
+        &other_store,
+        "tester",
+        false,
+        new_module("next"),
+    )
+    .await
+    .unwrap();
+    let waited = started.elapsed();
+    assert!(
+        waited < hang - Duration::from_secs(1),
+        "the next write waited {waited:?}, as long as the stuck one hung"
+    );
+
+    // Its connection was closed under it: answered as a database that is unavailable.
+    let error = stuck.await.unwrap().unwrap_err();
+    let unavailable = match &error {
+        hf_storage::Error::Ddl(error) => error.kind() == hf_ddl::ErrorKind::Unavailable,
+        other => other.kind() == hf_storage::ErrorKind::Unavailable,
+    };
+    assert!(unavailable, "{error}");
+    let mut keys = module_keys(&other_store).await;
+    keys.sort();
+    assert_eq!(keys, ["first", "next"], "the stuck write left nothing");
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -105,6 +105,45 @@ async fn an_exhausted_pool_answers_pool_busy_and_recovers() {
     server.stop().await;
 }
 
+/// A metadata write to the live branch waits for the live writes ahead of it (here another
+/// instance's, holding the database lock) no longer than its bound: then 503 `METADATA_LOCKED`
+/// with `Retry-After`, nothing written; once the lock is free the same write lands.
+#[tokio::test]
+async fn a_live_write_held_up_past_its_bound_answers_metadata_locked() {
+    let wait = Duration::from_secs(1);
+    let server = TestServer::start_demo_with_pool(hf_storage::PoolSettings {
+        live_write_wait: wait,
+        ..hf_storage::PoolSettings::default()
+    })
+    .await;
+    let token = server.admin_token().await;
+    let mut holder = server.db.client().await;
+    let held = holder.transaction().await.unwrap();
+    held.execute(
+        "SELECT pg_advisory_xact_lock($1)",
+        &[&hf_storage::deploy::APPLY_LOCK_KEY],
+    )
+    .await
+    .unwrap();
+
+    let started = std::time::Instant::now();
+    let response = add_field(&server, &token, "held_up").await;
+    let waited = started.elapsed();
+    assert_eq!(response.headers()["retry-after"], "1");
+    assert_envelope(response, 503, "METADATA_LOCKED").await;
+    assert!(
+        waited >= wait && waited < wait + Duration::from_secs(3),
+        "answered after {waited:?}"
+    );
+    assert!(!has_column(&server, "held_up").await, "nothing was applied");
+
+    held.rollback().await.unwrap();
+    let response = add_field(&server, &token, "held_up").await;
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+    assert!(has_column(&server, "held_up").await);
+    server.stop().await;
+}
+
 /// Record requests beyond what the data pool can start soon are refused at once, with
 /// `Retry-After`, instead of queueing for the pool's whole wait timeout.
 #[tokio::test]
