@@ -129,6 +129,7 @@ async fn serve(
         header_timeout: Duration::from_secs(args.header_timeout),
         body_timeout: Duration::from_secs(args.body_timeout),
         keep_alive: Duration::from_secs(args.keep_alive),
+        send_timeout: Duration::from_secs(args.send_timeout),
         max_connections: args.max_connections,
         max_connections_per_address: args.max_connections_per_address,
         ..hf_server::limits::Limits::default()

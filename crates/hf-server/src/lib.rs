@@ -152,7 +152,10 @@ pub fn bind(config: &ServerConfig, state: AppState) -> Result<Server, Error> {
     .client_request_timeout(limits.header_timeout)
     .keep_alive(limits.keep_alive)
     .max_connections(limits.max_connections_per_worker(workers))
-    .on_connect(move |io, data| slots.on_connect(io, data));
+    .on_connect(move |io, data| {
+        limits::set_send_timeout(io, limits.send_timeout);
+        slots.on_connect(io, data);
+    });
     let http = http.bind(&config.listen).map_err(|source| Error::Bind {
         address: config.listen.clone(),
         source,

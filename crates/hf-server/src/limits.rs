@@ -7,6 +7,7 @@
 //! | the URL | [`Limits::max_url_bytes`] | 414 `URI_TOO_LONG` |
 //! | the headers | [`Limits::max_headers`] fields, [`Limits::max_header_bytes`] bytes | 431 `HEADERS_TOO_LARGE` |
 //! | the body | the body limit (413 `PAYLOAD_TOO_LARGE`, in the extractors); all of it within [`Limits::body_timeout`] of the head | 408 `REQUEST_TIMEOUT` |
+//! | the response | the client takes it: what was sent stays unacknowledged, or the client's receive window stays shut, no longer than [`Limits::send_timeout`] | the connection is dropped by the kernel ([`set_send_timeout`]) |
 //! | between requests | [`Limits::keep_alive`] idle | the connection is closed |
 //!
 //! Every answer of ours is the error envelope. actix-http answers a few failures before any
@@ -57,6 +58,9 @@ pub struct Limits {
     pub body_timeout: Duration,
     /// How long an idle keep-alive connection stays open.
     pub keep_alive: Duration,
+    /// How long a response may go untaken: sent data unacknowledged, or the client's receive
+    /// window shut (a client that asked and does not read).
+    pub send_timeout: Duration,
     /// Open connections in all; shared out evenly among the workers.
     pub max_connections: usize,
     /// Open connections from one client address.
@@ -75,6 +79,7 @@ impl Default for Limits {
             header_timeout: Duration::from_secs(5),
             body_timeout: Duration::from_secs(15),
             keep_alive: Duration::from_secs(5),
+            send_timeout: Duration::from_secs(15),
             max_connections: 10_000,
             max_connections_per_address: 256,
             max_url_bytes: 8 * 1024,
@@ -88,6 +93,26 @@ impl Limits {
     /// The connection cap of one worker, as actix counts it.
     pub fn max_connections_per_worker(&self, workers: usize) -> usize {
         self.max_connections.div_ceil(workers.max(1)).max(1)
+    }
+}
+
+/// Sets a connection's send timeout (`TCP_USER_TIMEOUT`): the kernel drops it once what was sent
+/// has stayed unacknowledged, or the peer's receive window shut, for `timeout`.
+///
+/// A client that asks for a response and never reads it would otherwise hold the response's
+/// bytes in the kernel for as long as it keeps the connection: after the response is written
+/// and the keep-alive timeout passes, actix closes its side, the socket lives on as an orphan
+/// still trying to deliver, and the client's address no longer counts it. Measured: 1 000
+/// such requests for `/openapi.json` (241 KB) held 323 MB of the kernel's TCP memory until the
+/// client let go. A response larger than the socket's buffer would hold the connection (and
+/// its buffered body) in the service itself. Nothing in actix bounds this phase; the kernel
+/// can, and it drops the connection the same way in both cases.
+pub fn set_send_timeout(io: &dyn Any, timeout: Duration) {
+    let Some(stream) = io.downcast_ref::<actix_web::rt::net::TcpStream>() else {
+        return;
+    };
+    if let Err(error) = socket2::SockRef::from(stream).set_tcp_user_timeout(Some(timeout)) {
+        tracing::debug!(%error, "could not set the connection's send timeout");
     }
 }
 

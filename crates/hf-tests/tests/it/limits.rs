@@ -245,3 +245,57 @@ async fn one_address_cannot_take_every_connection() {
     assert_eq!(status, 200);
     server.stop().await;
 }
+
+/// A client that asks for a response and does not read it holds it no longer than the send
+/// timeout: the connection is dropped, with the rest of the response, instead of living on
+/// (as an orphan in the kernel once the service closes its side) for as long as the client
+/// keeps it open.
+#[tokio::test]
+async fn a_response_left_unread_is_dropped_after_the_send_timeout() {
+    let send_timeout = Duration::from_secs(2);
+    let server = start(|limits| {
+        limits.send_timeout = send_timeout;
+        limits.keep_alive = Duration::from_secs(1);
+    })
+    .await;
+    let whole = server
+        .http
+        .get(server.url("/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .len();
+
+    // A small receive buffer: the client's window shuts after a few kilobytes.
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket
+        .connect(address(&server).parse().unwrap())
+        .await
+        .unwrap();
+    stream
+        .write_all(b"GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(send_timeout + Duration::from_secs(3)).await;
+
+    // What the client had buffered arrives; then the connection is gone (reset).
+    let mut received = Vec::new();
+    let ended = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut received))
+        .await
+        .expect("the connection ends");
+    assert!(
+        ended.is_err(),
+        "the connection was reset, not closed in order"
+    );
+    assert!(
+        received.len() < whole,
+        "received {} bytes of a {whole}-byte response",
+        received.len()
+    );
+    health_answers(&server).await;
+    server.stop().await;
+}
