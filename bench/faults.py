@@ -24,7 +24,12 @@ PostgreSQL on loopback. Run with `cargo xtask bench faults` (or directly, see Us
    of two minutes or more), then the peak once more, since the machine's speed drifts. With
    `--pin` it also prints what a read (at the peak) and a refusal (under the overload) cost the
    service and its database in CPU, and the most reads a second their core allows at that cost
-   (see `overload`). Section 4 runs last, since it restarts the database.
+   (see `overload`). Section 4 runs last, since it restarts the database;
+6. slow readers: 1 000 connections from 4 addresses (250 each, within the per-address cap), each
+   with a 4 kB receive buffer, ask for `/openapi.json` and never read; held for 45 s. Reports,
+   every 5 s, the kernel's TCP memory and orphaned sockets (`/proc/net/sockstat`), the
+   service's open descriptors and RSS: what the unread responses hold, and when the send
+   timeout (`HF_SEND_TIMEOUT`) lets it go.
 
 Every section prints the load average (`uptime`) next to its figures: the machine is shared.
 
@@ -480,13 +485,54 @@ def overload(load, base, token, record, pid, seconds, service_cores):
           f"{load_average()}")
 
 
+def tcp_sockstat():
+    """The kernel's TCP line of /proc/net/sockstat as a dict (`mem` is in pages)."""
+    with open("/proc/net/sockstat") as stats:
+        for line in stats:
+            if line.startswith("TCP:"):
+                fields = line.split()[1:]
+                return {fields[i]: int(fields[i + 1]) for i in range(0, len(fields), 2)}
+    return {}
+
+
+def slow_readers(port, pid, addresses, per_address, hold):
+    """Connections that ask for a large response and never read it (see section 6)."""
+    page_kib = os.sysconf("SC_PAGE_SIZE") // 1024
+
+    def sample(label):
+        tcp = tcp_sockstat()
+        print(f"  {label}: kernel TCP memory {tcp.get('mem', 0) * page_kib / 1024:.1f} MB, "
+              f"{tcp.get('orphan', 0)} orphaned sockets; service descriptors "
+              f"{len(os.listdir(f'/proc/{pid}/fd'))}, RSS {rss_kib(pid)} KiB", flush=True)
+
+    sample("before")
+    readers = []
+    for address in addresses:
+        for _ in range(per_address):
+            reader = socket.socket()
+            reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            reader.bind((address, 0))
+            reader.connect(("127.0.0.1", port))
+            reader.sendall(b"GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n")
+            readers.append(reader)
+    started = time.monotonic()
+    print(f"  {len(readers)} requests sent, none read; {load_average()}")
+    while time.monotonic() - started < hold:
+        time.sleep(5)
+        sample(f"{time.monotonic() - started:.0f} s")
+    for reader in readers:
+        reader.close()
+    time.sleep(2)
+    sample("2 s after the readers closed")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--hf", default=os.environ.get("HF_BIN", "target/release/hf"))
     parser.add_argument("--load", default="target/release/hf-load")
     parser.add_argument("--connections", type=int, default=20000)
     parser.add_argument("--port", type=int, default=18095)
-    parser.add_argument("--only", default="1,2,3,4,5", help="sections to run, e.g. 1,5")
+    parser.add_argument("--only", default="1,2,3,4,5,6", help="sections to run, e.g. 1,5")
     parser.add_argument("--overload-seconds", type=int, default=120)
     parser.add_argument("--login-rate", type=int, default=2000,
                         help="logins per second of the open-loop login flood")
@@ -551,6 +597,9 @@ def main():
         if 3 in sections:
             print("3. login flood")
             login_flood(args.load, args.port, token, record, args.login_rate)
+        if 6 in sections:
+            print("6. 1 000 slow readers from 4 addresses (250 each)")
+            slow_readers(args.port, service.pid, [f"127.0.2.{i}" for i in range(1, 5)], 250, 45)
         if 5 in sections:
             print("5. record reads at twice the peak rate")
             overload(args.load, base, token, record, service.pid, args.overload_seconds,
