@@ -137,6 +137,34 @@ impl TestDb {
         tokio::spawn(connection);
         client
     }
+
+    /// A session of its own that holds the transaction-scoped advisory lock `key`, as another
+    /// instance in the middle of a write would, until [`HeldLock::release`] (or its drop, which
+    /// closes the session).
+    pub async fn hold_advisory_lock(&self, key: i64) -> HeldLock {
+        let client = self.client().await;
+        client.batch_execute("BEGIN").await.expect("BEGIN");
+        client
+            .execute("SELECT pg_advisory_xact_lock($1)", &[&key])
+            .await
+            .expect("the advisory lock");
+        HeldLock { client }
+    }
+}
+
+/// An advisory lock held by a session of its own ([`TestDb::hold_advisory_lock`]).
+pub struct HeldLock {
+    client: tokio_postgres::Client,
+}
+
+impl HeldLock {
+    /// Ends the holding transaction, which frees the lock.
+    pub async fn release(self) {
+        self.client
+            .batch_execute("ROLLBACK")
+            .await
+            .expect("ROLLBACK");
+    }
 }
 
 impl Drop for TestDb {

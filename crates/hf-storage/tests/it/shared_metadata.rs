@@ -608,8 +608,6 @@ async fn importing_the_live_branch_applies_its_schema_in_the_same_transaction() 
 /// of two leaves a connection for everything else (logins, token checks).
 #[tokio::test]
 async fn live_writes_waiting_for_the_lock_leave_login_connections_free() {
-    use hf_model::{Model, Module};
-
     let db = prepared_db().await;
     let settings = hf_storage::PoolSettings {
         max_size: 2,
@@ -619,25 +617,13 @@ async fn live_writes_waiting_for_the_lock_leave_login_connections_free() {
     let pool = hf_storage::connect(db.url(), &settings).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let store = open(&db, &dir.path().join("cache"), &quiet()).await;
-    let module = |key: String| {
-        move |model: &mut Model| {
-            model
-                .create_module(Module::new(&key, "Module"))
-                .map_err(hf_metastore::Error::from)
-        }
-    };
-    hf_storage::deploy::write_live(&pool, &store, "tester", false, module("first".to_owned()))
+    hf_storage::deploy::write_live(&pool, &store, "tester", false, new_module("first"))
         .await
         .unwrap();
 
-    let mut holder = db.client().await;
-    let held = holder.transaction().await.unwrap();
-    held.execute(
-        "SELECT pg_advisory_xact_lock($1)",
-        &[&hf_storage::deploy::APPLY_LOCK_KEY],
-    )
-    .await
-    .unwrap();
+    let held = db
+        .hold_advisory_lock(hf_storage::deploy::APPLY_LOCK_KEY)
+        .await;
     let writes: Vec<_> = (0..4)
         .map(|n| {
             let (pool, store) = (pool.clone(), Arc::clone(&store));
@@ -647,7 +633,7 @@ async fn live_writes_waiting_for_the_lock_leave_login_connections_free() {
                     &store,
                     "tester",
                     false,
-                    module(format!("m{n}")),
+                    new_module(&format!("m{n}")),
                 )
                 .await
             })
@@ -657,7 +643,7 @@ async fn live_writes_waiting_for_the_lock_leave_login_connections_free() {
     let free = pool.get().await;
     assert!(free.is_ok(), "a login connection is free: {:?}", free.err());
     drop(free);
-    held.commit().await.unwrap();
+    held.release().await;
     for write in writes {
         write.await.unwrap().unwrap();
     }
@@ -713,14 +699,9 @@ async fn a_live_write_waits_for_the_writes_ahead_no_longer_than_its_bound() {
         .unwrap();
 
     // Another instance holds the lock: the first write waits for it, the second for the first.
-    let mut holder = db.client().await;
-    let held = holder.transaction().await.unwrap();
-    held.execute(
-        "SELECT pg_advisory_xact_lock($1)",
-        &[&hf_storage::deploy::APPLY_LOCK_KEY],
-    )
-    .await
-    .unwrap();
+    let held = db
+        .hold_advisory_lock(hf_storage::deploy::APPLY_LOCK_KEY)
+        .await;
     let started = Instant::now();
     let writes: Vec<_> = ["second", "third"]
         .into_iter()
@@ -748,7 +729,7 @@ async fn a_live_write_waits_for_the_writes_ahead_no_longer_than_its_bound() {
         );
     }
 
-    held.commit().await.unwrap();
+    held.release().await;
     hf_storage::deploy::write_live(&pool, &store, "tester", false, new_module("fourth"))
         .await
         .unwrap();

@@ -117,14 +117,10 @@ async fn a_live_write_held_up_past_its_bound_answers_metadata_locked() {
     })
     .await;
     let token = server.admin_token().await;
-    let mut holder = server.db.client().await;
-    let held = holder.transaction().await.unwrap();
-    held.execute(
-        "SELECT pg_advisory_xact_lock($1)",
-        &[&hf_storage::deploy::APPLY_LOCK_KEY],
-    )
-    .await
-    .unwrap();
+    let held = server
+        .db
+        .hold_advisory_lock(hf_storage::deploy::APPLY_LOCK_KEY)
+        .await;
 
     let started = std::time::Instant::now();
     let response = add_field(&server, &token, "held_up").await;
@@ -137,7 +133,7 @@ async fn a_live_write_held_up_past_its_bound_answers_metadata_locked() {
     );
     assert!(!has_column(&server, "held_up").await, "nothing was applied");
 
-    held.rollback().await.unwrap();
+    held.release().await;
     let response = add_field(&server, &token, "held_up").await;
     assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
     assert!(has_column(&server, "held_up").await);
