@@ -7,6 +7,7 @@
 pub mod app;
 pub mod auth;
 pub mod auth_gate;
+pub mod client_stream;
 pub mod compression;
 pub mod console;
 pub mod cors;
@@ -26,8 +27,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::dev::ServerHandle;
-use actix_web::HttpServer;
+use actix_service::{fn_service, map_config, IntoServiceFactory as _, ServiceFactoryExt as _};
+use actix_web::dev::{AppConfig, ServerHandle};
+use actix_web::rt::net::TcpStream;
+
+use client_stream::ClientStream;
 
 pub use state::AppState;
 
@@ -125,6 +129,11 @@ pub fn default_workers() -> usize {
 
 /// Binds the listen address. Signals are not handled here: the caller decides when to stop
 /// (the CLI on SIGTERM/SIGINT, tests when they finish) through [`Server::handle`].
+///
+/// The server is put together from actix's parts (what `actix_web::HttpServer` does, minus
+/// HTTP/2 and TLS, which the service does not offer) so that the HTTP layer reads and writes
+/// each connection through a [`client_stream::ClientStream`]: `HttpServer` only ever hands it
+/// the bare socket.
 pub fn bind(config: &ServerConfig, state: AppState) -> Result<Server, Error> {
     let body_limit = config.body_limit;
     let public_access = config.public_access.clone();
@@ -132,40 +141,86 @@ pub fn bind(config: &ServerConfig, state: AppState) -> Result<Server, Error> {
     let cors_origins = config.cors_origins.clone();
     let slots = limits::AddressSlots::new(limits.max_connections_per_address);
     let workers = config.workers.unwrap_or_else(default_workers);
-    // Each worker takes the next shard of the data pool when it builds its application.
-    let next_worker = Arc::new(AtomicUsize::new(0));
-    // The factory runs once on each worker thread, as the worker starts.
-    let http = HttpServer::new(move || {
-        hf_app::background::serve_with_short_slices();
-        let worker = next_worker.fetch_add(1, Ordering::Relaxed);
-        app::build(
-            state.for_worker(worker),
-            body_limit,
-            public_access.clone(),
-            &cors_origins,
-        )
-        .app_data(limits)
-    })
-    .disable_signals()
-    .shutdown_timeout(config.shutdown_timeout.as_secs())
-    .workers(workers)
-    .client_request_timeout(limits.header_timeout)
-    .keep_alive(limits.keep_alive)
-    .max_connections(limits.max_connections_per_worker(workers))
-    .on_connect(move |io, data| {
-        limits::set_send_timeout(io, limits.send_timeout);
-        slots.on_connect(io, data);
-    });
-    let http = http.bind(&config.listen).map_err(|source| Error::Bind {
+    let bind_error = |source| Error::Bind {
         address: config.listen.clone(),
         source,
-    })?;
-    let addr = http.addrs().first().copied().ok_or_else(|| Error::Bind {
-        address: config.listen.clone(),
-        source: std::io::Error::other("no address bound"),
-    })?;
+    };
+    let listener = listen_on(&config.listen).map_err(bind_error)?;
+    let addr = listener.local_addr().map_err(bind_error)?;
+    // Each worker takes the next shard of the data pool when it builds its application.
+    let next_worker = Arc::new(AtomicUsize::new(0));
+    let builder = actix_server::Server::build();
+    let shutdown = builder.graceful_shutdown_signal();
+    // The factory runs once on each worker thread, as the worker starts.
+    let builder = builder
+        .disable_signals()
+        .shutdown_timeout(config.shutdown_timeout.as_secs())
+        .workers(workers)
+        .max_concurrent_connections(limits.max_connections_per_worker(workers))
+        .listen("hf", listener, move || {
+            hf_app::background::serve_with_short_slices();
+            let worker = next_worker.fetch_add(1, Ordering::Relaxed);
+            let app = app::build(
+                state.for_worker(worker),
+                body_limit,
+                public_access.clone(),
+                &cors_origins,
+            )
+            .app_data(limits)
+            .into_factory()
+            .map_err(|error| error.error_response());
+            let slots = slots.clone();
+            let shutdown = shutdown.clone();
+            let http = actix_http::HttpService::build()
+                .graceful_shutdown_signal(move || {
+                    let shutdown = shutdown.clone();
+                    async move { shutdown.notified().await }
+                })
+                .keep_alive(limits.keep_alive)
+                .client_request_timeout(limits.header_timeout)
+                // As `HttpServer` has it: after answering a request whose body it did not read
+                // (an early 413 or 408), wait a second for the client to close first.
+                .client_disconnect_timeout(Duration::from_secs(1))
+                .local_addr(addr)
+                .on_connect_ext(move |stream: &ClientStream, data| {
+                    limits::set_send_timeout(stream.socket(), limits.send_timeout);
+                    slots.on_connect(stream.socket(), data);
+                })
+                // The application's connection settings: not served over TLS itself (`secure`
+                // comes from the public URL, see `public_access`).
+                .h1(map_config(app, |_| AppConfig::default()));
+            fn_service(|socket: TcpStream| async move {
+                let peer = socket.peer_addr().ok();
+                Ok::<_, actix_http::error::DispatchError>((ClientStream::new(socket), peer))
+            })
+            .and_then(http)
+        })
+        .map_err(bind_error)?;
     Ok(Server {
         addr,
-        server: http.run(),
+        server: builder.run(),
     })
+}
+
+/// How many connections may wait to be accepted (as `actix_web::HttpServer` has it).
+const LISTEN_BACKLOG: i32 = 1024;
+
+/// A listening socket on the first address `address` resolves to that can be bound.
+fn listen_on(address: &str) -> std::io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let mut failure = None;
+    for addr in std::net::ToSocketAddrs::to_socket_addrs(address)? {
+        let bound = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+            .and_then(|socket| {
+                socket.set_reuse_address(true)?;
+                socket.bind(&addr.into())?;
+                socket.listen(LISTEN_BACKLOG)?;
+                Ok(socket)
+            });
+        match bound {
+            Ok(socket) => return Ok(socket.into()),
+            Err(error) => failure = Some(error),
+        }
+    }
+    Err(failure.unwrap_or_else(|| std::io::Error::other("the address resolves to nothing")))
 }

@@ -30,7 +30,6 @@
 //! `COMMIT_OUTCOME_UNKNOWN` for a write); the principal check every authenticated request makes
 //! is bounded the same way (`hf_storage::auth::LOOKUP_SILENCE`).
 
-use std::any::Any;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::future::Future;
@@ -107,10 +106,7 @@ impl Limits {
 /// client let go. A response larger than the socket's buffer would hold the connection (and
 /// its buffered body) in the service itself. Nothing in actix bounds this phase; the kernel
 /// can, and it drops the connection the same way in both cases.
-pub fn set_send_timeout(io: &dyn Any, timeout: Duration) {
-    let Some(stream) = io.downcast_ref::<actix_web::rt::net::TcpStream>() else {
-        return;
-    };
+pub fn set_send_timeout(stream: &actix_web::rt::net::TcpStream, timeout: Duration) {
     if let Err(error) = socket2::SockRef::from(stream).set_tcp_user_timeout(Some(timeout)) {
         tracing::debug!(%error, "could not set the connection's send timeout");
     }
@@ -237,10 +233,7 @@ impl AddressSlots {
     }
 
     /// The `on_connect` hook of the HTTP server.
-    pub fn on_connect(&self, io: &dyn Any, data: &mut Extensions) {
-        let Some(stream) = io.downcast_ref::<actix_web::rt::net::TcpStream>() else {
-            return;
-        };
+    pub fn on_connect(&self, stream: &actix_web::rt::net::TcpStream, data: &mut Extensions) {
         let Ok(peer) = stream.peer_addr() else {
             return;
         };

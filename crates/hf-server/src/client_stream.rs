@@ -1,0 +1,246 @@
+//! A client connection as the HTTP layer reads it: no faster than the client takes the answers.
+//!
+//! actix-http's HTTP/1 connection reads whatever the client sends, up to 128 KiB at a time, and
+//! parses every complete request in it at once, however many are still waiting for the answers
+//! to the ones before (HTTP/1.1 pipelining). A client that sends thousands of small requests in
+//! one go and never reads the answers therefore made the service hold all of them parsed
+//! (measured: 9 MB for one connection asking 20 000 times for `/openapi.json`, 2 GB for 100),
+//! and once the read buffer was full with the answers stuck, the connection's task woke itself
+//! in a loop and kept a core busy until the connection ended (measured: one such connection,
+//! 100 % of a core). actix offers no setting for either, and the cure belongs in its connection
+//! loop; until it has one, this stream, which actix reads and writes instead of the socket,
+//! keeps two rules:
+//!
+//! - **No reading while an answer waits.** When the socket refuses a write (the client is not
+//!   reading), reads answer "not yet" until a write goes through again; the pending write has
+//!   registered for the socket becoming writable, which wakes the connection, so nothing is
+//!   lost. A client that does not take its answers cannot make the service read, parse or hold
+//!   its next requests, and the connection sleeps instead of spinning.
+//! - **A read at a time.** At most [`READ_TURN`] bytes are handed over before the connection's
+//!   task is made to yield (it is woken again at once), so it parses what it has before it
+//!   reads on: a burst of pipelined requests is parsed a few kilobytes at a time, answered, and
+//!   stops at the first answer the client does not take.
+//!
+//! A request's body is read the same way, a turn at a time; between turns the connection's
+//! task yields once (a 1 MiB body takes 256 turns).
+
+use std::io;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use actix_web::rt::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// The most bytes handed to the HTTP layer before its task yields.
+pub const READ_TURN: usize = 4 * 1024;
+
+/// A client's TCP connection, read no faster than it takes its answers (see the module
+/// comment).
+#[derive(Debug)]
+pub struct ClientStream {
+    socket: TcpStream,
+    /// The last write was refused: the client is not taking what it was sent.
+    write_blocked: bool,
+    /// Bytes handed over in this turn.
+    read_in_turn: usize,
+}
+
+impl ClientStream {
+    /// Wraps an accepted connection.
+    pub fn new(socket: TcpStream) -> Self {
+        Self {
+            socket,
+            write_blocked: false,
+            read_in_turn: 0,
+        }
+    }
+
+    /// The socket, for its addresses and options.
+    pub fn socket(&self) -> &TcpStream {
+        &self.socket
+    }
+}
+
+impl AsyncRead for ClientStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.write_blocked {
+            // The refused write waits for the socket to become writable, and that wakes this
+            // connection's task.
+            return Poll::Pending;
+        }
+        if this.read_in_turn >= READ_TURN {
+            this.read_in_turn = 0;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        let room = (READ_TURN - this.read_in_turn).min(buf.remaining());
+        if room == 0 {
+            // No room in `buf`: nothing to limit (and an empty read must not look like the end).
+            return Pin::new(&mut this.socket).poll_read(cx, buf);
+        }
+        let into = buf.initialize_unfilled_to(room);
+        let read = loop {
+            ready!(this.socket.poll_read_ready(cx))?;
+            match this.socket.try_read(into) {
+                Ok(read) => break read,
+                // The readiness was stale; the next poll registers for the next one.
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(error) => return Poll::Ready(Err(error)),
+            }
+        };
+        buf.advance(read);
+        this.read_in_turn += read;
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for ClientStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let written = Pin::new(&mut this.socket).poll_write(cx, data);
+        this.write_blocked = written.is_pending();
+        written
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let written = Pin::new(&mut this.socket).poll_write_vectored(cx, data);
+        this.write_blocked = written.is_pending();
+        written
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.socket.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().socket).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().socket).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::poll_fn;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// A connected pair: the service's end wrapped, the client's end bare, with a small receive
+    /// buffer so that it stops taking data soon when it does not read.
+    async fn pair() -> (ClientStream, tokio::net::TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = tokio::net::TcpSocket::new_v4().unwrap();
+        client.set_recv_buffer_size(4096).unwrap();
+        let client = client
+            .connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (socket, _) = listener.accept().await.unwrap();
+        (ClientStream::new(socket), client)
+    }
+
+    /// One read of `stream` into a buffer of `capacity`: how many bytes, or `None` for "not
+    /// yet" (and whether the task was woken to come back at once).
+    fn read_once(stream: &mut ClientStream, capacity: usize) -> (Option<usize>, bool) {
+        let woken = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let waker = waker_fn(std::sync::Arc::clone(&woken));
+        let mut cx = Context::from_waker(&waker);
+        let mut bytes = vec![0; capacity];
+        let mut buf = ReadBuf::new(&mut bytes);
+        let read = match Pin::new(stream).poll_read(&mut cx, &mut buf) {
+            Poll::Ready(result) => {
+                result.unwrap();
+                Some(buf.filled().len())
+            }
+            Poll::Pending => None,
+        };
+        (read, woken.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
+    fn waker_fn(woken: std::sync::Arc<std::sync::atomic::AtomicBool>) -> std::task::Waker {
+        struct Flag(std::sync::Arc<std::sync::atomic::AtomicBool>);
+        impl std::task::Wake for Flag {
+            fn wake(self: std::sync::Arc<Self>) {
+                self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        std::task::Waker::from(std::sync::Arc::new(Flag(woken)))
+    }
+
+    /// However much the client has sent, a turn hands over at most `READ_TURN` bytes, then the
+    /// reader is told "not yet" and woken at once, so it deals with what it has before reading
+    /// on.
+    #[tokio::test]
+    async fn a_turn_hands_over_at_most_read_turn_bytes_then_yields() {
+        let (mut stream, mut client) = pair().await;
+        client.write_all(&[b'x'; 3 * READ_TURN]).await.unwrap();
+        poll_fn(|cx| stream.socket.poll_read_ready(cx))
+            .await
+            .unwrap();
+        // Let the rest arrive too.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+
+        let mut handed = 0;
+        loop {
+            match read_once(&mut stream, 64 * 1024) {
+                (Some(read), _) => handed += read,
+                (None, woken) => {
+                    assert!(woken, "a yield wakes the reader at once");
+                    break;
+                }
+            }
+        }
+        assert_eq!(handed, READ_TURN);
+        // The next turn goes on where the last stopped.
+        assert!(matches!(read_once(&mut stream, 64 * 1024), (Some(n), _) if n > 0));
+    }
+
+    /// While the client does not take what it was sent, nothing more is read from it, however
+    /// much it sends; once it takes it and a write goes through, reading resumes.
+    #[tokio::test]
+    async fn nothing_is_read_while_a_write_waits_for_the_client() {
+        let (mut stream, mut client) = pair().await;
+        // Write until the socket refuses: the client reads nothing.
+        let chunk = vec![b'a'; 64 * 1024];
+        let mut sent = 0;
+        loop {
+            let written = poll_fn(|cx| match Pin::new(&mut stream).poll_write(cx, &chunk) {
+                Poll::Pending => Poll::Ready(None),
+                other => other.map(|result| Some(result.unwrap())),
+            })
+            .await;
+            match written {
+                Some(written) => sent += written,
+                None => break,
+            }
+        }
+        client.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert_eq!(read_once(&mut stream, 1024), (None, false));
+
+        // The client takes everything; the next write goes through, and so does the read.
+        let mut taken = vec![0; sent];
+        client.read_exact(&mut taken).await.unwrap();
+        stream.write_all(b"!").await.unwrap();
+        assert!(matches!(read_once(&mut stream, 1024), (Some(18), _)));
+    }
+}
