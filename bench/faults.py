@@ -29,7 +29,11 @@ PostgreSQL on loopback. Run with `cargo xtask bench faults` (or directly, see Us
    with a 4 kB receive buffer, ask for `/openapi.json` and never read; held for 45 s. Reports,
    every 5 s, the kernel's TCP memory and orphaned sockets (`/proc/net/sockstat`), the
    service's open descriptors and RSS: what the unread responses hold, and when the send
-   timeout (`HF_SEND_TIMEOUT`) lets it go.
+   timeout (`HF_SEND_TIMEOUT`) lets it go;
+7. pipelined requests left unanswered: one connection sends 20 000 `GET /openapi.json` in one
+   go (HTTP/1.1 pipelining) with a 4 kB receive buffer and reads nothing, for 12 s: the service's
+   CPU use (from /proc) and RSS growth; then 100 such connections: RSS and the kernel's TCP
+   memory.
 
 Every section prints the load average (`uptime`) next to its figures: the machine is shared.
 
@@ -526,13 +530,52 @@ def slow_readers(port, pid, addresses, per_address, hold):
     sample("2 s after the readers closed")
 
 
+def pipelined(port, pid):
+    """Pipelined requests whose answers are never read (see section 7)."""
+    request = b"GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n" * 20000
+
+    def send_without_reading(address, seconds):
+        client = socket.socket()
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        client.bind((address, 0))
+        client.connect(("127.0.0.1", port))
+        client.setblocking(False)
+        sent, until = 0, time.monotonic() + seconds
+        while sent < len(request) and time.monotonic() < until:
+            try:
+                sent += client.send(request[sent:sent + 65536])
+            except BlockingIOError:
+                time.sleep(0.01)
+        return client, sent
+
+    before_rss, before_cpu = rss_kib(pid), cpu_seconds(pid)
+    started = time.monotonic()
+    client, sent = send_without_reading("127.0.4.1", 2)
+    time.sleep(10)
+    cpu = (cpu_seconds(pid) - before_cpu) / (time.monotonic() - started)
+    print(f"  one connection: {sent} bytes of requests taken; the service used {100 * cpu:.0f} % "
+          f"of a core over {time.monotonic() - started:.0f} s; RSS {before_rss} -> "
+          f"{rss_kib(pid)} KiB; {load_average()}", flush=True)
+    client.close()
+    time.sleep(1)
+    before_rss = rss_kib(pid)
+    clients = [send_without_reading(f"127.0.4.{2 + n // 200}", 0.2)[0] for n in range(100)]
+    time.sleep(3)
+    tcp = tcp_sockstat()
+    page_kib = os.sysconf("SC_PAGE_SIZE") // 1024
+    print(f"  100 connections: RSS {before_rss} -> {rss_kib(pid)} KiB; kernel TCP memory "
+          f"{tcp.get('mem', 0) * page_kib / 1024:.1f} MB; {load_average()}", flush=True)
+    for client in clients:
+        client.close()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--hf", default=os.environ.get("HF_BIN", "target/release/hf"))
     parser.add_argument("--load", default="target/release/hf-load")
     parser.add_argument("--connections", type=int, default=20000)
     parser.add_argument("--port", type=int, default=18095)
-    parser.add_argument("--only", default="1,2,3,4,5,6", help="sections to run, e.g. 1,5")
+    parser.add_argument("--only", default="1,2,3,4,5,6,7", help="sections to run, e.g. 1,5")
     parser.add_argument("--overload-seconds", type=int, default=120)
     parser.add_argument("--login-rate", type=int, default=2000,
                         help="logins per second of the open-loop login flood")
@@ -600,6 +643,9 @@ def main():
         if 6 in sections:
             print("6. 1 000 slow readers from 4 addresses (250 each)")
             slow_readers(args.port, service.pid, [f"127.0.2.{i}" for i in range(1, 5)], 250, 45)
+        if 7 in sections:
+            print("7. pipelined requests whose answers are never read")
+            pipelined(args.port, service.pid)
         if 5 in sections:
             print("5. record reads at twice the peak rate")
             overload(args.load, base, token, record, service.pid, args.overload_seconds,

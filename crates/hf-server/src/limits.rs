@@ -9,6 +9,7 @@
 //! | the body | the body limit (413 `PAYLOAD_TOO_LARGE`, in the extractors); all of it within [`Limits::body_timeout`] of the head | 408 `REQUEST_TIMEOUT` |
 //! | the response | the client takes it: what was sent stays unacknowledged, or the client's receive window stays shut, no longer than [`Limits::send_timeout`] | the connection is dropped by the kernel ([`set_send_timeout`]) |
 //! | between requests | [`Limits::keep_alive`] idle | the connection is closed |
+//! | pipelined requests | read no faster than the client takes the answers ([`crate::client_stream`]) | they wait in the client's buffers |
 //!
 //! Every answer of ours is the error envelope. actix-http answers a few failures before any
 //! code of ours runs, and writes those responses itself with an empty body: a head that is not
