@@ -16,10 +16,11 @@
 //!   registered for the socket becoming writable, which wakes the connection, so nothing is
 //!   lost. A client that does not take its answers cannot make the service read, parse or hold
 //!   its next requests, and the connection sleeps instead of spinning.
-//! - **A read at a time.** At most [`READ_TURN`] bytes are handed over before the connection's
-//!   task is made to yield (it is woken again at once), so it parses what it has before it
-//!   reads on: a burst of pipelined requests is parsed a few kilobytes at a time, answered, and
-//!   stops at the first answer the client does not take.
+//! - **A read at a time.** At most [`READ_TURN`] bytes are handed over between two answers
+//!   written before the connection's task is made to yield (it is woken again at once), so it
+//!   parses what it has before it reads on: a burst of pipelined requests is parsed a few
+//!   kilobytes at a time, answered, and stops at the first answer the client does not take. A
+//!   client that sends a request and reads its answer in turn never meets the limit.
 //!
 //! A request's body is read the same way, a turn at a time; between turns the connection's
 //! task yields once (a 1 MiB body takes 256 turns).
@@ -58,6 +59,15 @@ impl ClientStream {
     /// The socket, for its addresses and options.
     pub fn socket(&self) -> &TcpStream {
         &self.socket
+    }
+
+    /// Notes how a write went: refused, reads wait; taken, the client is taking its answers
+    /// and a new turn begins (so a client that asks and reads in turn never has to yield).
+    fn wrote(&mut self, written: &Poll<io::Result<usize>>) {
+        self.write_blocked = written.is_pending();
+        if matches!(written, Poll::Ready(Ok(taken)) if *taken > 0) {
+            self.read_in_turn = 0;
+        }
     }
 }
 
@@ -107,7 +117,7 @@ impl AsyncWrite for ClientStream {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let written = Pin::new(&mut this.socket).poll_write(cx, data);
-        this.write_blocked = written.is_pending();
+        this.wrote(&written);
         written
     }
 
@@ -118,7 +128,7 @@ impl AsyncWrite for ClientStream {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let written = Pin::new(&mut this.socket).poll_write_vectored(cx, data);
-        this.write_blocked = written.is_pending();
+        this.wrote(&written);
         written
     }
 
@@ -212,6 +222,22 @@ mod tests {
         assert_eq!(handed, READ_TURN);
         // The next turn goes on where the last stopped.
         assert!(matches!(read_once(&mut stream, 64 * 1024), (Some(n), _) if n > 0));
+    }
+
+    /// An answer written begins a new turn: a client that reads its answers is never made to
+    /// wait for a yield.
+    #[tokio::test]
+    async fn an_answer_written_begins_a_new_turn() {
+        let (mut stream, mut client) = pair().await;
+        client.write_all(&[b'x'; 2 * READ_TURN]).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let mut handed = 0;
+        while handed < READ_TURN {
+            let (read, _) = read_once(&mut stream, READ_TURN - handed);
+            handed += read.expect("data is there");
+        }
+        stream.write_all(b"answer").await.unwrap();
+        assert!(matches!(read_once(&mut stream, 1024), (Some(n), _) if n > 0));
     }
 
     /// While the client does not take what it was sent, nothing more is read from it, however
