@@ -88,20 +88,19 @@ impl AsyncRead for ClientStream {
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
-        let room = (READ_TURN - this.read_in_turn).min(buf.remaining());
-        if room == 0 {
-            // No room in `buf`: nothing to limit (and an empty read must not look like the end).
-            return Pin::new(&mut this.socket).poll_read(cx, buf);
+        // The socket's own read, which also spares the system call that would only say "no
+        // more" after a short read.
+        let room = READ_TURN - this.read_in_turn;
+        if buf.remaining() <= room {
+            let before = buf.filled().len();
+            ready!(Pin::new(&mut this.socket).poll_read(cx, buf))?;
+            this.read_in_turn += buf.filled().len() - before;
+            return Poll::Ready(Ok(()));
         }
-        let into = buf.initialize_unfilled_to(room);
-        let read = loop {
-            ready!(this.socket.poll_read_ready(cx))?;
-            match this.socket.try_read(into) {
-                Ok(read) => break read,
-                // The readiness was stale; the next poll registers for the next one.
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(error) => return Poll::Ready(Err(error)),
-            }
+        let read = {
+            let mut limited = ReadBuf::new(buf.initialize_unfilled_to(room));
+            ready!(Pin::new(&mut this.socket).poll_read(cx, &mut limited))?;
+            limited.filled().len()
         };
         buf.advance(read);
         this.read_in_turn += read;
