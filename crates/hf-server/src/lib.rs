@@ -38,7 +38,8 @@ pub use state::AppState;
 /// Everything the HTTP server needs to know; filled from flags and `HF_*` variables by the CLI.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// Address to listen on, e.g. `127.0.0.1:8080` (port 0 picks a free one).
+    /// Address to listen on, e.g. `127.0.0.1:8080` (port 0 picks a free one); for a host name,
+    /// the first of its addresses that can be bound.
     pub listen: String,
     /// Largest accepted request body in bytes.
     pub body_limit: usize,
