@@ -489,24 +489,24 @@ def overload(load, base, token, record, pid, seconds, service_cores):
           f"{load_average()}")
 
 
-def tcp_sockstat():
-    """The kernel's TCP line of /proc/net/sockstat as a dict (`mem` is in pages)."""
+def kernel_tcp():
+    """The kernel's TCP memory in MB and its orphaned sockets (/proc/net/sockstat)."""
     with open("/proc/net/sockstat") as stats:
         for line in stats:
             if line.startswith("TCP:"):
                 fields = line.split()[1:]
-                return {fields[i]: int(fields[i + 1]) for i in range(0, len(fields), 2)}
-    return {}
+                tcp = {fields[i]: int(fields[i + 1]) for i in range(0, len(fields), 2)}
+                pages = tcp.get("mem", 0) * os.sysconf("SC_PAGE_SIZE")
+                return pages / (1024 * 1024), tcp.get("orphan", 0)
+    return 0.0, 0
 
 
 def slow_readers(port, pid, addresses, per_address, hold):
     """Connections that ask for a large response and never read it (see section 6)."""
-    page_kib = os.sysconf("SC_PAGE_SIZE") // 1024
-
     def sample(label):
-        tcp = tcp_sockstat()
-        print(f"  {label}: kernel TCP memory {tcp.get('mem', 0) * page_kib / 1024:.1f} MB, "
-              f"{tcp.get('orphan', 0)} orphaned sockets; service descriptors "
+        memory, orphans = kernel_tcp()
+        print(f"  {label}: kernel TCP memory {memory:.1f} MB, "
+              f"{orphans} orphaned sockets; service descriptors "
               f"{len(os.listdir(f'/proc/{pid}/fd'))}, RSS {rss_kib(pid)} KiB", flush=True)
 
     sample("before")
@@ -561,10 +561,9 @@ def pipelined(port, pid):
     before_rss = rss_kib(pid)
     clients = [send_without_reading(f"127.0.4.{2 + n // 200}", 0.2)[0] for n in range(100)]
     time.sleep(3)
-    tcp = tcp_sockstat()
-    page_kib = os.sysconf("SC_PAGE_SIZE") // 1024
+    memory, _orphans = kernel_tcp()
     print(f"  100 connections: RSS {before_rss} -> {rss_kib(pid)} KiB; kernel TCP memory "
-          f"{tcp.get('mem', 0) * page_kib / 1024:.1f} MB; {load_average()}", flush=True)
+          f"{memory:.1f} MB; {load_average()}", flush=True)
     for client in clients:
         client.close()
 

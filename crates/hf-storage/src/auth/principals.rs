@@ -280,9 +280,8 @@ pub struct PrincipalLookup {
 /// How long the database may stay silent on the shared lookup connection before a lookup gives
 /// it up: as long as a record read is allowed (its statement timeout plus the grace), since a
 /// lookup is the first step of one.
-pub const LOOKUP_SILENCE: Duration = Duration::from_secs(
-    crate::run_as::READ_TIMEOUT.as_secs() + crate::run_as::ANSWER_GRACE.as_secs(),
-);
+pub const LOOKUP_SILENCE: Duration =
+    crate::run_as::READ_TIMEOUT.saturating_add(crate::run_as::ANSWER_GRACE);
 
 /// The connection the lookups share, and when the database last answered on it.
 #[derive(Debug)]

@@ -614,12 +614,7 @@ async fn live_writes_waiting_for_the_lock_leave_login_connections_free() {
         wait_timeout: Duration::from_secs(1),
         ..hf_storage::PoolSettings::default()
     };
-    let pool = hf_storage::connect(db.url(), &settings).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&db, &dir.path().join("cache"), &quiet()).await;
-    hf_storage::deploy::write_live(&pool, &store, "tester", false, new_module("first"))
-        .await
-        .unwrap();
+    let (pool, store, _dir) = live_branch_with_first_module(&db, &settings).await;
 
     let held = db
         .hold_advisory_lock(hf_storage::deploy::APPLY_LOCK_KEY)
@@ -669,6 +664,21 @@ fn new_module(
     }
 }
 
+/// A pool with `settings`, a store whose cache lives in the returned directory, and a live
+/// branch holding module `first`, written through them.
+async fn live_branch_with_first_module(
+    db: &TestDb,
+    settings: &hf_storage::PoolSettings,
+) -> (hf_storage::Pool, Arc<Store>, tempfile::TempDir) {
+    let pool = hf_storage::connect(db.url(), settings).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(db, &dir.path().join("cache"), &quiet()).await;
+    hf_storage::deploy::write_live(&pool, &store, "tester", false, new_module("first"))
+        .await
+        .unwrap();
+    (pool, store, dir)
+}
+
 /// The module keys of the live branch as `store` sees it.
 async fn module_keys(store: &Arc<Store>) -> Vec<String> {
     let store = Arc::clone(store);
@@ -691,12 +701,7 @@ async fn a_live_write_waits_for_the_writes_ahead_no_longer_than_its_bound() {
         live_write_wait: wait,
         ..hf_storage::PoolSettings::default()
     };
-    let pool = hf_storage::connect(db.url(), &settings).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&db, &dir.path().join("cache"), &quiet()).await;
-    hf_storage::deploy::write_live(&pool, &store, "tester", false, new_module("first"))
-        .await
-        .unwrap();
+    let (pool, store, _dir) = live_branch_with_first_module(&db, &settings).await;
 
     // Another instance holds the lock: the first write waits for it, the second for the first.
     let held = db
