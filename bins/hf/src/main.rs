@@ -111,8 +111,9 @@ pub struct ServeArgs {
     /// Seconds an idle keep-alive connection stays open.
     #[arg(long, env = "HF_KEEP_ALIVE", default_value_t = 5)]
     pub keep_alive: u64,
-    /// Seconds a response may go untaken (sent data unacknowledged, or the client's receive
-    /// window shut) before the connection is dropped.
+    /// Seconds a response may go untaken (sent data unacknowledged, the client's receive window
+    /// shut, or the service's writes refused because the client takes too little) before the
+    /// connection is reset.
     #[arg(long, env = "HF_SEND_TIMEOUT", default_value_t = 15)]
     pub send_timeout: u64,
     /// Open connections in all (beyond it, new connections wait in the listen backlog).

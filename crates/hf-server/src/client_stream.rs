@@ -24,13 +24,31 @@
 //!
 //! A request's body is read the same way, a turn at a time; between turns the connection's
 //! task yields once (a 1 MiB body takes 256 turns).
+//!
+//! It keeps a third rule for the answers themselves:
+//!
+//! - **Answers are taken in time.** A write refused for the whole send timeout (the socket
+//!   did not become writable again) fails, and the connection is reset, so the kernel drops
+//!   what it still held for the client and the client learns at once. The kernel's own send
+//!   timeout (`TCP_USER_TIMEOUT`, see `limits::set_send_timeout`) does not always cover this:
+//!   a client reading slowly from a full receive buffer sends a window update now and then, and
+//!   each restarts the kernel's count (measured with a 2 s timeout: a client reading 5 KB/s of
+//!   a 4.5 MB answer kept its connection for 13 s; with this rule, 2.2 s); and when the kernel
+//!   does give up, it sends nothing, so the client learns only once it has read all it holds.
+//!   The kernel makes a socket writable again only once the client has taken about half of
+//!   what waits in it, so the client must take its answer at some rate. nginx's `send_timeout`
+//!   is the same rule. A client that takes its answers in turn never meets it: the timer starts
+//!   only when a write is refused.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
+use std::time::Duration;
 
 use actix_web::rt::net::TcpStream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::Sleep;
 
 /// The most bytes handed to the HTTP layer before its task yields.
 pub const READ_TURN: usize = 4 * 1024;
@@ -44,15 +62,22 @@ pub struct ClientStream {
     write_blocked: bool,
     /// Bytes handed over in this turn.
     read_in_turn: usize,
+    /// How long writes may stay refused.
+    send_timeout: Duration,
+    /// While writes are refused: the end of the send timeout, counted from the first refusal.
+    /// It wakes the connection then, so the refused write is tried once more and fails.
+    stalled: Option<Pin<Box<Sleep>>>,
 }
 
 impl ClientStream {
-    /// Wraps an accepted connection.
-    pub fn new(socket: TcpStream) -> Self {
+    /// Wraps an accepted connection whose writes may stay refused for `send_timeout`.
+    pub fn new(socket: TcpStream, send_timeout: Duration) -> Self {
         Self {
             socket,
             write_blocked: false,
             read_in_turn: 0,
+            send_timeout,
+            stalled: None,
         }
     }
 
@@ -61,12 +86,45 @@ impl ClientStream {
         &self.socket
     }
 
-    /// Notes how a write went: refused, reads wait; taken, the client is taking its answers
-    /// and a new turn begins (so a client that asks and reads in turn never has to yield).
-    fn wrote(&mut self, written: &Poll<io::Result<usize>>) {
+    /// Notes how a write went and answers for it: refused, reads wait, and once writes have
+    /// been refused for the send timeout the write fails; taken, the client is taking its
+    /// answers and a new turn begins (so a client that asks and reads in turn never has to
+    /// yield).
+    fn wrote(
+        &mut self,
+        cx: &mut Context<'_>,
+        written: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
         self.write_blocked = written.is_pending();
-        if matches!(written, Poll::Ready(Ok(taken)) if *taken > 0) {
-            self.read_in_turn = 0;
+        if !self.write_blocked {
+            self.stalled = None;
+            if matches!(written, Poll::Ready(Ok(taken)) if taken > 0) {
+                self.read_in_turn = 0;
+            }
+            return written;
+        }
+        let timeout = self.send_timeout;
+        let stalled = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match stalled.as_mut().poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(()) => {
+                // Closed with a reset: what the socket still holds is dropped at once, instead
+                // of lingering in the kernel (an orphan delivering it at the client's pace).
+                if let Err(error) =
+                    socket2::SockRef::from(&self.socket).set_linger(Some(Duration::ZERO))
+                {
+                    tracing::debug!(%error, "could not make the connection close with a reset");
+                }
+                Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "the client took none of its answer for {} s",
+                        timeout.as_secs_f32()
+                    ),
+                )))
+            }
         }
     }
 }
@@ -116,8 +174,7 @@ impl AsyncWrite for ClientStream {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let written = Pin::new(&mut this.socket).poll_write(cx, data);
-        this.wrote(&written);
-        written
+        this.wrote(cx, written)
     }
 
     fn poll_write_vectored(
@@ -127,8 +184,7 @@ impl AsyncWrite for ClientStream {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let written = Pin::new(&mut this.socket).poll_write_vectored(cx, data);
-        this.wrote(&written);
-        written
+        this.wrote(cx, written)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -147,6 +203,7 @@ impl AsyncWrite for ClientStream {
 #[cfg(test)]
 mod tests {
     use std::future::poll_fn;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
@@ -164,7 +221,43 @@ mod tests {
             .await
             .unwrap();
         let (socket, _) = listener.accept().await.unwrap();
-        (ClientStream::new(socket), client)
+        (ClientStream::new(socket, Duration::from_secs(60)), client)
+    }
+
+    /// Writes `data` through `stream` until it is all taken or a write fails; what was taken.
+    async fn write_until_failure(
+        stream: &mut ClientStream,
+        data: &[u8],
+    ) -> (usize, io::Result<()>) {
+        let mut taken = 0;
+        while taken < data.len() {
+            match stream.write(&data[taken..]).await {
+                Ok(n) => taken += n,
+                Err(error) => return (taken, Err(error)),
+            }
+        }
+        (taken, Ok(()))
+    }
+
+    /// Reads `chunk` bytes every `every` until the stream ends or fails, counting what it read.
+    fn read_slowly(
+        mut client: tokio::net::TcpStream,
+        chunk: usize,
+        every: Duration,
+    ) -> (tokio::task::JoinHandle<()>, std::sync::Arc<AtomicUsize>) {
+        let read = std::sync::Arc::new(AtomicUsize::new(0));
+        let count = std::sync::Arc::clone(&read);
+        let reader = tokio::spawn(async move {
+            let mut bytes = vec![0; chunk];
+            loop {
+                tokio::time::sleep(every).await;
+                match client.read(&mut bytes).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => count.fetch_add(n, Ordering::SeqCst),
+                };
+            }
+        });
+        (reader, read)
     }
 
     /// One read of `stream` into a buffer of `capacity`: how many bytes, or `None` for "not
@@ -267,5 +360,58 @@ mod tests {
         client.read_exact(&mut taken).await.unwrap();
         stream.write_all(b"!").await.unwrap();
         assert!(matches!(read_once(&mut stream, 1024), (Some(18), _)));
+    }
+
+    /// A client that reads a few bytes now and then (enough for the kernel to see it alive)
+    /// cannot keep a write waiting longer than the send timeout: the write fails.
+    #[tokio::test]
+    async fn a_write_refused_for_the_send_timeout_fails_though_the_client_trickles() {
+        let (stream, client) = pair().await;
+        let mut stream = ClientStream::new(stream.socket, Duration::from_millis(500));
+        let (trickle, trickled) = read_slowly(client, 64, Duration::from_millis(50));
+        let started = std::time::Instant::now();
+        let data = vec![b'a'; 4 << 20];
+        let (taken, result) = tokio::time::timeout(
+            Duration::from_secs(10),
+            write_until_failure(&mut stream, &data),
+        )
+        .await
+        .expect("the write ends");
+        let error = result.expect_err("the write fails");
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut, "{error}");
+        assert!(taken < 4 << 20);
+        assert!(
+            started.elapsed() >= Duration::from_millis(500),
+            "failed after {:?}",
+            started.elapsed()
+        );
+        assert!(
+            trickled.load(Ordering::SeqCst) > 0,
+            "the client was reading"
+        );
+        // What the service's socket still holds would take the trickle half an hour.
+        trickle.abort();
+    }
+
+    /// A client that takes its answer slowly but steadily gets all of it: the timeout counts
+    /// only while no write goes through.
+    #[tokio::test]
+    async fn a_client_that_takes_its_answer_steadily_gets_all_of_it() {
+        let (stream, client) = pair().await;
+        socket2::SockRef::from(&stream.socket)
+            .set_send_buffer_size(16 * 1024)
+            .unwrap();
+        let timeout = Duration::from_secs(1);
+        let mut stream = ClientStream::new(stream.socket, timeout);
+        let (reader, read) = read_slowly(client, 8 * 1024, Duration::from_millis(20));
+        let started = std::time::Instant::now();
+        let (taken, result) = write_until_failure(&mut stream, &vec![b'a'; 768 * 1024]).await;
+        result.unwrap();
+        assert_eq!(taken, 768 * 1024);
+        drop(stream);
+        reader.await.unwrap();
+        assert_eq!(read.load(Ordering::SeqCst), 768 * 1024);
+        // Delivering it took longer than the timeout: the timeout is not a total.
+        assert!(started.elapsed() > timeout, "{:?}", started.elapsed());
     }
 }

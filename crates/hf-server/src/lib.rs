@@ -190,9 +190,10 @@ pub fn bind(config: &ServerConfig, state: AppState) -> Result<Server, Error> {
                 // The application's connection settings: not served over TLS itself (`secure`
                 // comes from the public URL, see `public_access`).
                 .h1(map_config(app, |_| AppConfig::default()));
-            fn_service(|socket: TcpStream| async move {
+            fn_service(move |socket: TcpStream| async move {
                 let peer = socket.peer_addr().ok();
-                Ok::<_, actix_http::error::DispatchError>((ClientStream::new(socket), peer))
+                let stream = ClientStream::new(socket, limits.send_timeout);
+                Ok::<_, actix_http::error::DispatchError>((stream, peer))
             })
             .and_then(http)
         })

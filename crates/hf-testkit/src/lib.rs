@@ -296,6 +296,18 @@ impl TestServer {
         .await
     }
 
+    /// Starts the server with the demo CRM after letting the test adjust its configuration.
+    pub async fn start_demo_with(adjust: impl FnOnce(&mut hf_server::ServerConfig)) -> Self {
+        Self::launch(
+            Options {
+                demo: true,
+                pool: None,
+            },
+            adjust,
+        )
+        .await
+    }
+
     /// Starts the server with the demo CRM and a pool of its own settings (a tiny pool, short
     /// waits), for tests of an exhausted pool.
     pub async fn start_demo_with_pool(pool: hf_storage::PoolSettings) -> Self {

@@ -246,6 +246,78 @@ async fn one_address_cannot_take_every_connection() {
     server.stop().await;
 }
 
+/// A client that takes a large answer a little at a time cannot hold its connection, and the
+/// answer, for long: the kernel's send timeout (`TCP_USER_TIMEOUT`) restarts its count at each
+/// window update such a client sends, so the service's own rule resets the connection once its
+/// writes have waited the send timeout.
+#[tokio::test]
+async fn a_client_that_trickles_a_large_answer_is_reset_after_the_send_timeout() {
+    let send_timeout = Duration::from_secs(2);
+    let server =
+        TestServer::start_demo_with(|config| config.limits.send_timeout = send_timeout).await;
+    let token = server.admin_token().await;
+    // 24 accounts of 190 KB each: a 4.5 MB answer, more than loopback's socket buffers hold.
+    let website = "w".repeat(190_000);
+    for n in 0..24 {
+        let response = server
+            .http
+            .post(server.url("/data/crm/account"))
+            .bearer_auth(&token)
+            .json(&serde_json::json!({"name": format!("big {n}"), "website": website}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 201);
+    }
+    let body = serde_json::json!({
+        "query": "SELECT name, website FROM crm.account LIMIT 100",
+        "params": {}
+    })
+    .to_string();
+    let request = format!(
+        "POST /data/query HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = TcpStream::connect(address(&server)).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+
+    // 1 KiB every 200 ms (the whole answer would take over 15 minutes): the client's window
+    // stays shut while it reads what its receive buffer already holds, and a live peer that
+    // answers the kernel's window probes is not cut by `TCP_USER_TIMEOUT` meanwhile. A reset
+    // shows as the socket's pending error at once; reads would reach it only after the data
+    // buffered before it.
+    let started = std::time::Instant::now();
+    let mut received = 0;
+    let mut chunk = [0; 1024];
+    let ended = loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if let Ok(Some(_)) = socket2::SockRef::from(&stream).take_error() {
+            break "reset";
+        }
+        match stream.read(&mut chunk).await {
+            Ok(0) => break "closed",
+            Ok(n) => received += n,
+            Err(_) => break "reset",
+        }
+        // Left to the kernel's timeout alone, it was reset only once the client's window
+        // opened again (13 s here); with a larger receive buffer, later still.
+        assert!(
+            started.elapsed() < send_timeout + Duration::from_secs(4),
+            "still connected after {:?}, {received} bytes read",
+            started.elapsed()
+        );
+    };
+    eprintln!(
+        "{ended} after {:?}, {received} bytes read",
+        started.elapsed()
+    );
+    assert_eq!(ended, "reset", "after {received} bytes");
+    assert!(received < 4_000_000, "{received} bytes read");
+    health_answers(&server).await;
+    server.stop().await;
+}
+
 /// A client that asks for a response and does not read it holds it no longer than the send
 /// timeout: the connection is dropped, with the rest of the response, instead of living on
 /// (as an orphan in the kernel once the service closes its side) for as long as the client
