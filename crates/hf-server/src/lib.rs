@@ -184,7 +184,6 @@ pub fn bind(config: &ServerConfig, state: AppState) -> Result<Server, Error> {
                 .client_disconnect_timeout(Duration::from_secs(1))
                 .local_addr(addr)
                 .on_connect_ext(move |stream: &ClientStream, data| {
-                    limits::set_send_timeout(stream.socket(), limits.send_timeout);
                     slots.on_connect(stream.socket(), data);
                 })
                 // The application's connection settings: not served over TLS itself (`secure`

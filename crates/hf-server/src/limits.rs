@@ -7,7 +7,7 @@
 //! | the URL | [`Limits::max_url_bytes`] | 414 `URI_TOO_LONG` |
 //! | the headers | [`Limits::max_headers`] fields, [`Limits::max_header_bytes`] bytes | 431 `HEADERS_TOO_LARGE` |
 //! | the body | the body limit (413 `PAYLOAD_TOO_LARGE`, in the extractors); all of it within [`Limits::body_timeout`] of the head | 408 `REQUEST_TIMEOUT` |
-//! | the response | the client takes it: what was sent stays unacknowledged, or the client's receive window stays shut, no longer than [`Limits::send_timeout`] ([`set_send_timeout`]); the service's writes stay refused no longer than the same ([`crate::client_stream`]) | the connection is reset |
+//! | the response | the client takes it: what was sent stays unacknowledged, or the client's receive window stays shut, no longer than [`Limits::send_timeout`]; the service's writes stay refused no longer than the same (both kept by [`crate::client_stream`]) | the connection is reset |
 //! | between requests | [`Limits::keep_alive`] idle | the connection is closed |
 //! | pipelined requests | read no faster than the client takes the answers ([`crate::client_stream`]) | they wait in the client's buffers |
 //!
@@ -94,24 +94,6 @@ impl Limits {
     /// The connection cap of one worker, as actix counts it.
     pub fn max_connections_per_worker(&self, workers: usize) -> usize {
         self.max_connections.div_ceil(workers.max(1)).max(1)
-    }
-}
-
-/// Sets a connection's send timeout (`TCP_USER_TIMEOUT`): the kernel drops it once what was sent
-/// has stayed unacknowledged, or the peer's receive window shut, for `timeout`.
-///
-/// A client that asks for a response and never reads it would otherwise hold the response's
-/// bytes in the kernel for as long as it keeps the connection: after the response is written
-/// and the keep-alive timeout passes, actix closes its side, the socket lives on as an orphan
-/// still trying to deliver, and the client's address no longer counts it. Measured: 1 000
-/// such requests for `/openapi.json` (241 KB) held 323 MB of the kernel's TCP memory until the
-/// client let go. Nothing in actix bounds this phase. The kernel's count restarts at each
-/// window update of a client that reads slowly from a full receive buffer; for an answer
-/// larger than the socket's buffer, which the service still holds, the connection's own rule
-/// covers that case (see [`crate::client_stream`]).
-pub fn set_send_timeout(stream: &actix_web::rt::net::TcpStream, timeout: Duration) {
-    if let Err(error) = socket2::SockRef::from(stream).set_tcp_user_timeout(Some(timeout)) {
-        tracing::debug!(%error, "could not set the connection's send timeout");
     }
 }
 

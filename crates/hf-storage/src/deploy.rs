@@ -422,18 +422,15 @@ pub(crate) async fn lock_live_writes(
             ],
         )
         .await?;
-    match transaction
+    if let Err(error) = transaction
         .execute("SELECT pg_advisory_xact_lock($1)", &[&APPLY_LOCK_KEY])
         .await
     {
-        Ok(_) => {}
-        Err(error) => {
-            let error = Error::from(error);
-            return Err(match error.kind() {
-                ErrorKind::Timeout => Error::LiveWriteBusy { waited: turn.wait },
-                _ => error,
-            });
-        }
+        let error = Error::from(error);
+        return Err(match error.kind() {
+            ErrorKind::Timeout => Error::LiveWriteBusy { waited: turn.wait },
+            _ => error,
+        });
     }
     // The apply's statements set their own lock timeout; the rest wait as they always did.
     transaction

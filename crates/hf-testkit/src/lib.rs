@@ -286,14 +286,7 @@ impl TestServer {
 
     /// Starts the server with the demo CRM loaded and applied.
     pub async fn start_demo() -> Self {
-        Self::launch(
-            Options {
-                demo: true,
-                pool: None,
-            },
-            |_| {},
-        )
-        .await
+        Self::start_demo_with(|_| {}).await
     }
 
     /// Starts the server with the demo CRM after letting the test adjust its configuration.
