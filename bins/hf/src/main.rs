@@ -102,11 +102,14 @@ pub struct ServeArgs {
     /// or CIDR ranges, comma-separated (none by default).
     #[arg(long, env = "HF_TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<String>,
-    /// Seconds a client may take to send a request's head (answered 408 after).
-    #[arg(long, env = "HF_HEADER_TIMEOUT", default_value_t = 5)]
+    /// Seconds a client may take to send a request's head: a connection's first from the
+    /// connection's start, every later one from its first byte (answered 408 after).
+    #[arg(long, env = "HF_HEADER_TIMEOUT", default_value_t = 5,
+          value_parser = clap::value_parser!(u64).range(1..))]
     pub header_timeout: u64,
     /// Seconds a client may take to send a request's whole body after its head (408 after).
-    #[arg(long, env = "HF_BODY_TIMEOUT", default_value_t = 15)]
+    #[arg(long, env = "HF_BODY_TIMEOUT", default_value_t = 15,
+          value_parser = clap::value_parser!(u64).range(1..))]
     pub body_timeout: u64,
     /// Seconds an idle keep-alive connection stays open.
     #[arg(long, env = "HF_KEEP_ALIVE", default_value_t = 5)]

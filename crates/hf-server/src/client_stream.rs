@@ -39,16 +39,23 @@
 //!   what waits in it, so the client must take its answer at some rate. nginx's `send_timeout`
 //!   is the same rule. A client that takes its answers in turn never meets it: the timer starts
 //!   only when a write is refused.
+//!
+//! And it shows every byte it reads to [`crate::request_heads`] before actix gets it, which
+//! times every request's head and stops a request actix's parser would refuse from reaching
+//! it: the input ends there for actix, and the refusal, in the envelope, is written as the
+//! connection closes.
 
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use actix_web::rt::net::TcpStream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Sleep;
+
+use crate::request_heads::{Refusal, RequestHeads};
 
 /// The most bytes handed to the HTTP layer before its task yields.
 pub const READ_TURN: usize = 4 * 1024;
@@ -67,12 +74,19 @@ pub struct ClientStream {
     /// While writes are refused: the end of the send timeout, counted from the first refusal.
     /// It wakes the connection then, so the refused write is tried once more and fails.
     stalled: Option<Pin<Box<Sleep>>>,
+    /// The requests read so far, followed as actix will parse them.
+    heads: RequestHeads,
+    /// A request was refused: the input has ended for actix.
+    input_ended: bool,
+    /// The refusal's answer, written as the connection closes, and how much of it is written.
+    answer: Option<(Vec<u8>, usize)>,
 }
 
 impl ClientStream {
     /// Wraps an accepted connection whose answers must be taken within `send_timeout`: the
-    /// kernel's send timeout is set on the socket, and writes may stay refused no longer.
-    pub fn new(socket: TcpStream, send_timeout: Duration) -> Self {
+    /// kernel's send timeout is set on the socket, and writes may stay refused no longer. Its
+    /// requests are followed by `heads` (see [`crate::request_heads`]).
+    pub fn new(socket: TcpStream, send_timeout: Duration, heads: RequestHeads) -> Self {
         set_send_timeout(&socket, send_timeout);
         Self {
             socket,
@@ -80,12 +94,23 @@ impl ClientStream {
             read_in_turn: 0,
             send_timeout,
             stalled: None,
+            heads,
+            input_ended: false,
+            answer: None,
         }
     }
 
     /// The socket, for its addresses and options.
     pub fn socket(&self) -> &TcpStream {
         &self.socket
+    }
+
+    /// Ends the input for actix at a refused request, keeping its answer for the close.
+    fn refuse(&mut self, refusal: Refusal) {
+        self.input_ended = true;
+        if let Some(error) = refusal.answer {
+            self.answer = Some((self.heads.encode(error), 0));
+        }
     }
 
     /// Notes how a write went and answers for it: refused, reads wait, and once writes have
@@ -156,6 +181,9 @@ impl AsyncRead for ClientStream {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if this.input_ended {
+            return Poll::Ready(Ok(()));
+        }
         if this.write_blocked {
             // The refused write waits for the socket to become writable, and that wakes this
             // connection's task.
@@ -169,19 +197,36 @@ impl AsyncRead for ClientStream {
         // The socket's own read, which also spares the system call that would only say "no
         // more" after a short read.
         let room = READ_TURN - this.read_in_turn;
-        if buf.remaining() <= room {
-            let before = buf.filled().len();
-            ready!(Pin::new(&mut this.socket).poll_read(cx, buf))?;
-            this.read_in_turn += buf.filled().len() - before;
-            return Poll::Ready(Ok(()));
-        }
-        let read = {
+        let before = buf.filled().len();
+        let polled = if buf.remaining() <= room {
+            Pin::new(&mut this.socket).poll_read(cx, buf)
+        } else {
             let mut limited = ReadBuf::new(buf.initialize_unfilled_to(room));
-            ready!(Pin::new(&mut this.socket).poll_read(cx, &mut limited))?;
-            limited.filled().len()
+            let polled = Pin::new(&mut this.socket).poll_read(cx, &mut limited);
+            let read = limited.filled().len();
+            buf.advance(read);
+            polled
         };
-        buf.advance(read);
+        match polled {
+            Poll::Ready(Ok(())) => {}
+            Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+            Poll::Pending => {
+                // The client has sent all it has: is the head under way late?
+                return match this.heads.poll_late(cx) {
+                    Some(refusal) => {
+                        this.refuse(refusal);
+                        Poll::Ready(Ok(()))
+                    }
+                    None => Poll::Pending,
+                };
+            }
+        }
+        let read = buf.filled().len() - before;
         this.read_in_turn += read;
+        if let Err(refusal) = this.heads.saw(&buf.filled()[before..]) {
+            buf.set_filled(before + refusal.keep);
+            this.refuse(refusal);
+        }
         Poll::Ready(Ok(()))
     }
 }
@@ -215,8 +260,26 @@ impl AsyncWrite for ClientStream {
         Pin::new(&mut self.get_mut().socket).poll_flush(cx)
     }
 
+    /// Writes a refusal's answer first, under the same send timeout as every answer.
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().socket).poll_shutdown(cx)
+        let this = self.get_mut();
+        while let Some((answer, written)) = this.answer.take() {
+            if written == answer.len() {
+                break;
+            }
+            let polled = Pin::new(&mut this.socket).poll_write(cx, &answer[written..]);
+            let polled = this.wrote(cx, polled);
+            match polled {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(taken)) => this.answer = Some((answer, written + taken)),
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Pending => {
+                    this.answer = Some((answer, written));
+                    return Poll::Pending;
+                }
+            }
+        }
+        Pin::new(&mut this.socket).poll_shutdown(cx)
     }
 }
 
@@ -230,6 +293,13 @@ mod tests {
 
     use super::*;
 
+    /// `socket` as the service wraps it, with the default limits and `send_timeout`.
+    fn wrap(socket: TcpStream, send_timeout: Duration) -> ClientStream {
+        let limits = crate::limits::Limits::default();
+        let heads = RequestHeads::new(crate::request_heads::decoder_config(&limits), &limits);
+        ClientStream::new(socket, send_timeout, heads)
+    }
+
     /// A connected pair: the service's end wrapped, the client's end bare, with a small receive
     /// buffer so that it stops taking data soon when it does not read.
     async fn pair() -> (ClientStream, tokio::net::TcpStream) {
@@ -241,7 +311,7 @@ mod tests {
             .await
             .unwrap();
         let (socket, _) = listener.accept().await.unwrap();
-        (ClientStream::new(socket, Duration::from_secs(60)), client)
+        (wrap(socket, Duration::from_secs(60)), client)
     }
 
     /// Writes `data` through `stream` until it is all taken or a write fails; what was taken.
@@ -311,7 +381,7 @@ mod tests {
     /// However much the client has sent, a turn hands over at most `READ_TURN` bytes, then the
     /// reader is told "not yet" and woken at once, so it deals with what it has before reading
     /// on.
-    #[tokio::test]
+    #[actix_web::test]
     async fn a_turn_hands_over_at_most_read_turn_bytes_then_yields() {
         let (mut stream, mut client) = pair().await;
         client.write_all(&[b'x'; 3 * READ_TURN]).await.unwrap();
@@ -338,7 +408,7 @@ mod tests {
 
     /// An answer written begins a new turn: a client that reads its answers is never made to
     /// wait for a yield.
-    #[tokio::test]
+    #[actix_web::test]
     async fn an_answer_written_begins_a_new_turn() {
         let (mut stream, mut client) = pair().await;
         client.write_all(&[b'x'; 2 * READ_TURN]).await.unwrap();
@@ -354,7 +424,7 @@ mod tests {
 
     /// While the client does not take what it was sent, nothing more is read from it, however
     /// much it sends; once it takes it and a write goes through, reading resumes.
-    #[tokio::test]
+    #[actix_web::test]
     async fn nothing_is_read_while_a_write_waits_for_the_client() {
         let (mut stream, mut client) = pair().await;
         // Write until the socket refuses: the client reads nothing.
@@ -371,7 +441,10 @@ mod tests {
                 None => break,
             }
         }
-        client.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        client
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert_eq!(read_once(&mut stream, 1024), (None, false));
 
@@ -379,15 +452,15 @@ mod tests {
         let mut taken = vec![0; sent];
         client.read_exact(&mut taken).await.unwrap();
         stream.write_all(b"!").await.unwrap();
-        assert!(matches!(read_once(&mut stream, 1024), (Some(18), _)));
+        assert!(matches!(read_once(&mut stream, 1024), (Some(27), _)));
     }
 
     /// A client that reads a few bytes now and then (enough for the kernel to see it alive)
     /// cannot keep a write waiting longer than the send timeout: the write fails.
-    #[tokio::test]
+    #[actix_web::test]
     async fn a_write_refused_for_the_send_timeout_fails_though_the_client_trickles() {
         let (stream, client) = pair().await;
-        let mut stream = ClientStream::new(stream.socket, Duration::from_millis(500));
+        let mut stream = wrap(stream.socket, Duration::from_millis(500));
         let (trickle, trickled) = read_slowly(client, 64, Duration::from_millis(50));
         let started = std::time::Instant::now();
         let data = vec![b'a'; 4 << 20];
@@ -415,14 +488,14 @@ mod tests {
 
     /// A client that takes its answer slowly but steadily gets all of it: the timeout counts
     /// only while no write goes through.
-    #[tokio::test]
+    #[actix_web::test]
     async fn a_client_that_takes_its_answer_steadily_gets_all_of_it() {
         let (stream, client) = pair().await;
         socket2::SockRef::from(&stream.socket)
             .set_send_buffer_size(16 * 1024)
             .unwrap();
         let timeout = Duration::from_secs(1);
-        let mut stream = ClientStream::new(stream.socket, timeout);
+        let mut stream = wrap(stream.socket, timeout);
         let (reader, read) = read_slowly(client, 8 * 1024, Duration::from_millis(20));
         let started = std::time::Instant::now();
         let (taken, result) = write_until_failure(&mut stream, &vec![b'a'; 768 * 1024]).await;

@@ -17,6 +17,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use actix_web::dev::Payload;
+use actix_web::error::PayloadError;
 use actix_web::http::header;
 use actix_web::{web, FromRequest, HttpRequest};
 use futures_util::StreamExt;
@@ -179,10 +180,13 @@ async fn read_body_within(
             if crate::limits::is_timeout(&error) {
                 return crate::limits::body_timeout(req.app_data());
             }
-            ApiError::new(
-                Code::BadRequest,
-                format!("The request body could not be read: {error}"),
-            )
+            let message = match error {
+                PayloadError::Incomplete(_) => {
+                    "The request body ended before it was complete.".to_owned()
+                }
+                other => format!("The request body could not be read: {other}"),
+            };
+            ApiError::new(Code::BadRequest, message)
         })?;
         if body.len() + chunk.len() > limit {
             return Err(too_large());

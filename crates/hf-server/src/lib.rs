@@ -18,6 +18,7 @@ pub mod limits;
 pub mod middleware;
 pub mod openapi;
 pub mod public_access;
+pub mod request_heads;
 pub mod routes;
 pub mod state;
 
@@ -32,6 +33,7 @@ use actix_web::dev::{AppConfig, ServerHandle};
 use actix_web::rt::net::TcpStream;
 
 use client_stream::ClientStream;
+use request_heads::RequestHeads;
 
 pub use state::AppState;
 
@@ -172,13 +174,17 @@ pub fn bind(config: &ServerConfig, state: AppState) -> Result<Server, Error> {
             .map_err(|error| error.error_response());
             let slots = slots.clone();
             let shutdown = shutdown.clone();
+            let decoder_config = request_heads::decoder_config(&limits);
             let http = actix_http::HttpService::build()
                 .graceful_shutdown_signal(move || {
                     let shutdown = shutdown.clone();
                     async move { shutdown.notified().await }
                 })
                 .keep_alive(limits.keep_alive)
-                .client_request_timeout(limits.header_timeout)
+                // Every request's head is timed by `ClientStream` (see `request_heads`), which
+                // answers a late one with the envelope; actix's own timer covers only the
+                // first head and answers with an empty body.
+                .client_request_timeout(Duration::ZERO)
                 // As `HttpServer` has it: after answering a request whose body it did not read
                 // (an early 413 or 408), wait a second for the client to close first.
                 .client_disconnect_timeout(Duration::from_secs(1))
@@ -189,10 +195,13 @@ pub fn bind(config: &ServerConfig, state: AppState) -> Result<Server, Error> {
                 // The application's connection settings: not served over TLS itself (`secure`
                 // comes from the public URL, see `public_access`).
                 .h1(map_config(app, |_| AppConfig::default()));
-            fn_service(move |socket: TcpStream| async move {
-                let peer = socket.peer_addr().ok();
-                let stream = ClientStream::new(socket, limits.send_timeout);
-                Ok::<_, actix_http::error::DispatchError>((stream, peer))
+            fn_service(move |socket: TcpStream| {
+                let heads = RequestHeads::new(decoder_config.clone(), &limits);
+                async move {
+                    let peer = socket.peer_addr().ok();
+                    let stream = ClientStream::new(socket, limits.send_timeout, heads);
+                    Ok::<_, actix_http::error::DispatchError>((stream, peer))
+                }
             })
             .and_then(http)
         })

@@ -3,7 +3,7 @@
 //! | phase | limit | answer |
 //! | --- | --- | --- |
 //! | connecting | [`Limits::max_connections_per_address`] open connections per client address ([`AddressSlots`]); [`Limits::max_connections`] in all | 429 `TOO_MANY_CONNECTIONS`, then the connection is closed; beyond the global cap, new connections wait in the listen backlog |
-//! | the head (request line and headers) | [`Limits::header_timeout`] from the first byte | 408, written by actix-http itself (see below) |
+//! | the head (request line and headers) | [`Limits::header_timeout`]: a connection's first head from the connection's start, every later one from its first byte (kept by [`crate::request_heads`]) | 408 `REQUEST_TIMEOUT`, then the connection is closed |
 //! | the URL | [`Limits::max_url_bytes`] | 414 `URI_TOO_LONG` |
 //! | the headers | [`Limits::max_headers`] fields, [`Limits::max_header_bytes`] bytes | 431 `HEADERS_TOO_LARGE` |
 //! | the body | the body limit (413 `PAYLOAD_TOO_LARGE`, in the extractors); all of it within [`Limits::body_timeout`] of the head | 408 `REQUEST_TIMEOUT` |
@@ -11,16 +11,11 @@
 //! | between requests | [`Limits::keep_alive`] idle | the connection is closed |
 //! | pipelined requests | read no faster than the client takes the answers ([`crate::client_stream`]) | they wait in the client's buffers |
 //!
-//! Every answer of ours is the error envelope. actix-http answers a few failures before any
-//! code of ours runs, and writes those responses itself with an empty body: a head that is not
-//! complete within the head timeout (408), a head over its fixed 128 KiB buffer or with more than
-//! 96 header fields (431), and framing it cannot parse (conflicting `Content-Length`, a
-//! `Transfer-Encoding` other than `chunked`, a URL over 64 KiB: 400). Its dispatcher offers no
-//! hook for those responses (they are built inside `h1::Dispatcher` and written straight to the
-//! socket), and changing them would mean replacing actix's connection layer. So our own limits
-//! on the URL and the headers sit well below actix's, and every request actix can parse meets
-//! them first and gets the envelope; only requests no HTTP/1.1 parser could read get actix's
-//! empty-bodied status.
+//! Every answer is the error envelope. The requests actix-http's parser refuses, which it would
+//! answer itself with an empty body (framing it cannot parse, a head over its 128 KiB buffer or
+//! 96 fields, a URL over 64 KiB), are caught before they reach it by
+//! [`crate::request_heads`], which answers them with the envelope. Our own limits on the URL
+//! and the headers sit well below actix's, so every request actix can parse meets them first.
 //!
 //! Handler work is not cut off by a deadline: cancelling a write halfway would leave its outcome
 //! unknown. It is bounded instead by the pool's wait timeout and the statements' timeouts, and,
@@ -52,7 +47,8 @@ use crate::error::{ApiError, Code};
 /// The limits of the table in the module comment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// How long a client may take to send a request's head.
+    /// How long a client may take to send a request's head: a connection's first counted from
+    /// the connection's start, every later one from its first byte (zero: no limit).
     pub header_timeout: Duration,
     /// How long a client may take to send a request's whole body, counted from its head.
     pub body_timeout: Duration,

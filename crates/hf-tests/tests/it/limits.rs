@@ -125,11 +125,9 @@ async fn a_slow_head_times_out_with_408_and_health_stays_up() {
     }
     health_answers(&server).await;
     for mut stream in slow {
-        // actix-http answers a head that never completes itself, with an empty body (see
-        // hf_server::limits): the status is right, the envelope cannot be given.
-        let (status, _head, body) = read_response(&mut stream).await;
-        assert_eq!(status, 408);
-        assert_eq!(body, "");
+        let (status, head, body) = read_response(&mut stream).await;
+        assert_envelope_text(status, &head, &body, 408, "REQUEST_TIMEOUT");
+        assert!(head.contains("connection: close"), "{head}");
     }
     health_answers(&server).await;
     server.stop().await;
@@ -153,17 +151,22 @@ async fn long_urls_and_large_header_sets_get_the_envelope() {
     let (status, head, body) = exchange(&server, request.as_bytes()).await;
     assert_envelope_text(status, &head, &body, 431, "HEADERS_TOO_LARGE");
 
-    // Beyond what actix-http parses at all (96 fields), it answers itself with an empty body.
+    // Beyond what actix-http parses at all (96 fields) the answer is the same.
     let too_many: String = (0..100).map(|i| format!("X-H{i}: v\r\n")).collect();
     let request = format!("GET /health HTTP/1.1\r\nHost: x\r\n{too_many}\r\n");
-    let (status, _head, body) = exchange(&server, request.as_bytes()).await;
-    assert_eq!((status, body.as_str()), (431, ""));
+    let (status, head, body) = exchange(&server, request.as_bytes()).await;
+    assert_envelope_text(status, &head, &body, 431, "HEADERS_TOO_LARGE");
+    // And beyond the 128 KiB actix-http holds of a head.
+    let huge = format!("X-Huge: {}", "h".repeat(140 * 1024));
+    let request = format!("GET /health HTTP/1.1\r\nHost: x\r\n{huge}");
+    let (status, head, body) = exchange(&server, request.as_bytes()).await;
+    assert_envelope_text(status, &head, &body, 431, "HEADERS_TOO_LARGE");
     health_answers(&server).await;
     server.stop().await;
 }
 
 #[tokio::test]
-async fn broken_framing_is_refused_by_the_parser() {
+async fn broken_framing_is_refused_with_the_envelope() {
     let server = start(|_| {}).await;
     for framing in [
         "Content-Length: 5\r\nContent-Length: 6\r\n",
@@ -176,20 +179,135 @@ async fn broken_framing_is_refused_by_the_parser() {
         let request = format!(
             "POST /auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{framing}\r\n{{}}"
         );
-        let (status, _head, body) = exchange(&server, request.as_bytes()).await;
-        // actix-http refuses these before any code of ours runs; its 400 has an empty body.
-        assert_eq!((status, body.as_str()), (400, ""), "{framing}");
+        let (status, head, body) = exchange(&server, request.as_bytes()).await;
+        assert_envelope_text(status, &head, &body, 400, "BAD_REQUEST");
+        assert!(head.contains("connection: close"), "{framing}: {head}");
     }
-    // A request target longer than the `http` crate's URI limit (64 KiB) cannot be parsed either.
+    // An HTTP/1.1 request without Host.
+    let (status, head, body) = exchange(&server, b"GET /health HTTP/1.1\r\n\r\n").await;
+    assert_envelope_text(status, &head, &body, 400, "BAD_REQUEST");
+    // A request target longer than the `http` crate's URI limit (64 KiB).
     let request = format!(
         "GET /health?{} HTTP/1.1\r\nHost: x\r\n\r\n",
         "a".repeat(70_000)
     );
-    let (status, _head, body) = exchange(&server, request.as_bytes()).await;
-    assert_eq!((status, body.as_str()), (400, ""));
-    // Neither can a request line that is not HTTP.
-    let (status, _head, body) = exchange(&server, b"GET /health NOT-HTTP\r\n\r\n").await;
-    assert_eq!((status, body.as_str()), (400, ""));
+    let (status, head, body) = exchange(&server, request.as_bytes()).await;
+    assert_envelope_text(status, &head, &body, 414, "URI_TOO_LONG");
+    // A request line that is not HTTP, and a method that is not a token.
+    for line in [
+        "GET /health NOT-HTTP\r\n\r\n",
+        "G(T /health HTTP/1.1\r\nHost: x\r\n\r\n",
+    ] {
+        let (status, head, body) = exchange(&server, line.as_bytes()).await;
+        assert_envelope_text(status, &head, &body, 400, "BAD_REQUEST");
+    }
+    health_answers(&server).await;
+    server.stop().await;
+}
+
+/// Splits what a connection received into its responses: (status, head, body) each, the body
+/// as long as the head's `content-length` says.
+fn responses(mut text: &str) -> Vec<(u16, String, String)> {
+    let mut found = Vec::new();
+    while let Some((head, rest)) = text.split_once("\r\n\r\n") {
+        let head = head.to_ascii_lowercase();
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let length = head
+            .lines()
+            .find_map(|line| line.strip_prefix("content-length: "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
+            .min(rest.len());
+        found.push((status, head, rest[..length].to_owned()));
+        text = &rest[length..];
+    }
+    found
+}
+
+/// Requests sent ahead of a refused one are answered in order before the refusal, and nothing
+/// after it is read.
+#[tokio::test]
+async fn requests_before_a_refused_one_are_answered_first() {
+    let server = start(|_| {}).await;
+    let request = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n\
+                   GET /health HTTP/1.1\r\nHost: x\r\n\r\n\
+                   POST /auth/login HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n\
+                   GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    let (_, head, body) = exchange(&server, request.as_bytes()).await;
+    let received = responses(&format!("{head}\r\n\r\n{body}"));
+    let statuses: Vec<u16> = received.iter().map(|(status, ..)| *status).collect();
+    assert_eq!(statuses, [200, 200, 400], "{received:?}");
+    let (status, head, body) = &received[2];
+    assert_envelope_text(*status, head, body, 400, "BAD_REQUEST");
+    server.stop().await;
+}
+
+/// actix-http times only a connection's first head; every later one must arrive in time too,
+/// or a kept-alive connection could be held for ever by a client trickling its next head.
+#[tokio::test]
+async fn every_head_on_a_kept_alive_connection_must_arrive_in_time() {
+    let server = start(|_| {}).await;
+    let mut stream = TcpStream::connect(address(&server)).await.unwrap();
+    stream
+        .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut first = vec![0; 4096];
+    let read = stream.read(&mut first).await.unwrap();
+    assert!(String::from_utf8_lossy(&first[..read]).starts_with("HTTP/1.1 200"));
+
+    // Half a second idle (within the keep-alive), then a head a header line at a time.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = std::time::Instant::now();
+    stream
+        .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let trickle = async {
+        for i in 0.. {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let line = format!("X-Slow-{i}: v\r\n");
+            if stream.write_all(line.as_bytes()).await.is_err() {
+                break;
+            }
+            if started.elapsed() > Duration::from_secs(8) {
+                break;
+            }
+        }
+        stream
+    };
+    let mut stream = trickle.await;
+    let taken = started.elapsed();
+    // The head timeout is 1 s; the trickle stops once the service has closed.
+    assert!(
+        taken < Duration::from_secs(4),
+        "the connection was held {taken:?}"
+    );
+    let (status, head, body) = read_response(&mut stream).await;
+    assert_envelope_text(status, &head, &body, 408, "REQUEST_TIMEOUT");
+    health_answers(&server).await;
+    server.stop().await;
+}
+
+/// A chunked body that breaks its framing ends where it breaks: the request finds its body cut
+/// short and answers for it, with the envelope, and nothing else is answered.
+#[tokio::test]
+async fn a_chunked_body_with_broken_framing_is_answered_once() {
+    let server = start(|_| {}).await;
+    let request = "POST /auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+                   Transfer-Encoding: chunked\r\n\r\n2\r\n{\"\r\nzz\r\nusername\r\n0\r\n\r\n";
+    let (_, head, body) = exchange(&server, request.as_bytes()).await;
+    let received = responses(&format!("{head}\r\n\r\n{body}"));
+    assert_eq!(received.len(), 1, "{received:?}");
+    let (status, head, body) = &received[0];
+    assert!((400..500).contains(status), "{received:?}");
+    let body: Value = serde_json::from_str(body).unwrap_or_else(|_| panic!("not JSON: {body}"));
+    assert!(body["errors"][0]["code"].is_string(), "{body}");
+    assert!(head.contains("x-request-id:"), "{head}");
     health_answers(&server).await;
     server.stop().await;
 }
