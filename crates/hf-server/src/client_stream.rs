@@ -223,7 +223,12 @@ impl AsyncRead for ClientStream {
         }
         let read = buf.filled().len() - before;
         this.read_in_turn += read;
-        if let Err(refusal) = this.heads.saw(&buf.filled()[before..]) {
+        if read == 0 {
+            // The client ended its input; a head it left unfinished is answered.
+            if let Some(refusal) = this.heads.ended() {
+                this.refuse(refusal);
+            }
+        } else if let Err(refusal) = this.heads.saw(&buf.filled()[before..]) {
             buf.set_filled(before + refusal.keep);
             this.refuse(refusal);
         }

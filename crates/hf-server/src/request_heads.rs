@@ -26,6 +26,8 @@
 //!   connection's start, every later one from its first byte (between requests, actix's
 //!   keep-alive timeout closes an idle connection). A late head is refused the same way, 408
 //!   `REQUEST_TIMEOUT`.
+//! - **A head the client leaves unfinished** when it ends its input is answered 400
+//!   `BAD_REQUEST`, so a client that half-closes learns why nothing came back.
 //! - **A body that breaks its framing** (a chunk size that is not hexadecimal) ends the input
 //!   where it breaks: the request under way finds its body cut short and answers for it, as for
 //!   a client that stopped sending.
@@ -179,6 +181,23 @@ impl RequestHeads {
                     "The request's head (its request line and headers) did not arrive within {} seconds.",
                     self.header_timeout.as_secs_f64()
                 ),
+            )),
+        })
+    }
+
+    /// The client has ended its input: a head it left unfinished is answered (nothing else
+    /// is: between requests a client may close, and a body cut short is the request's own).
+    pub fn ended(&mut self) -> Option<Refusal> {
+        let in_body = self.decoder.message_type() != MessageType::None;
+        if !self.following || in_body || self.unread.is_empty() {
+            return None;
+        }
+        self.stop_following();
+        Some(Refusal {
+            keep: 0,
+            answer: Some(ApiError::new(
+                Code::BadRequest,
+                "The request's head ended before it was complete.",
             )),
         })
     }
@@ -359,6 +378,27 @@ mod tests {
             }
             assert_eq!(refused, *expected, "{name}");
         }
+    }
+
+    #[actix_web::test]
+    async fn a_head_the_client_leaves_unfinished_is_answered() {
+        let mut heads = follower();
+        heads.saw(GET).unwrap();
+        assert!(
+            heads.ended().is_none(),
+            "a client may close between requests"
+        );
+        let mut heads = follower();
+        heads.saw(b"GET / HTTP/1.1\r\nHost: x\r").unwrap();
+        assert_eq!(code(&heads.ended().unwrap()), "BAD_REQUEST");
+        let mut heads = follower();
+        heads
+            .saw(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\n1")
+            .unwrap();
+        assert!(
+            heads.ended().is_none(),
+            "a body cut short is the request's own"
+        );
     }
 
     #[actix_web::test]

@@ -193,6 +193,15 @@ async fn broken_framing_is_refused_with_the_envelope() {
     );
     let (status, head, body) = exchange(&server, request.as_bytes()).await;
     assert_envelope_text(status, &head, &body, 414, "URI_TOO_LONG");
+    // A head the client leaves unfinished as it ends its input.
+    let mut stream = TcpStream::connect(address(&server)).await.unwrap();
+    stream
+        .write_all(b"GET /health HTTP/1.1\r\nHost: x\r")
+        .await
+        .unwrap();
+    stream.shutdown().await.unwrap();
+    let (status, head, body) = read_response(&mut stream).await;
+    assert_envelope_text(status, &head, &body, 400, "BAD_REQUEST");
     // A request line that is not HTTP, and a method that is not a token.
     for line in [
         "GET /health NOT-HTTP\r\n\r\n",
