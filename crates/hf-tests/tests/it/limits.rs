@@ -321,6 +321,74 @@ async fn a_chunked_body_with_broken_framing_is_answered_once() {
     server.stop().await;
 }
 
+/// Requests mangled at random (bytes changed, cut out or put in; a seeded generator, so every
+/// run sends the same ones), each on its own connection whose client then ends its side: every
+/// one is answered, nothing with a 5xx, and every error with the envelope.
+#[tokio::test]
+async fn mangled_requests_are_all_answered_with_the_envelope() {
+    use rand::{Rng, SeedableRng};
+    let server = start(|_| {}).await;
+    let originals: [&[u8]; 3] = [
+        b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"POST /auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+        b"POST /auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+    ];
+    let mut random = rand::rngs::StdRng::seed_from_u64(7);
+    let mut mangled = Vec::new();
+    for _ in 0..400 {
+        let original = originals[random.gen_range(0..originals.len())];
+        let mut bytes = original.repeat(random.gen_range(1..=3));
+        for _ in 0..random.gen_range(1..=6) {
+            let at = random.gen_range(0..bytes.len());
+            match random.gen_range(0..10) {
+                0..=3 => bytes[at] = random.gen(),
+                4..=6 => {
+                    let end = (at + random.gen_range(1..=5)).min(bytes.len());
+                    bytes.drain(at..end);
+                }
+                _ => {
+                    let inserted: Vec<u8> =
+                        (0..random.gen_range(1..=8)).map(|_| random.gen()).collect();
+                    bytes.splice(at..at, inserted);
+                }
+            }
+            if bytes.is_empty() {
+                bytes.push(b'G');
+            }
+        }
+        mangled.push(bytes);
+    }
+    let address = address(&server);
+    for batch in mangled.chunks(16) {
+        let answers = futures_util::future::join_all(batch.iter().map(|bytes| async {
+            let mut stream = TcpStream::connect(&address).await.unwrap();
+            let _ = stream.write_all(bytes).await;
+            let _ = stream.shutdown().await;
+            let mut received = Vec::new();
+            let _ =
+                tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut received))
+                    .await;
+            String::from_utf8_lossy(&received).into_owned()
+        }))
+        .await;
+        for (bytes, received) in batch.iter().zip(answers) {
+            let sent = String::from_utf8_lossy(bytes);
+            let answered = responses(&received);
+            assert!(!answered.is_empty(), "no answer to {sent:?}");
+            for (status, head, body) in answered {
+                assert!((200..500).contains(&status), "{sent:?} => {head}");
+                if status >= 400 {
+                    let body: Value = serde_json::from_str(&body)
+                        .unwrap_or_else(|_| panic!("{sent:?} => not JSON: {head}\n{body}"));
+                    assert!(body["errors"][0]["code"].is_string(), "{sent:?} => {body}");
+                }
+            }
+        }
+    }
+    health_answers(&server).await;
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn one_address_cannot_take_every_connection() {
     let server = start(|limits| limits.max_connections_per_address = 4).await;
