@@ -41,14 +41,18 @@
 //!   only when a write is refused.
 //!
 //! And it shows every byte it reads to [`crate::request_heads`] before actix gets it, which
-//! times every request's head and stops a request actix's parser would refuse from reaching
-//! it: the input ends there for actix, and the refusal, in the envelope, is written as the
-//! connection closes.
+//! times every request's head and keeps a request actix's parser would refuse from reaching
+//! it: the input is cut there, ends for actix once it has answered the requests before, and
+//! the refusal, in the envelope, is written as the connection closes. The connection then reads
+//! on for up to [`LINGER`] until the client closes too, since closing on bytes still unread
+//! sends a reset, which can make the client drop the refusal unread.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use actix_web::rt::net::TcpStream;
@@ -59,6 +63,65 @@ use crate::request_heads::{Refusal, RequestHeads};
 
 /// The most bytes handed to the HTTP layer before its task yields.
 pub const READ_TURN: usize = 4 * 1024;
+
+/// How long a connection that closes with a refusal goes on reading what the client still
+/// sends, so that closing does not reset the connection (which can make the client drop the
+/// refusal unread) while the client has not yet seen the end of it.
+pub const LINGER: Duration = Duration::from_secs(1);
+
+/// How many of a connection's requests the service has answered, counted by the middleware as
+/// each answer is made ([`AnswerCount::answered`], through the connection's data): a connection
+/// whose input is cut ends it for actix only once actix has answered every request before the
+/// cut (see [`crate::request_heads::Refusal::answered_first`]).
+#[derive(Default)]
+pub struct AnswerCount {
+    answered: Cell<u64>,
+    /// The connection's task, while it waits for the count.
+    waiting: Cell<Option<Waker>>,
+}
+
+impl std::fmt::Debug for AnswerCount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnswerCount")
+            .field("answered", &self.answered.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AnswerCount {
+    /// One more request answered.
+    pub fn answered(&self) {
+        self.answered.set(self.answered.get() + 1);
+        if let Some(waker) = self.waiting.take() {
+            waker.wake();
+        }
+    }
+
+    /// A request being answered: counted when the guard drops, as its answer is made (or the
+    /// request is abandoned).
+    pub fn answering(count: &Rc<Self>) -> Answering {
+        Answering(Rc::clone(count))
+    }
+
+    /// Whether `requests` are answered; the task is woken when the next is otherwise.
+    fn reached(&self, requests: u64, cx: &Context<'_>) -> bool {
+        if self.answered.get() >= requests {
+            return true;
+        }
+        self.waiting.set(Some(cx.waker().clone()));
+        false
+    }
+}
+
+/// Counts its request as answered when dropped (see [`AnswerCount::answering`]).
+#[derive(Debug)]
+pub struct Answering(Rc<AnswerCount>);
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        self.0.answered();
+    }
+}
 
 /// A client's TCP connection, read no faster than it takes its answers (see the module
 /// comment).
@@ -76,10 +139,17 @@ pub struct ClientStream {
     stalled: Option<Pin<Box<Sleep>>>,
     /// The requests read so far, followed as actix will parse them.
     heads: RequestHeads,
-    /// A request was refused: the input has ended for actix.
-    input_ended: bool,
+    /// Once the input is cut: how many requests actix must answer before it is told the input
+    /// has ended.
+    input_ends_after: Option<u64>,
+    /// Counted by the middleware.
+    answers: Rc<AnswerCount>,
     /// The refusal's answer, written as the connection closes, and how much of it is written.
     answer: Option<(Vec<u8>, usize)>,
+    /// The write side is shut.
+    write_shut: bool,
+    /// After a refusal's answer: until when the connection reads on before it closes.
+    lingering: Option<Pin<Box<Sleep>>>,
 }
 
 impl ClientStream {
@@ -95,9 +165,18 @@ impl ClientStream {
             send_timeout,
             stalled: None,
             heads,
-            input_ended: false,
+            input_ends_after: None,
+            answers: Rc::default(),
             answer: None,
+            write_shut: false,
+            lingering: None,
         }
+    }
+
+    /// The count of answers the middleware keeps for this connection (it finds it in the
+    /// connection's data).
+    pub fn answers(&self) -> Rc<AnswerCount> {
+        Rc::clone(&self.answers)
     }
 
     /// The socket, for its addresses and options.
@@ -105,9 +184,9 @@ impl ClientStream {
         &self.socket
     }
 
-    /// Ends the input for actix at a refused request, keeping its answer for the close.
+    /// Cuts the input for actix, keeping the refusal's answer for the close.
     fn refuse(&mut self, refusal: Refusal) {
-        self.input_ended = true;
+        self.input_ends_after = Some(refusal.answered_first);
         if let Some(error) = refusal.answer {
             self.answer = Some((self.heads.encode(error), 0));
         }
@@ -181,8 +260,14 @@ impl AsyncRead for ClientStream {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if this.input_ended {
-            return Poll::Ready(Ok(()));
+        if let Some(requests) = this.input_ends_after {
+            // The end of the input once every request before the cut is answered: actix stops
+            // decoding at the end of its input, and would drop requests it holds undecoded.
+            return if this.answers.reached(requests, cx) {
+                Poll::Ready(Ok(()))
+            } else {
+                Poll::Pending
+            };
         }
         if this.write_blocked {
             // The refused write waits for the socket to become writable, and that wakes this
@@ -223,14 +308,19 @@ impl AsyncRead for ClientStream {
         }
         let read = buf.filled().len() - before;
         this.read_in_turn += read;
-        if read == 0 {
+        let cut = if read == 0 {
             // The client ended its input; a head it left unfinished is answered.
-            if let Some(refusal) = this.heads.ended() {
-                this.refuse(refusal);
-            }
-        } else if let Err(refusal) = this.heads.saw(&buf.filled()[before..]) {
+            this.heads.ended()
+        } else {
+            this.heads.saw(&buf.filled()[before..]).err()
+        };
+        if let Some(refusal) = cut {
             buf.set_filled(before + refusal.keep);
             this.refuse(refusal);
+            if buf.filled().len() == before {
+                // Nothing to hand over: the end of the input, when actix has caught up.
+                return Pin::new(this).poll_read(cx, buf);
+            }
         }
         Poll::Ready(Ok(()))
     }
@@ -265,11 +355,14 @@ impl AsyncWrite for ClientStream {
         Pin::new(&mut self.get_mut().socket).poll_flush(cx)
     }
 
-    /// Writes a refusal's answer first, under the same send timeout as every answer.
+    /// Writes a refusal's answer first, under the same send timeout as every answer, then
+    /// shuts the write side and, after a refusal, reads on for up to [`LINGER`] until the client
+    /// ends its side too.
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         while let Some((answer, written)) = this.answer.take() {
             if written == answer.len() {
+                this.lingering = Some(Box::pin(tokio::time::sleep(LINGER)));
                 break;
             }
             let polled = Pin::new(&mut this.socket).poll_write(cx, &answer[written..]);
@@ -284,7 +377,24 @@ impl AsyncWrite for ClientStream {
                 }
             }
         }
-        Pin::new(&mut this.socket).poll_shutdown(cx)
+        if !this.write_shut {
+            std::task::ready!(Pin::new(&mut this.socket).poll_shutdown(cx))?;
+            this.write_shut = true;
+        }
+        if let Some(lingering) = this.lingering.as_mut() {
+            let mut scratch = [0; READ_TURN];
+            loop {
+                let mut discarded = ReadBuf::new(&mut scratch);
+                match Pin::new(&mut this.socket).poll_read(cx, &mut discarded) {
+                    Poll::Ready(Ok(())) if !discarded.filled().is_empty() => continue,
+                    Poll::Ready(_) => break,
+                    Poll::Pending if lingering.as_mut().poll(cx).is_ready() => break,
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+            this.lingering = None;
+        }
+        Poll::Ready(Ok(()))
     }
 }
 

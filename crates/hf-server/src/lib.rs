@@ -191,6 +191,7 @@ pub fn bind(config: &ServerConfig, state: AppState) -> Result<Server, Error> {
                 .local_addr(addr)
                 .on_connect_ext(move |stream: &ClientStream, data| {
                     slots.on_connect(stream.socket(), data);
+                    data.insert(stream.answers());
                 })
                 // The application's connection settings: not served over TLS itself (`secure`
                 // comes from the public URL, see `public_access`).

@@ -3,6 +3,7 @@
 //! containment, and the guarantee that every error response carries the envelope.
 
 use std::panic::AssertUnwindSafe;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use actix_web::body::{BoxBody, MessageBody};
@@ -13,6 +14,7 @@ use actix_web::middleware::Next;
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
 use futures_util::FutureExt;
 
+use crate::client_stream::AnswerCount;
 use crate::error::{self, ApiError, Code};
 use crate::limits::Limits;
 
@@ -76,6 +78,11 @@ pub async fn edge(
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     let started = Instant::now();
+    // Counted for the connection once this request's answer is made, however it ends (a
+    // connection whose input is cut waits for its earlier requests' answers).
+    let _answering = req
+        .conn_data::<Rc<AnswerCount>>()
+        .map(AnswerCount::answering);
     let request_id = request_id(&req);
     let method = req.method().clone();
     let path = req.path().to_owned();

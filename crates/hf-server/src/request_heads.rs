@@ -15,25 +15,32 @@
 //!
 //! So [`crate::client_stream::ClientStream`] shows every byte it reads to this follower before
 //! actix gets it. The follower decodes them with actix-http's own request decoder (`h1::Codec`,
-//! the one its connection loop uses), so it judges each request exactly as actix will:
+//! the one its connection loop uses), so it judges each request exactly as actix will, and
+//! where it must, it *cuts* the input: only the bytes before the cut are handed over, and once
+//! actix has answered every request before it (counted by the middleware, see
+//! [`crate::client_stream::AnswerCount`]; actix stops decoding at the end of its input and
+//! decodes at most 16 requests ahead of its answers, so an earlier end would lose some), actix
+//! is told the input has ended and closes the connection, and the stream writes the refusal,
+//! if any, as it closes: the envelope with `connection: close`, in the place of the refused
+//! request's answer. The input is cut
 //!
-//! - **A request actix would refuse never reaches it.** Only the bytes before it are handed
-//!   over, then the input ends; actix answers the requests before it, as for a client that
-//!   stopped sending, and closes the connection, and the stream writes the refusal as it closes
-//!   (400 `BAD_REQUEST`, 414 `URI_TOO_LONG` or 431 `HEADERS_TOO_LARGE`, in the envelope, with
-//!   `connection: close`).
-//! - **Every head arrives within the header timeout**: a connection's first counted from the
-//!   connection's start, every later one from its first byte (between requests, actix's
-//!   keep-alive timeout closes an idle connection). A late head is refused the same way, 408
-//!   `REQUEST_TIMEOUT`.
-//! - **A head the client leaves unfinished** when it ends its input is answered 400
-//!   `BAD_REQUEST`, so a client that half-closes learns why nothing came back.
-//! - **A body that breaks its framing** (a chunk size that is not hexadecimal) ends the input
-//!   where it breaks: the request under way finds its body cut short and answers for it, as for
-//!   a client that stopped sending.
+//! - **at a request actix would refuse**: 400 `BAD_REQUEST`, 414 `URI_TOO_LONG` or 431
+//!   `HEADERS_TOO_LARGE`;
+//! - **at a head that is late**: every head must arrive within the header timeout, a
+//!   connection's first counted from the connection's start, every later one from its first
+//!   byte (between requests, actix's keep-alive timeout closes an idle connection); 408
+//!   `REQUEST_TIMEOUT`, or no answer when the client sent only the empty lines a server ignores
+//!   between requests;
+//! - **where the client ends its input**, so that actix answers every request it was sent
+//!   before it closes; a head left unfinished there is answered 400 `BAD_REQUEST`;
+//! - **where a body breaks its framing** (a chunk size that is not hexadecimal): the request
+//!   under way finds its body cut short and answers for it, as for a client that stopped
+//!   sending;
+//! - **after a request that ends the connection** (`Connection: close`, HTTP/1.0 without
+//!   keep-alive) and its body: nothing after it is read (actix would parse on, and answer a
+//!   malformed request there with an empty body).
 //!
-//! It stops following after a request that ends the connection (`Connection: close`, HTTP/1.0
-//! without keep-alive) or asks for an upgrade: actix reads no request after those.
+//! It stops following at a request that asks for an upgrade: everything after it is its body.
 //!
 //! Hand-written because the decoding is actix's and only the following is ours: no library
 //! sits between a socket and actix-http's connection loop.
@@ -71,13 +78,19 @@ pub fn decoder_config(limits: &Limits) -> ServiceConfig {
     ServiceConfigBuilder::new().keep_alive(keep_alive).build()
 }
 
-/// A request the connection refuses: how many of the bytes just read reach actix, and the
-/// answer the connection closes with (none when the request under way answers for itself).
+/// Where a connection's input ends for actix: how many of the bytes just read reach it, how
+/// many requests it must answer before it is told the input has ended, and the answer the
+/// connection closes with (none when the request under way answers for itself, or nothing
+/// needs one).
 #[derive(Debug)]
 pub struct Refusal {
-    /// The bytes of the last read that come before the refused request.
+    /// The bytes of the last read that come before the cut.
     pub keep: usize,
-    /// The answer, when the refused request is one actix never saw.
+    /// The requests handed over that actix must answer first. Telling it earlier would make it
+    /// drop the ones it has not decoded yet (it stops decoding at the end of the input, and it
+    /// decodes at most 16 ahead of its answers).
+    pub answered_first: u64,
+    /// The answer, when the cut request is one actix never saw.
     pub answer: Option<ApiError>,
 }
 
@@ -90,16 +103,20 @@ pub struct RequestHeads {
     max_url_bytes: usize,
     /// While a head is under way, when it must be complete.
     deadline: Option<Pin<Box<Sleep>>>,
-    /// A request has been decoded: later heads are timed from their first byte.
-    decoded_one: bool,
-    /// Still following: false after a request that ends the connection, or a refusal.
+    /// The requests decoded (and so handed over); later heads are timed from their first byte.
+    requests: u64,
+    /// Still following: false after a cut.
     following: bool,
+    /// The request decoded last ends the connection (`Connection: close`, HTTP/1.0 without
+    /// keep-alive): the input is cut after its body.
+    closing: bool,
 }
 
 impl std::fmt::Debug for RequestHeads {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RequestHeads")
             .field("unread", &self.unread.len())
+            .field("requests", &self.requests)
             .field("head_under_way", &self.deadline.is_some())
             .field("following", &self.following)
             .finish_non_exhaustive()
@@ -117,12 +134,14 @@ impl RequestHeads {
             max_url_bytes: limits.max_url_bytes,
             deadline: (!limits.header_timeout.is_zero())
                 .then(|| Box::pin(tokio::time::sleep(limits.header_timeout))),
-            decoded_one: false,
+            requests: 0,
             following: true,
+            closing: false,
         }
     }
 
-    /// Takes the bytes just read; `Err` when they hold a request actix would refuse.
+    /// Takes the bytes just read; `Err` when the input must be cut in them: at a request actix
+    /// would refuse, at a body's broken framing, or after a request that ends the connection.
     pub fn saw(&mut self, bytes: &[u8]) -> Result<(), Refusal> {
         if !self.following || bytes.is_empty() {
             return Ok(());
@@ -133,28 +152,35 @@ impl RequestHeads {
         self.unread.extend_from_slice(bytes);
         loop {
             let start = total - self.unread.len();
-            let in_body = self.decoder.message_type() != MessageType::None;
+            let in_body = self.in_body();
+            if self.closing && !in_body {
+                // Nothing after a request that ends the connection is read (actix would parse
+                // and answer on, and refuse a malformed one with an empty body).
+                return Err(self.cut(start.saturating_sub(carried), None));
+            }
             match self.decoder.decode(&mut self.unread) {
                 Ok(Some(Message::Item(_request))) => {
-                    self.decoded_one = true;
-                    if !self.decoder.keep_alive() || self.decoder.upgrade() {
-                        self.stop_following();
+                    self.requests += 1;
+                    self.deadline = None;
+                    if self.decoder.upgrade() {
+                        // Everything after an upgrade request is its body, to the end.
+                        self.following = false;
+                        self.deadline = None;
+                        self.unread = BytesMut::new();
                         return Ok(());
                     }
+                    self.closing = !self.decoder.keep_alive();
                 }
                 Ok(Some(Message::Chunk(_))) => {}
                 Ok(None) => break,
                 Err(error) => {
                     // The refused request (or the body's broken part) starts at `start`; what
                     // of it came in earlier reads, actix holds undecoded, and the end of the
-                    // input keeps it from ever completing.
-                    let answer = (!in_body).then(|| self.refusal(&error));
+                    // input keeps it from ever completing. A broken body is answered by its
+                    // request, which must then learn of the end of the input while it waits.
                     tracing::debug!(%error, "a request actix-http cannot parse");
-                    self.stop_following();
-                    return Err(Refusal {
-                        keep: start.saturating_sub(carried),
-                        answer,
-                    });
+                    let answer = (!in_body).then(|| self.refusal(&error));
+                    return Err(self.cut(start.saturating_sub(carried), answer));
                 }
             }
         }
@@ -166,46 +192,69 @@ impl RequestHeads {
     }
 
     /// Whether the head under way is late, checked when the client has nothing more to give;
-    /// registers for the deadline otherwise.
+    /// registers for the deadline otherwise. Only empty lines since the last request (which a
+    /// server ignores before a request line) end the connection without an answer.
     pub fn poll_late(&mut self, cx: &mut Context<'_>) -> Option<Refusal> {
         let deadline = self.deadline.as_mut()?;
         if deadline.as_mut().poll(cx).is_pending() {
             return None;
         }
-        self.stop_following();
-        Some(Refusal {
-            keep: 0,
-            answer: Some(ApiError::new(
+        let answer = (self.head_begun() || self.requests == 0).then(|| {
+            ApiError::new(
                 Code::RequestTimeout,
                 format!(
                     "The request's head (its request line and headers) did not arrive within {} seconds.",
                     self.header_timeout.as_secs_f64()
                 ),
-            )),
-        })
+            )
+        });
+        Some(self.cut(0, answer))
     }
 
-    /// The client has ended its input: a head it left unfinished is answered (nothing else
-    /// is: between requests a client may close, and a body cut short is the request's own).
+    /// The client has ended its input: the input ends for actix too, once it has answered the
+    /// requests before, and a head left unfinished is answered.
     pub fn ended(&mut self) -> Option<Refusal> {
-        let in_body = self.decoder.message_type() != MessageType::None;
-        if !self.following || in_body || self.unread.is_empty() {
+        if !self.following {
             return None;
         }
-        self.stop_following();
-        Some(Refusal {
-            keep: 0,
-            answer: Some(ApiError::new(
+        let answer = (!self.in_body() && self.head_begun()).then(|| {
+            ApiError::new(
                 Code::BadRequest,
                 "The request's head ended before it was complete.",
-            )),
-        })
+            )
+        });
+        Some(self.cut(0, answer))
+    }
+
+    /// Stops following, cutting the input `keep` bytes into the last read.
+    fn cut(&mut self, keep: usize, answer: Option<ApiError>) -> Refusal {
+        // A request whose body is under way cannot be answered before the input ends.
+        let answered_first = self.requests - u64::from(self.in_body());
+        self.following = false;
+        self.deadline = None;
+        self.unread = BytesMut::new();
+        Refusal {
+            keep,
+            answered_first,
+            answer,
+        }
+    }
+
+    fn in_body(&self) -> bool {
+        self.decoder.message_type() != MessageType::None
+    }
+
+    /// Whether what is unread holds more than the empty lines a client may send between
+    /// requests.
+    fn head_begun(&self) -> bool {
+        self.unread
+            .iter()
+            .any(|&byte| byte != b'\r' && byte != b'\n')
     }
 
     /// Arms the head deadline when a head has begun and disarms it when none is under way.
     fn time_the_head(&mut self) {
-        let in_body = self.decoder.message_type() != MessageType::None;
-        let head_under_way = !in_body && (!self.unread.is_empty() || !self.decoded_one);
+        let head_under_way = !self.in_body() && (!self.unread.is_empty() || self.requests == 0);
         if !head_under_way || self.header_timeout.is_zero() {
             self.deadline = None;
         } else if self.deadline.is_none() {
@@ -213,12 +262,6 @@ impl RequestHeads {
                 Instant::now() + self.header_timeout,
             )));
         }
-    }
-
-    fn stop_following(&mut self) {
-        self.following = false;
-        self.deadline = None;
-        self.unread = BytesMut::new();
     }
 
     /// The answer to a head actix-http's decoder refused. The head starts at `unread`'s
@@ -231,7 +274,12 @@ impl RequestHeads {
                 "The request's head has more header fields, or more bytes, than can be read.",
             ),
             ParseError::Uri(_) => {
-                let head: &[u8] = &self.unread;
+                let blank = self
+                    .unread
+                    .iter()
+                    .take_while(|&&byte| byte == b'\r' || byte == b'\n')
+                    .count();
+                let head = &self.unread[blank..];
                 let line_bytes = head
                     .iter()
                     .position(|&byte| byte == b'\n')
@@ -322,82 +370,112 @@ mod tests {
             .map_or("none", |error| error.entries()[0].code)
     }
 
-    /// Where a client's reads are refused: the read (by index), how many of its bytes reach
-    /// actix, and the refusal's code ("none" when the request under way answers).
-    type Refused = Option<(usize, usize, &'static str)>;
+    /// Where a client's reads are cut: the read (by index), how many of its bytes reach actix,
+    /// how many requests actix answers first, and the answer's code ("none": no answer of ours).
+    type Cut = Option<(usize, usize, u64, &'static str)>;
 
-    /// Each case: a name, the reads a client sends, and where they are refused.
+    /// Each case: a name, the reads a client sends, and where they are cut.
     #[actix_web::test]
-    async fn requests_actix_would_refuse_are_found_where_they_start() {
-        let cases: &[(&str, &[&[u8]], Refused)] = &[
-            ("pipelined requests", &[b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n"], None),
+    async fn the_input_is_cut_where_a_refused_request_starts() {
+        let cases: &[(&str, &[&[u8]], Cut)] = &[
+            (
+                "pipelined requests",
+                &[b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n"],
+                None,
+            ),
             ("a head over two reads", &[b"GET /a HTTP/1.1\r\nHo", b"st: x\r\n\r\n"], None),
             (
                 "a body over two reads, then a request",
-                &[b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n01234", b"56789GET /b HTTP/1.1\r\nHost: x\r\n\r\n"],
+                &[
+                    b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n01234",
+                    b"56789GET /b HTTP/1.1\r\nHost: x\r\n\r\n",
+                ],
                 None,
             ),
             (
                 "a chunked body, then a request",
-                &[b"POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", GET],
+                &[
+                    b"POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+                    GET,
+                ],
                 None,
             ),
+            ("empty lines between requests", &[GET, b"\r\n", GET], None),
             (
                 "two lengths after a good request",
                 &[b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nPOST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"],
-                Some((0, 28, "BAD_REQUEST")),
+                Some((0, 28, 1, "BAD_REQUEST")),
             ),
             (
                 "a bad head begun in an earlier read",
-                &[GET, b"POST /b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gz", b"ip\r\n\r\n"],
-                Some((2, 0, "BAD_REQUEST")),
+                &[GET, GET, b"POST /b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gz", b"ip\r\n\r\n"],
+                Some((3, 0, 2, "BAD_REQUEST")),
             ),
-            ("no Host", &[b"GET / HTTP/1.1\r\n\r\n"], Some((0, 0, "BAD_REQUEST"))),
-            ("not HTTP", &[b"GET / SPDY/3\r\n\r\n"], Some((0, 0, "BAD_REQUEST"))),
-            ("a bad method", &[b"G(T / HTTP/1.1\r\n"], Some((0, 0, "BAD_REQUEST"))),
+            ("no Host", &[b"GET / HTTP/1.1\r\n\r\n"], Some((0, 0, 0, "BAD_REQUEST"))),
+            ("not HTTP", &[b"GET / SPDY/3\r\n\r\n"], Some((0, 0, 0, "BAD_REQUEST"))),
+            ("a bad method", &[b"G(T / HTTP/1.1\r\n"], Some((0, 0, 0, "BAD_REQUEST"))),
             (
                 "a broken chunk size",
-                &[b"POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nzz\r\n"],
-                // The head (57 bytes) and the chunk "3\r\nabc" reach actix, the rest does not.
-                Some((0, 63, "none")),
+                &[GET, b"POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nzz\r\n"],
+                // The head (57 bytes) and the chunk "3\r\nabc" reach actix, the rest does not;
+                // the request whose body broke answers for itself, so only the first comes
+                // before the end of the input.
+                Some((1, 63, 1, "none")),
             ),
             (
-                "after Connection: close nothing is judged",
+                "nothing after a request that ends the connection",
                 &[b"GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nNOT HTTP AT ALL\r\n\r\n"],
-                None,
+                Some((0, 47, 1, "none")),
+            ),
+            (
+                "the end of a closing request's body",
+                &[
+                    b"POST /a HTTP/1.0\r\nContent-Length: 4\r\n\r\nab",
+                    b"cdGET / HTTP/1.1\r\nHost: x\r\n\r\n",
+                ],
+                Some((1, 2, 1, "none")),
             ),
         ];
         for (name, reads, expected) in cases {
             let mut heads = follower();
-            let mut refused = None;
+            let mut cut = None;
             for (index, read) in reads.iter().enumerate() {
                 if let Err(refusal) = heads.saw(read) {
-                    refused = Some((index, refusal.keep, code(&refusal)));
+                    cut = Some((index, refusal.keep, refusal.answered_first, code(&refusal)));
                     break;
                 }
             }
-            assert_eq!(refused, *expected, "{name}");
+            assert_eq!(cut, *expected, "{name}");
         }
     }
 
     #[actix_web::test]
-    async fn a_head_the_client_leaves_unfinished_is_answered() {
+    async fn the_end_of_the_input_waits_for_the_requests_before_it() {
         let mut heads = follower();
         heads.saw(GET).unwrap();
-        assert!(
-            heads.ended().is_none(),
-            "a client may close between requests"
-        );
+        heads.saw(GET).unwrap();
+        let cut = heads.ended().expect("the end is passed on");
+        assert_eq!((cut.answered_first, code(&cut)), (2, "none"));
+
+        let mut heads = follower();
+        heads.saw(GET).unwrap();
+        heads.saw(b"\r\n").unwrap();
+        let cut = heads.ended().unwrap();
+        assert_eq!(code(&cut), "none", "empty lines are not a head");
+
         let mut heads = follower();
         heads.saw(b"GET / HTTP/1.1\r\nHost: x\r").unwrap();
         assert_eq!(code(&heads.ended().unwrap()), "BAD_REQUEST");
+
         let mut heads = follower();
         heads
             .saw(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\n1")
             .unwrap();
-        assert!(
-            heads.ended().is_none(),
-            "a body cut short is the request's own"
+        let cut = heads.ended().unwrap();
+        assert_eq!(
+            (cut.answered_first, code(&cut)),
+            (0, "none"),
+            "a body cut short is its request's to answer, which needs the end of the input"
         );
     }
 
@@ -441,6 +519,23 @@ mod tests {
         heads.saw(b"v\r\n").unwrap();
         let refusal = late(&mut heads).await.expect("the second head is late");
         assert_eq!(code(&refusal), "REQUEST_TIMEOUT");
+
+        // A head that begins in the read that ends the one before has its own deadline.
+        let mut heads = follower();
+        tokio::time::advance(timeout * 9 / 10).await;
+        heads
+            .saw(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\n")
+            .unwrap();
+        tokio::time::advance(timeout / 5).await;
+        assert!(late(&mut heads).await.is_none());
+
+        // Empty lines alone are not a head: past the deadline, the connection closes unanswered.
+        let mut heads = follower();
+        heads.saw(GET).unwrap();
+        heads.saw(b"\r\n").unwrap();
+        tokio::time::advance(timeout * 2).await;
+        let refusal = late(&mut heads).await.expect("empty lines are timed too");
+        assert_eq!(code(&refusal), "none");
 
         // A body is not a head: its own timeout is the handler's.
         let mut heads = follower();
