@@ -411,13 +411,15 @@ pub(crate) async fn lock_live_writes(
     // Both limits are the transaction's own (`set_config(…, true)`): the lock wait for the
     // time the turn has left; the idle limit for as long as the writes queued behind this one
     // wait, so that a writer that stops half-way (a hung process, a lost client) has its
-    // session ended by the server and the lock passes on, instead of holding it for ever.
+    // session ended by the server and the lock passes on, instead of holding it for ever. The
+    // server counts whole milliseconds: the time left is rounded up, so the turn's wait never
+    // ends before its deadline (rounded down, it ended up to a millisecond early).
     transaction
         .execute(
             "SELECT set_config('lock_timeout', $1, true), \
                     set_config('idle_in_transaction_session_timeout', $2, true)",
             &[
-                &format!("{}ms", left.as_millis()),
+                &format!("{}ms", left.as_micros().div_ceil(1000)),
                 &format!("{}ms", turn.wait.as_millis()),
             ],
         )
