@@ -33,7 +33,11 @@ PostgreSQL on loopback. Run with `cargo xtask bench faults` (or directly, see Us
 7. pipelined requests left unanswered: one connection sends 20 000 `GET /openapi.json` in one
    go (HTTP/1.1 pipelining) with a 4 kB receive buffer and reads nothing, for 12 s: the service's
    CPU use (from /proc) and RSS growth; then 100 such connections: RSS and the kernel's TCP
-   memory.
+   memory;
+8. slow heads on kept-alive connections: 1 000 connections from 4 addresses (250 each) each send
+   a request, read its answer, then send the head of the next one a header line a second (HTTP
+   servers often time only a connection's first head). Reports how and when each was answered
+   (`HF_HEADER_TIMEOUT`, 5 s, from the head's first byte) and `/health` meanwhile.
 
 Every section prints the load average (`uptime`) next to its figures: the machine is shared.
 
@@ -568,13 +572,56 @@ def pipelined(port, pid):
         client.close()
 
 
+async def kept_alive_slow_heads(port, pid, addresses, per_address, hold):
+    """Connections that trickle the head of their second request (see section 8)."""
+    outcomes, taken = {}, []
+
+    async def trickle(address):
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port,
+                                                           local_addr=(address, 0))
+            writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            await writer.drain()
+            await reader.readuntil(b'{"status":"ok"}')
+            writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+            await writer.drain()
+            started = time.monotonic()
+            while time.monotonic() - started < hold:
+                writer.write(b"X-Slow: v\r\n")
+                await writer.drain()
+                try:
+                    data = await asyncio.wait_for(reader.read(64), 1)
+                except asyncio.TimeoutError:
+                    continue
+                status = int(data.split(b" ")[1]) if data.startswith(b"HTTP/") else "closed"
+                outcomes[status] = outcomes.get(status, 0) + 1
+                taken.append(time.monotonic() - started)
+                writer.close()
+                return
+            outcomes["held"] = outcomes.get("held", 0) + 1
+            writer.close()
+        except Exception as error:  # noqa: BLE001
+            name = type(error).__name__
+            outcomes[name] = outcomes.get(name, 0) + 1
+
+    probe = Probe(port, "/health", local="127.0.0.3")
+    await asyncio.sleep(0.5)
+    await asyncio.gather(*(trickle(address) for address in addresses
+                           for _ in range(per_address)))
+    latencies, failures = probe.stop()
+    print(f"  answers: {outcomes}; answered {summary(taken)} "
+          f"after the head began (held {hold} s at most); {load_average()}")
+    print(f"  GET /health from another address during it: {summary(latencies)}; "
+          f"failures {counts(failures)}; service descriptors {open_files(pid)} after")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--hf", default=os.environ.get("HF_BIN", "target/release/hf"))
     parser.add_argument("--load", default="target/release/hf-load")
     parser.add_argument("--connections", type=int, default=20000)
     parser.add_argument("--port", type=int, default=18095)
-    parser.add_argument("--only", default="1,2,3,4,5,6,7", help="sections to run, e.g. 1,5")
+    parser.add_argument("--only", default="1,2,3,4,5,6,7,8", help="sections to run, e.g. 1,5")
     parser.add_argument("--overload-seconds", type=int, default=120)
     parser.add_argument("--login-rate", type=int, default=2000,
                         help="logins per second of the open-loop login flood")
@@ -645,6 +692,10 @@ def main():
         if 7 in sections:
             print("7. pipelined requests whose answers are never read")
             pipelined(args.port, service.pid)
+        if 8 in sections:
+            print("8. 1 000 kept-alive connections trickling their next head from 4 addresses")
+            asyncio.run(kept_alive_slow_heads(args.port, service.pid,
+                                              [f"127.0.5.{i}" for i in range(1, 5)], 250, 30))
         if 5 in sections:
             print("5. record reads at twice the peak rate")
             overload(args.load, base, token, record, service.pid, args.overload_seconds,
