@@ -59,7 +59,7 @@ use actix_web::rt::net::TcpStream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Sleep;
 
-use crate::request_heads::{Refusal, RequestHeads};
+use crate::request_heads::{Cut, RequestHeads};
 
 /// The most bytes handed to the HTTP layer before its task yields.
 pub const READ_TURN: usize = 4 * 1024;
@@ -72,7 +72,7 @@ pub const LINGER: Duration = Duration::from_secs(1);
 /// How many of a connection's requests the service has answered, counted by the middleware as
 /// each answer is made ([`AnswerCount::answered`], through the connection's data): a connection
 /// whose input is cut ends it for actix only once actix has answered every request before the
-/// cut (see [`crate::request_heads::Refusal::answered_first`]).
+/// cut (see [`crate::request_heads::Cut::answered_first`]).
 #[derive(Default)]
 pub struct AnswerCount {
     answered: Cell<u64>,
@@ -185,9 +185,9 @@ impl ClientStream {
     }
 
     /// Cuts the input for actix, keeping the refusal's answer for the close.
-    fn refuse(&mut self, refusal: Refusal) {
-        self.input_ends_after = Some(refusal.answered_first);
-        if let Some(error) = refusal.answer {
+    fn cut_input(&mut self, cut: Cut) {
+        self.input_ends_after = Some(cut.answered_first);
+        if let Some(error) = cut.answer {
             self.answer = Some((self.heads.encode(error), 0));
         }
     }
@@ -298,8 +298,8 @@ impl AsyncRead for ClientStream {
             Poll::Pending => {
                 // The client has sent all it has: is the head under way late?
                 return match this.heads.poll_late(cx) {
-                    Some(refusal) => {
-                        this.refuse(refusal);
+                    Some(cut) => {
+                        this.cut_input(cut);
                         Poll::Ready(Ok(()))
                     }
                     None => Poll::Pending,
@@ -314,9 +314,9 @@ impl AsyncRead for ClientStream {
         } else {
             this.heads.saw(&buf.filled()[before..]).err()
         };
-        if let Some(refusal) = cut {
-            buf.set_filled(before + refusal.keep);
-            this.refuse(refusal);
+        if let Some(cut) = cut {
+            buf.set_filled(before + cut.keep);
+            this.cut_input(cut);
             if buf.filled().len() == before {
                 // Nothing to hand over: the end of the input, when actix has caught up.
                 return Pin::new(this).poll_read(cx, buf);

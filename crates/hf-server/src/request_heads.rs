@@ -83,7 +83,7 @@ pub fn decoder_config(limits: &Limits) -> ServiceConfig {
 /// connection closes with (none when the request under way answers for itself, or nothing
 /// needs one).
 #[derive(Debug)]
-pub struct Refusal {
+pub struct Cut {
     /// The bytes of the last read that come before the cut.
     pub keep: usize,
     /// The requests handed over that actix must answer first. Telling it earlier would make it
@@ -142,7 +142,7 @@ impl RequestHeads {
 
     /// Takes the bytes just read; `Err` when the input must be cut in them: at a request actix
     /// would refuse, at a body's broken framing, or after a request that ends the connection.
-    pub fn saw(&mut self, bytes: &[u8]) -> Result<(), Refusal> {
+    pub fn saw(&mut self, bytes: &[u8]) -> Result<(), Cut> {
         if !self.following || bytes.is_empty() {
             return Ok(());
         }
@@ -194,7 +194,7 @@ impl RequestHeads {
     /// Whether the head under way is late, checked when the client has nothing more to give;
     /// registers for the deadline otherwise. Only empty lines since the last request (which a
     /// server ignores before a request line) end the connection without an answer.
-    pub fn poll_late(&mut self, cx: &mut Context<'_>) -> Option<Refusal> {
+    pub fn poll_late(&mut self, cx: &mut Context<'_>) -> Option<Cut> {
         let deadline = self.deadline.as_mut()?;
         if deadline.as_mut().poll(cx).is_pending() {
             return None;
@@ -213,7 +213,7 @@ impl RequestHeads {
 
     /// The client has ended its input: the input ends for actix too, once it has answered the
     /// requests before, and a head left unfinished is answered.
-    pub fn ended(&mut self) -> Option<Refusal> {
+    pub fn ended(&mut self) -> Option<Cut> {
         if !self.following {
             return None;
         }
@@ -227,13 +227,13 @@ impl RequestHeads {
     }
 
     /// Stops following, cutting the input `keep` bytes into the last read.
-    fn cut(&mut self, keep: usize, answer: Option<ApiError>) -> Refusal {
+    fn cut(&mut self, keep: usize, answer: Option<ApiError>) -> Cut {
         // A request whose body is under way cannot be answered before the input ends.
         let answered_first = self.requests - u64::from(self.in_body());
         self.following = false;
         self.deadline = None;
         self.unread = BytesMut::new();
-        Refusal {
+        Cut {
             keep,
             answered_first,
             answer,
@@ -359,25 +359,24 @@ mod tests {
     }
 
     /// Whether the follower's head deadline has passed, polled once.
-    async fn late(heads: &mut RequestHeads) -> Option<Refusal> {
+    async fn late(heads: &mut RequestHeads) -> Option<Cut> {
         poll_fn(|cx| Poll::Ready(heads.poll_late(cx))).await
     }
 
-    fn code(refusal: &Refusal) -> &'static str {
-        refusal
-            .answer
+    fn code(cut: &Cut) -> &'static str {
+        cut.answer
             .as_ref()
             .map_or("none", |error| error.entries()[0].code)
     }
 
     /// Where a client's reads are cut: the read (by index), how many of its bytes reach actix,
     /// how many requests actix answers first, and the answer's code ("none": no answer of ours).
-    type Cut = Option<(usize, usize, u64, &'static str)>;
+    type Expected = Option<(usize, usize, u64, &'static str)>;
 
     /// Each case: a name, the reads a client sends, and where they are cut.
     #[actix_web::test]
     async fn the_input_is_cut_where_a_refused_request_starts() {
-        let cases: &[(&str, &[&[u8]], Cut)] = &[
+        let cases: &[(&str, &[&[u8]], Expected)] = &[
             (
                 "pipelined requests",
                 &[b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n"],
@@ -440,8 +439,8 @@ mod tests {
             let mut heads = follower();
             let mut cut = None;
             for (index, read) in reads.iter().enumerate() {
-                if let Err(refusal) = heads.saw(read) {
-                    cut = Some((index, refusal.keep, refusal.answered_first, code(&refusal)));
+                if let Err(found) = heads.saw(read) {
+                    cut = Some((index, found.keep, found.answered_first, code(&found)));
                     break;
                 }
             }
