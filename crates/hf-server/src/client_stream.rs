@@ -56,6 +56,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use actix_web::rt::net::TcpStream;
+use bytes::{Buf as _, Bytes};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Sleep;
 
@@ -70,7 +71,7 @@ pub const READ_TURN: usize = 4 * 1024;
 pub const LINGER: Duration = Duration::from_secs(1);
 
 /// How many of a connection's requests the service has answered, counted by the middleware as
-/// each answer is made ([`AnswerCount::answered`], through the connection's data): a connection
+/// each answer is made ([`AnswerCount::answering`], through the connection's data): a connection
 /// whose input is cut ends it for actix only once actix has answered every request before the
 /// cut (see [`crate::request_heads::Cut::answered_first`]).
 #[derive(Default)]
@@ -90,7 +91,7 @@ impl std::fmt::Debug for AnswerCount {
 
 impl AnswerCount {
     /// One more request answered.
-    pub fn answered(&self) {
+    fn answered(&self) {
         self.answered.set(self.answered.get() + 1);
         if let Some(waker) = self.waiting.take() {
             waker.wake();
@@ -144,8 +145,8 @@ pub struct ClientStream {
     input_ends_after: Option<u64>,
     /// Counted by the middleware.
     answers: Rc<AnswerCount>,
-    /// The refusal's answer, written as the connection closes, and how much of it is written.
-    answer: Option<(Vec<u8>, usize)>,
+    /// What is still to be written of the refusal's answer, as the connection closes.
+    answer: Option<Bytes>,
     /// The write side is shut.
     write_shut: bool,
     /// After a refusal's answer: until when the connection reads on before it closes.
@@ -188,7 +189,17 @@ impl ClientStream {
     fn cut_input(&mut self, cut: Cut) {
         self.input_ends_after = Some(cut.answered_first);
         if let Some(error) = cut.answer {
-            self.answer = Some((self.heads.encode(error), 0));
+            self.answer = Some(self.heads.encode(error));
+        }
+    }
+
+    /// Once the input is cut: its end, when every request before the cut is answered (actix
+    /// stops decoding at the end of its input, and would drop requests it holds undecoded).
+    fn poll_end_of_input(&self, requests: u64, cx: &Context<'_>) -> Poll<io::Result<()>> {
+        if self.answers.reached(requests, cx) {
+            Poll::Ready(Ok(()))
+        } else {
+            Poll::Pending
         }
     }
 
@@ -261,13 +272,7 @@ impl AsyncRead for ClientStream {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if let Some(requests) = this.input_ends_after {
-            // The end of the input once every request before the cut is answered: actix stops
-            // decoding at the end of its input, and would drop requests it holds undecoded.
-            return if this.answers.reached(requests, cx) {
-                Poll::Ready(Ok(()))
-            } else {
-                Poll::Pending
-            };
+            return this.poll_end_of_input(requests, cx);
         }
         if this.write_blocked {
             // The refused write waits for the socket to become writable, and that wakes this
@@ -315,11 +320,12 @@ impl AsyncRead for ClientStream {
             this.heads.saw(&buf.filled()[before..]).err()
         };
         if let Some(cut) = cut {
+            let requests = cut.answered_first;
             buf.set_filled(before + cut.keep);
             this.cut_input(cut);
             if buf.filled().len() == before {
                 // Nothing to hand over: the end of the input, when actix has caught up.
-                return Pin::new(this).poll_read(cx, buf);
+                return this.poll_end_of_input(requests, cx);
             }
         }
         Poll::Ready(Ok(()))
@@ -360,20 +366,19 @@ impl AsyncWrite for ClientStream {
     /// ends its side too.
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        while let Some((answer, written)) = this.answer.take() {
-            if written == answer.len() {
+        while let Some(answer) = this.answer.as_ref() {
+            if answer.is_empty() {
+                this.answer = None;
                 this.lingering = Some(Box::pin(tokio::time::sleep(LINGER)));
                 break;
             }
-            let polled = Pin::new(&mut this.socket).poll_write(cx, &answer[written..]);
-            let polled = this.wrote(cx, polled);
-            match polled {
-                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
-                Poll::Ready(Ok(taken)) => this.answer = Some((answer, written + taken)),
-                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
-                Poll::Pending => {
-                    this.answer = Some((answer, written));
-                    return Poll::Pending;
+            let polled = Pin::new(&mut this.socket).poll_write(cx, answer);
+            match std::task::ready!(this.wrote(cx, polled))? {
+                0 => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                taken => {
+                    if let Some(answer) = this.answer.as_mut() {
+                        answer.advance(taken);
+                    }
                 }
             }
         }

@@ -55,7 +55,7 @@ use actix_http::error::ParseError;
 use actix_http::h1::{Codec, Message, MessageType};
 use actix_http::{ConnectionType, KeepAlive, ServiceConfig, ServiceConfigBuilder};
 use actix_web::ResponseError as _;
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use tokio::time::{Instant, Sleep};
 use tokio_util::codec::{Decoder as _, Encoder as _};
 
@@ -164,9 +164,7 @@ impl RequestHeads {
                     self.deadline = None;
                     if self.decoder.upgrade() {
                         // Everything after an upgrade request is its body, to the end.
-                        self.following = false;
-                        self.deadline = None;
-                        self.unread = BytesMut::new();
+                        self.stop_following();
                         return Ok(());
                     }
                     self.closing = !self.decoder.keep_alive();
@@ -230,14 +228,18 @@ impl RequestHeads {
     fn cut(&mut self, keep: usize, answer: Option<ApiError>) -> Cut {
         // A request whose body is under way cannot be answered before the input ends.
         let answered_first = self.requests - u64::from(self.in_body());
-        self.following = false;
-        self.deadline = None;
-        self.unread = BytesMut::new();
+        self.stop_following();
         Cut {
             keep,
             answered_first,
             answer,
         }
+    }
+
+    fn stop_following(&mut self) {
+        self.following = false;
+        self.deadline = None;
+        self.unread = BytesMut::new();
     }
 
     fn in_body(&self) -> bool {
@@ -315,7 +317,7 @@ impl RequestHeads {
     /// The bytes of `error`'s response, to be written as the connection closes: the envelope
     /// as every other answer carries it, with a request id of its own and `connection: close`,
     /// encoded by actix-http's own response encoder. Logged like every answer.
-    pub fn encode(&self, error: ApiError) -> Vec<u8> {
+    pub fn encode(&self, error: ApiError) -> Bytes {
         let request_id = uuid::Uuid::new_v4().to_string();
         tracing::info!(
             status = error.status_code().as_u16(),
@@ -337,10 +339,10 @@ impl RequestHeads {
         let size = BodySize::Sized(body.len() as u64);
         if let Err(error) = encoder.encode(Message::Item((response, size)), &mut encoded) {
             tracing::debug!(%error, "could not encode a refusal");
-            return Vec::new();
+            return Bytes::new();
         }
         encoded.extend_from_slice(&body);
-        encoded.to_vec()
+        encoded.freeze()
     }
 }
 
@@ -562,7 +564,7 @@ mod tests {
     async fn a_refusal_is_the_envelope_and_closes_the_connection() {
         let heads = follower();
         let answer = heads.encode(ApiError::new(Code::BadRequest, "No."));
-        let text = String::from_utf8(answer).unwrap();
+        let text = String::from_utf8(answer.to_vec()).unwrap();
         let (head, body) = text.split_once("\r\n\r\n").unwrap();
         assert!(head.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{head}");
         for line in [
