@@ -430,10 +430,32 @@ pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
     })
 }
 
+/// How long a database connection may stay silent before TCP asks the other end whether it is
+/// still there (a keepalive probe), and then how often it asks again.
+///
+/// A network that stops carrying a connection (a partition, a database host that died or was
+/// paused, a firewall that forgot the connection) never closes it: the service would wait for an
+/// answer for as long as TCP keeps retrying, about 15 minutes for data it sent, and for ever for
+/// an answer to a statement it sent before the network stopped. Record requests and principal
+/// checks bound their own wait (see `run_as::ANSWER_GRACE`), but the service's own statements
+/// (logins, metadata writes, deploys) may legitimately run long and have no such deadline. So
+/// every connection is bounded by TCP itself, whatever runs on it, without cutting off a long
+/// statement: a live server's kernel answers the probes while the statement runs.
+pub const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+/// See [`KEEPALIVE_IDLE`].
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How long data sent on a database connection may stay unacknowledged, and keepalive probes
+/// unanswered, before the connection is given up (`TCP_USER_TIMEOUT`): with [`KEEPALIVE_IDLE`],
+/// a connection the network stopped carrying fails within about 20 s, whether the service was
+/// sending or waiting for an answer. Nothing a healthy network carries stays unacknowledged
+/// for that long.
+pub const UNACKNOWLEDGED_LIMIT: Duration = Duration::from_secs(10);
+
 /// The connection settings of a PostgreSQL URL (or key=value string) with the pool's connect
-/// timeout, TCP keepalives and application name applied, and the TLS connector its `sslmode`
-/// asks for; for connections made outside the pool too, such as the one that listens for
-/// notifications.
+/// timeout, TCP keepalives and limits ([`KEEPALIVE_IDLE`], [`UNACKNOWLEDGED_LIMIT`]) and
+/// application name applied, and the TLS connector its `sslmode` asks for; for connections made
+/// outside the pool too, such as the one that listens for notifications.
 pub fn connection_config(
     database_url: &str,
     settings: &PoolSettings,
@@ -442,9 +464,10 @@ pub fn connection_config(
     config
         .connect_timeout(settings.create_timeout)
         .keepalives(true)
-        .keepalives_idle(Duration::from_secs(30))
-        .keepalives_interval(Duration::from_secs(10))
+        .keepalives_idle(KEEPALIVE_IDLE)
+        .keepalives_interval(KEEPALIVE_INTERVAL)
         .keepalives_retries(3)
+        .tcp_user_timeout(UNACKNOWLEDGED_LIMIT)
         .application_name(&settings.application_name);
     Ok((config, tls))
 }

@@ -63,9 +63,10 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long past a request's statement timeout the database may stay silent on its connection
 /// before it is taken to have stopped answering. The server enforces the statement timeout
 /// itself and answers each statement within it, so silence for longer, while a request waits,
-/// means the server or the network to it has stopped (a frozen host, a partition): nothing else
-/// would end the wait, since a frozen server's kernel keeps the connection open and TCP
-/// keepalives find nothing wrong. The silence is counted from the request's start or the
+/// means the server or the network to it has stopped (a frozen host, a partition). Nothing else
+/// would end the wait soon: a frozen server's kernel keeps the connection open and answers
+/// TCP's keepalive probes, and a partition ends the connection only once the probes go
+/// unanswered (about 20 s, see [`crate::pool::KEEPALIVE_IDLE`]). The silence is counted from the request's start or the
 /// connection's last answer, whichever is later, so statements queued ahead on the connection
 /// (a lane's reads, a write's statements), each answered in its turn, never count against it.
 /// The request then fails with [`Error::NoAnswer`] and its connection is given up (see

@@ -1,6 +1,7 @@
 //! Test support shared by every crate's tests: a fresh PostgreSQL database per test, the real hf
-//! server on a free port for tests that speak HTTP, and a database backend stopped in its tracks
-//! for tests of a database that stops answering.
+//! server on a free port for tests that speak HTTP, and, for tests of a database that stops
+//! answering, a database backend stopped in its tracks or a network path to the database cut
+//! ([`NetworkPath`]).
 //!
 //! Databases come from `HF_TEST_DATABASE_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/postgres`); when that server cannot be reached, a private
@@ -16,6 +17,10 @@
 use std::sync::OnceLock;
 
 use tokio_postgres::NoTls;
+
+mod network;
+
+pub use network::NetworkPath;
 
 /// The server every test database is created on.
 const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
@@ -261,6 +266,8 @@ struct Options {
     demo: bool,
     /// The service's pool settings, when not the defaults.
     pool: Option<hf_storage::PoolSettings>,
+    /// Reach the database through a [`NetworkPath`] the test can cut.
+    network_path: bool,
 }
 
 /// A running hf server on a free loopback port, backed by its own fresh database.
@@ -276,6 +283,8 @@ pub struct TestServer {
     /// Its password, when the configuration gave one (the default does).
     pub admin_password: Option<String>,
     server: ServerThread,
+    /// The path to the database the service connects through, when it was started with one.
+    network: Option<NetworkPath>,
 }
 
 impl TestServer {
@@ -294,11 +303,33 @@ impl TestServer {
         Self::launch(
             Options {
                 demo: true,
-                pool: None,
+                ..Options::default()
             },
             adjust,
         )
         .await
+    }
+
+    /// Starts the server with the demo CRM, connected to its database through a
+    /// [`NetworkPath`] the test can cut ([`TestServer::network`]).
+    pub async fn start_demo_over_network_path() -> Self {
+        Self::launch(
+            Options {
+                demo: true,
+                network_path: true,
+                ..Options::default()
+            },
+            |_| {},
+        )
+        .await
+    }
+
+    /// The path to the database the service connects through (see
+    /// [`TestServer::start_demo_over_network_path`]).
+    pub fn network(&self) -> &NetworkPath {
+        self.network
+            .as_ref()
+            .expect("a server started over a network path")
     }
 
     /// Starts the server with the demo CRM and a pool of its own settings (a tiny pool, short
@@ -308,6 +339,7 @@ impl TestServer {
             Options {
                 demo: true,
                 pool: Some(pool),
+                ..Options::default()
             },
             |_| {},
         )
@@ -326,7 +358,12 @@ impl TestServer {
             data_shards: 2,
             ..hf_storage::PoolSettings::default()
         });
-        let pool = hf_storage::connect(db.url(), &settings).expect("pool");
+        let network = options.network_path.then(|| NetworkPath::to(db.url()));
+        let database_url = network
+            .as_ref()
+            .map_or(db.url(), NetworkPath::url)
+            .to_owned();
+        let pool = hf_storage::connect(&database_url, &settings).expect("pool");
         hf_server::prepare_database(&pool)
             .await
             .expect("prepare the database");
@@ -336,13 +373,13 @@ impl TestServer {
             format!("admin_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
         config.auth.admin_password = Some(TEST_ADMIN_PASSWORD.to_owned());
         adjust(&mut config);
-        let (auth, _bootstrap) = hf_server::auth::prepare(&pool, db.url(), &config.auth)
+        let (auth, _bootstrap) = hf_server::auth::prepare(&pool, &database_url, &config.auth)
             .await
             .expect("prepare authentication");
         let admin_name = config.auth.admin_name.clone();
         let admin_password = config.auth.admin_password.clone();
         let store = hf_storage::metadata::open_store(
-            db.url(),
+            &database_url,
             &metadata,
             "main",
             &hf_storage::metadata::SharedOptions::default(),
@@ -378,6 +415,7 @@ impl TestServer {
             admin_name,
             admin_password,
             server,
+            network,
         }
     }
 

@@ -1,10 +1,11 @@
 //! An exhausted pool answers "busy" after its wait timeout instead of hanging; an unreachable
-//! server is "unavailable"; a login connection whose backend stopped answering is not lent.
+//! server is "unavailable"; a login connection whose backend stopped answering is not lent; a
+//! connection the network stops carrying fails in bounded time.
 
 use std::time::{Duration, Instant};
 
-use hf_storage::{ErrorKind, PoolSettings};
-use hf_testkit::TestDb;
+use hf_storage::{ErrorKind, PoolSettings, KEEPALIVE_IDLE, UNACKNOWLEDGED_LIMIT};
+use hf_testkit::{NetworkPath, TestDb};
 
 #[tokio::test]
 async fn exhausted_pool_times_out_as_busy() {
@@ -141,4 +142,58 @@ async fn sqlstates_map_to_kinds() {
         .await
         .unwrap_err();
     assert_eq!(kind(timeout), ErrorKind::Timeout);
+}
+
+/// A statement on a connection the network stopped carrying (a partition, a host gone) fails
+/// once TCP gives the connection up, whether the statement went out into the cut network (its
+/// data stays unacknowledged: [`UNACKNOWLEDGED_LIMIT`]) or went out before and waits for an
+/// answer that cannot come (the connection is idle to TCP: [`KEEPALIVE_IDLE`] until the first
+/// probe, then the same limit), instead of waiting for TCP's own retries (about 15 minutes) or
+/// for ever. Either way the connection is then closed, and the pool opens another once the
+/// network carries again.
+#[tokio::test]
+async fn a_connection_the_network_stops_carrying_fails_in_bounded_time() {
+    let db = TestDb::new().await;
+    let path = NetworkPath::to(db.url());
+    let pool = hf_storage::connect(path.url(), &PoolSettings::default()).unwrap();
+    let sending = pool.get().await.unwrap();
+    let waiting = pool.get().await.unwrap();
+    sending.simple_query("SELECT 1").await.unwrap();
+
+    let started = Instant::now();
+    let answer = waiting.simple_query("SELECT pg_sleep(0.5)");
+    let cut_and_send = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        path.cut();
+        sending.simple_query("SELECT 1").await
+    };
+    let (answer, sent) = tokio::join!(
+        async {
+            let result = answer.await;
+            (result, started.elapsed())
+        },
+        async {
+            let result = cut_and_send.await;
+            (result, started.elapsed())
+        },
+    );
+    let margin = Duration::from_secs(5);
+    let (result, took) = sent;
+    assert!(result.is_err(), "a statement sent into the cut network");
+    assert!(
+        took < UNACKNOWLEDGED_LIMIT + margin,
+        "sending failed after {took:?}"
+    );
+    let (result, took) = answer;
+    assert!(result.is_err(), "a statement whose answer was cut off");
+    assert!(
+        took < KEEPALIVE_IDLE + UNACKNOWLEDGED_LIMIT + margin,
+        "waiting failed after {took:?}"
+    );
+    assert!(sending.is_closed() && waiting.is_closed());
+
+    path.restore();
+    drop((sending, waiting));
+    let client = pool.get().await.unwrap();
+    client.simple_query("SELECT 1").await.unwrap();
 }

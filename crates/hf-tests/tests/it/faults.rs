@@ -1,6 +1,6 @@
 //! Faults injected for real: an exhausted pool, a read-only metadata cache, a database
 //! connection killed in the middle of a live write or of a record write's `COMMIT`, a database
-//! backend that stops answering, a ref lock
+//! backend that stops answering, a network partition from the database, a ref lock
 //! file left in the cache, a login flood, logins with slow bodies. Each gets its status and code, nothing is lost, and
 //! the service is normal afterwards.
 
@@ -427,6 +427,118 @@ async fn a_principal_check_the_database_stops_answering_answers_in_time() {
         name.as_str()
     );
     drop(stopped);
+    server.stop().await;
+}
+
+/// What `work` gives, and how long it took.
+async fn timed<T>(work: impl std::future::Future<Output = T>) -> (T, Duration) {
+    let started = std::time::Instant::now();
+    let done = work.await;
+    (done, started.elapsed())
+}
+
+/// A network partition between the service and its database (nothing the service sends is
+/// acknowledged, nothing comes back) holds no request for long. A live write under way when the
+/// network stops waits for an answer on a connection TCP sees as idle, and is answered 503
+/// `DATABASE_UNAVAILABLE` once TCP's keepalive probes go unanswered (15 s here; a minute before
+/// the service bounded them), with nothing written. A record read, a login and `/status` are
+/// answered within seconds: those that need a new connection at once (nothing can connect), a
+/// read on an open connection once its allowed silence has passed. Once the network carries
+/// again the service is normal, and what was acknowledged before is there.
+#[tokio::test]
+async fn a_network_partition_from_the_database_holds_no_request_for_long() {
+    let server = TestServer::start_demo_over_network_path().await;
+    let token = server.admin_token().await;
+    let response = server
+        .http
+        .post(server.url("/data/crm/account"))
+        .bearer_auth(&token)
+        .json(&json!({"name": "before the partition"}))
+        .send()
+        .await
+        .unwrap();
+    let record = json_with_status(response, 201).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let read = || {
+        server
+            .http
+            .get(server.url(&format!("/data/crm/account/{record}")))
+            .bearer_auth(&token)
+            .send()
+    };
+    let login = || {
+        server
+            .http
+            .post(server.url("/auth/login"))
+            .json(&json!({
+                "username": server.admin_name,
+                "password": server.admin_password.as_deref().unwrap(),
+            }))
+            .send()
+    };
+    // The live write waits for the live-write lock another session holds (not through the
+    // path); the network stops while it waits, and the lock is then given to it.
+    let held = server
+        .db
+        .hold_advisory_lock(hf_storage::deploy::APPLY_LOCK_KEY)
+        .await;
+    let write = timed(add_field(&server, &token, "cut_off"));
+    let during = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        server.network().cut();
+        held.release().await;
+        tokio::join!(
+            timed(async { read().await.unwrap() }),
+            timed(async { login().await.unwrap() }),
+            timed(async { server.http.get(server.url("/status")).send().await.unwrap() }),
+        )
+    };
+    let (
+        (write, write_took),
+        ((read_answer, read_took), (login_answer, login_took), (status, status_took)),
+    ) = tokio::join!(write, during);
+
+    let margin = Duration::from_secs(5);
+    assert_eq!(read_answer.headers()["retry-after"], "1");
+    assert_envelope(read_answer, 503, "DATABASE_UNAVAILABLE").await;
+    let read_silence = hf_storage::run_as::READ_TIMEOUT + hf_storage::run_as::ANSWER_GRACE;
+    assert!(
+        read_took < read_silence + margin,
+        "the read answered after {read_took:?}"
+    );
+    assert_envelope(login_answer, 503, "DATABASE_UNAVAILABLE").await;
+    assert!(
+        login_took < margin,
+        "the login answered after {login_took:?}"
+    );
+    assert_eq!(status.status(), 503);
+    let body: Value = status.json().await.unwrap();
+    assert_eq!(body["error"], "the database is unreachable");
+    assert!(
+        status_took < margin,
+        "/status answered after {status_took:?}"
+    );
+    assert_eq!(write.headers()["retry-after"], "1");
+    assert_envelope(write, 503, "DATABASE_UNAVAILABLE").await;
+    let write_bound = hf_storage::KEEPALIVE_IDLE + hf_storage::UNACKNOWLEDGED_LIMIT + margin;
+    assert!(
+        write_took < write_bound,
+        "the live write answered after {write_took:?}"
+    );
+    assert!(!has_column(&server, "cut_off").await, "nothing was applied");
+
+    server.network().restore();
+    let response = read().await.unwrap();
+    assert_eq!(
+        json_with_status(response, 200).await["name"],
+        "before the partition"
+    );
+    assert_eq!(login().await.unwrap().status(), 200);
+    let response = add_field(&server, &token, "cut_off").await;
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+    assert!(has_column(&server, "cut_off").await);
     server.stop().await;
 }
 
