@@ -37,7 +37,15 @@ PostgreSQL on loopback. Run with `cargo xtask bench faults` (or directly, see Us
 8. slow heads on kept-alive connections: 1 000 connections from 4 addresses (250 each) each send
    a request, read its answer, then send the head of the next one a header line a second (HTTP
    servers often time only a connection's first head). Reports how and when each was answered
-   (`HF_HEADER_TIMEOUT`, 5 s, from the head's first byte) and `/health` meanwhile.
+   (`HF_HEADER_TIMEOUT`, 5 s, from the head's first byte) and `/health` meanwhile;
+9. a network partition from the database under reads: a second `hf serve` on the same database
+   connects to it through a relay of this script's on an address of its own (127.88.0.1), and
+   `GET /data/crm/account/{id}` runs against it in a closed loop (hf-load, c = 16) for 45 s; at
+   10 s the path is cut for 20 s (a blackhole route drops what the instance sends, and the relay
+   stops carrying answers), then restored. Reports each second's answers and the slowest of
+   them, the instance's RSS, when the first refusal came after the cut, and when the first
+   second all served came after the restore. Needs root (`ip route`). The relay, in Python,
+   caps the reads' rate: this section measures how a partition is answered, not throughput.
 
 Every section prints the load average (`uptime`) next to its figures: the machine is shared.
 
@@ -493,6 +501,135 @@ def overload(load, base, token, record, pid, seconds, service_cores):
           f"{load_average()}")
 
 
+def relay(address, port, socket_path, ready):
+    """Relays TCP connections on `address:port` to the database's Unix socket; SIGUSR1 stops
+    carrying bytes (what arrives is held), SIGUSR2 carries on (see section 9)."""
+    async def serve():
+        carrying = asyncio.Event()
+        carrying.set()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGUSR1, carrying.clear)
+        loop.add_signal_handler(signal.SIGUSR2, carrying.set)
+
+        async def carry(reader, writer):
+            try:
+                while True:
+                    await carrying.wait()
+                    data = await reader.read(65536)
+                    if not data:
+                        break
+                    await carrying.wait()
+                    writer.write(data)
+                    await writer.drain()
+            except OSError:
+                pass
+            finally:
+                writer.close()
+
+        async def connected(reader, writer):
+            try:
+                server_reader, server_writer = await asyncio.open_unix_connection(socket_path)
+            except OSError:
+                writer.close()
+                return
+            await asyncio.gather(carry(reader, server_writer), carry(server_reader, writer))
+
+        server = await asyncio.start_server(connected, address, port)
+        ready.set()
+        await server.serve_forever()
+
+    asyncio.run(serve())
+
+
+def blackhole(address, action):
+    """Adds (`replace`) or removes (`del`) a blackhole route for `address`: every packet sent to
+    it is dropped, as a partition drops it."""
+    subprocess.run(["ip", "route", action, "blackhole", f"{address}/32", "table", "local"],
+                   check=action != "del", stderr=subprocess.DEVNULL)
+
+
+def partition(hf, load, data, port, token, record, taskset):
+    """A second instance reads through a path to the database that is cut for 20 s (section 9)."""
+    import threading
+
+    address, relay_port = "127.88.0.1", port + 2
+    blackhole(address, "del")
+    ready = multiprocessing.Event()
+    socket_path = os.path.join(data, "pg", "run", ".s.PGSQL.5432")
+    relaying = multiprocessing.Process(target=relay,
+                                       args=(address, relay_port, socket_path, ready))
+    relaying.start()
+    ready.wait(10)
+    second_data = tempfile.mkdtemp(prefix="hf-faults-second-")
+    os.chmod(second_data, 0o755)
+    env = dict(os.environ, HF_LISTEN=f"127.0.0.1:{port + 1}", HF_DATA_DIR=second_data,
+               HF_ADMIN_PASSWORD=PASSWORD, HF_LOG="warn",
+               HF_DATABASE_URL=f"host={address} port={relay_port} user=postgres dbname=hf")
+    log = open(os.path.join(second_data, "serve.log"), "w")
+    second = subprocess.Popen([*taskset, hf, "serve"], env=env, stdout=log, stderr=log)
+    base = f"http://127.0.0.1:{port + 1}"
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(base + record, timeout=1)
+            except urllib.error.HTTPError:
+                break
+            except Exception:  # noqa: BLE001
+                time.sleep(0.05)
+        time.sleep(1)
+        started = time.monotonic()
+        cut_at, restored_at, events = 10.0, 30.0, {}
+
+        def cut_and_restore():
+            time.sleep(cut_at)
+            blackhole(address, "replace")
+            relaying_pid = relaying.pid
+            os.kill(relaying_pid, signal.SIGUSR1)
+            events["cut"] = time.monotonic() - started
+            time.sleep(restored_at - cut_at)
+            os.kill(relaying_pid, signal.SIGUSR2)
+            blackhole(address, "del")
+            events["restored"] = time.monotonic() - started
+
+        cutter = threading.Thread(target=cut_and_restore)
+        cutter.start()
+        first_refusal, back = None, None
+
+        def interval(report):
+            nonlocal first_refusal, back
+            now = time.monotonic() - started
+            statuses = report["statuses"]
+            slowest = max((figures["max"] for figures in report["latency_ms"].values()),
+                          default=0.0)
+            print(f"    {now:4.0f} s: {statuses}, errors {report['errors']}, slowest "
+                  f"{slowest:.0f} ms; RSS {rss_kib(second.pid)} KiB", flush=True)
+            if "cut" in events and first_refusal is None and set(statuses) - {"200"}:
+                first_refusal = now - events["cut"]
+            if "restored" in events and back is None and statuses and set(statuses) == {"200"}:
+                back = now - events["restored"]
+
+        print(f"  RSS before: {rss_kib(second.pid)} KiB; {load_average()}")
+        report = hf_load(load, base + record, "--header", f"Authorization: Bearer {token}",
+                         "--connections", 16, "--seconds", 45, "--report-every", 1,
+                         on_interval=interval)
+        cutter.join()
+        def seconds(value):
+            return "never" if value is None else f"{value:.1f} s"
+
+        print(f"  whole run: statuses {report['statuses']}, transport errors {report['errors']}; "
+              f"503 {latency(report, 503)}; cut at {events['cut']:.1f} s, the first second "
+              f"with a refusal ended {seconds(first_refusal)} after it; restored at "
+              f"{events['restored']:.1f} s, the first second all served ended "
+              f"{seconds(back)} after it; {load_average()}")
+    finally:
+        blackhole(address, "del")
+        second.send_signal(signal.SIGTERM)
+        second.wait(timeout=60)
+        relaying.terminate()
+        relaying.join()
+        shutil.rmtree(second_data, ignore_errors=True)
+
+
 def kernel_tcp():
     """The kernel's TCP memory in MB and its orphaned sockets (/proc/net/sockstat)."""
     with open("/proc/net/sockstat") as stats:
@@ -621,7 +758,7 @@ def main():
     parser.add_argument("--load", default="target/release/hf-load")
     parser.add_argument("--connections", type=int, default=20000)
     parser.add_argument("--port", type=int, default=18095)
-    parser.add_argument("--only", default="1,2,3,4,5,6,7,8", help="sections to run, e.g. 1,5")
+    parser.add_argument("--only", default="1,2,3,4,5,6,7,8,9", help="sections to run, e.g. 1,5")
     parser.add_argument("--overload-seconds", type=int, default=120)
     parser.add_argument("--login-rate", type=int, default=2000,
                         help="logins per second of the open-loop login flood")
@@ -643,11 +780,13 @@ def main():
     cores = sorted(os.sched_getaffinity(0))
     # The cores the service and its database have to themselves (none known unless pinned).
     service_cores = 0
+    taskset = []
     if args.pin and len(cores) > 1:
         service_cores = len(cores) - 1
         # The service (and the cluster it starts) on every core but the first; this process and
         # every load generator and probe it starts on the first.
-        command = ["taskset", "-c", ",".join(map(str, cores[1:])), *command]
+        taskset = ["taskset", "-c", ",".join(map(str, cores[1:]))]
+        command = [*taskset, *command]
         os.sched_setaffinity(0, {cores[0]})
     service = subprocess.Popen(command, env=env, stdout=log, stderr=log)
     base = f"http://127.0.0.1:{args.port}"
@@ -700,6 +839,9 @@ def main():
             print("5. record reads at twice the peak rate")
             overload(args.load, base, token, record, service.pid, args.overload_seconds,
                      service_cores)
+        if 9 in sections:
+            print("9. a network partition from the database under reads (a second instance)")
+            partition(args.hf, args.load, data, args.port, token, record, taskset)
         if 4 in sections:
             print("4. kill -9 of the embedded postmaster under load")
             kill_postmaster(data, call, record, token)
