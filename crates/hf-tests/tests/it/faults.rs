@@ -167,11 +167,27 @@ async fn record_requests_beyond_the_pool_wait_are_shed_with_overloaded() {
     let held: Vec<_> = (0..=hf_app::shed::DATA_WAITERS_PER_SHARD)
         .map(|_| tokio::spawn(read()))
         .collect();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The refusal comes before anything is spent on a request, the token check included: a
+    // read without a token is answered 401 until the reads above fill the wait, then refused.
+    let probe = server.url("/data/crm/account/00000000-0000-0000-0000-000000000002");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let response = server.http.get(&probe).send().await.unwrap();
+        if response.status() == 503 {
+            assert_envelope(response, 503, "OVERLOADED").await;
+            break;
+        }
+        assert_eq!(response.status(), 401);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the reads never filled the wait"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let started = std::time::Instant::now();
     let response = server
         .http
-        .get(server.url("/data/crm/account/00000000-0000-0000-0000-000000000002"))
+        .get(&probe)
         .bearer_auth(&token)
         .send()
         .await
@@ -181,14 +197,6 @@ async fn record_requests_beyond_the_pool_wait_are_shed_with_overloaded() {
         "refused at once"
     );
     assert_eq!(response.headers()["retry-after"], "1");
-    assert_envelope(response, 503, "OVERLOADED").await;
-    // The refusal comes before anything is spent on the request, the token check included.
-    let response = server
-        .http
-        .get(server.url("/data/crm/account/00000000-0000-0000-0000-000000000002"))
-        .send()
-        .await
-        .unwrap();
     assert_envelope(response, 503, "OVERLOADED").await;
 
     lock.rollback().await.unwrap();
