@@ -380,9 +380,8 @@ pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
     // session state, and a data connection's session state is tracked with it (see
     // `DataConnection`). But a connection whose server stopped answering (a hung backend or
     // host) stays open, and a statement sent on it waits for ever: the service's own
-    // statements have no deadline of their own, so a login connection is checked with an empty
-    // query each time it is lent (one round trip; a connection that does not answer within the
-    // recycle timeout is dropped and another one lent). Data statements have a deadline (see
+    // statements have no deadline of their own, so a login connection is checked each time it
+    // is lent (see `LoginChecks`). Data statements have a deadline (see
     // `run_as::ANSWER_GRACE`), and a record read cannot afford the round trip.
     let manager = |recycling_method| {
         Manager::from_config(
@@ -396,7 +395,8 @@ pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
         create: Some(settings.create_timeout),
         recycle: Some(settings.recycle_timeout),
     };
-    let login = deadpool_postgres::Pool::builder(manager(RecyclingMethod::Verified))
+    let login = deadpool_postgres::Pool::builder(manager(RecyclingMethod::Fast))
+        .pre_recycle(LoginChecks::hook(settings.recycle_timeout))
         .max_size(settings.max_size)
         .queue_mode(QueueMode::Lifo)
         .runtime(Runtime::Tokio1)
@@ -428,6 +428,81 @@ pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
         live_writes: Default::default(),
         live_write_wait: settings.live_write_wait,
     })
+}
+
+/// The check of a login connection before it is lent: an empty query (one round trip), which
+/// must be answered within the recycle timeout, or the connection is dropped and another lent.
+///
+/// When one check fails, the database most likely stopped answering on the other idle
+/// connections too (a hung server or host, a partition, a restart), and deadpool would check
+/// them one after another, holding the request for a recycle timeout each (with 16 idle
+/// connections, over half a minute). So for a recycle timeout after a failed check, idle
+/// connections are dropped unchecked: a request waits for one check, then for a new connection
+/// (which a database that answers again gives at once). A single hung backend costs the other
+/// idle connections no more than being opened again.
+#[derive(Debug)]
+struct LoginChecks {
+    /// When a check last failed.
+    last_failure: std::sync::Mutex<Option<Instant>>,
+    /// How long a check may take, and how long after a failed one the others are skipped.
+    timeout: Duration,
+}
+
+impl LoginChecks {
+    /// The `pre_recycle` hook that runs the checks (the manager's own recycling then only drops
+    /// a connection already closed).
+    fn hook(timeout: Duration) -> deadpool_postgres::Hook {
+        let checks = std::sync::Arc::new(LoginChecks {
+            last_failure: std::sync::Mutex::new(None),
+            timeout,
+        });
+        deadpool_postgres::Hook::async_fn(move |client: &mut ClientWrapper, _| {
+            let checks = checks.clone();
+            Box::pin(async move { checks.check(client).await })
+        })
+    }
+
+    async fn check(
+        &self,
+        client: &ClientWrapper,
+    ) -> deadpool::managed::HookResult<tokio_postgres::Error> {
+        use deadpool::managed::HookError;
+        // A connection already closed (its session ended) says nothing of the others.
+        if client.is_closed() {
+            return Err(HookError::message("the connection is closed"));
+        }
+        if self.failed_lately() {
+            return Err(HookError::message(
+                "dropped unchecked: another connection failed its check just now",
+            ));
+        }
+        match tokio::time::timeout(self.timeout, client.simple_query("")).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(error)) => {
+                self.failed();
+                Err(HookError::Backend(error))
+            }
+            Err(_) => {
+                self.failed();
+                Err(HookError::message("the database did not answer the check"))
+            }
+        }
+    }
+
+    fn failed_lately(&self) -> bool {
+        let last = *self
+            .last_failure
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        last.is_some_and(|at| at.elapsed() < self.timeout)
+    }
+
+    fn failed(&self) {
+        *self
+            .last_failure
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Instant::now());
+    }
 }
 
 /// How long a database connection may stay silent before TCP asks the other end whether it is

@@ -98,6 +98,44 @@ async fn a_login_connection_whose_backend_stopped_is_not_lent_again() {
     drop(stopped);
 }
 
+/// When the backends of several idle login connections stopped answering (a hung server looks
+/// so, as does a partition), a request waits for one check, not for one per idle connection:
+/// once a check failed, the other idle connections are dropped unchecked and a new one is lent.
+#[tokio::test]
+async fn idle_login_connections_whose_backends_stopped_cost_one_check() {
+    let db = TestDb::new().await;
+    let check = Duration::from_secs(1);
+    let settings = PoolSettings {
+        recycle_timeout: check,
+        ..PoolSettings::default()
+    };
+    let pool = hf_storage::connect(db.url(), &settings).unwrap();
+    // Four connections opened at once, then given back idle.
+    let opened = tokio::join!(pool.get(), pool.get(), pool.get(), pool.get());
+    let mut idle = Vec::new();
+    for client in [opened.0, opened.1, opened.2, opened.3] {
+        idle.push(hf_testkit::backend_pid(&client.unwrap()).await);
+    }
+    let stopped: Vec<_> = idle
+        .iter()
+        .map(|&pid| hf_testkit::StoppedBackend::stop(pid))
+        .collect();
+
+    let started = Instant::now();
+    let client = pool.get().await.unwrap();
+    let lent = started.elapsed();
+    let pid = tokio::time::timeout(Duration::from_secs(5), hf_testkit::backend_pid(&client))
+        .await
+        .expect("the connection lent answers");
+    assert!(
+        !idle.contains(&pid),
+        "a stopped backend's connection was lent"
+    );
+    // Checking each idle connection in turn would take four checks.
+    assert!(lent >= check && lent < check * 2, "lent after {lent:?}");
+    drop(stopped);
+}
+
 #[tokio::test]
 async fn unreachable_server_is_unavailable_quickly() {
     let settings = PoolSettings {
