@@ -527,22 +527,36 @@ pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
 /// for that long.
 pub const UNACKNOWLEDGED_LIMIT: Duration = Duration::from_secs(10);
 
+/// How many keepalive probes go unanswered before the connection is given up (when the URL
+/// sets no `tcp_user_timeout`, which takes over from it).
+const KEEPALIVE_RETRIES: u32 = 3;
+
 /// The connection settings of a PostgreSQL URL (or key=value string) with the pool's connect
-/// timeout, TCP keepalives and limits ([`KEEPALIVE_IDLE`], [`UNACKNOWLEDGED_LIMIT`]) and
-/// application name applied, and the TLS connector its `sslmode` asks for; for connections made
-/// outside the pool too, such as the one that listens for notifications.
+/// timeout and application name applied, TCP keepalives and limits ([`KEEPALIVE_IDLE`],
+/// [`UNACKNOWLEDGED_LIMIT`]) wherever the URL leaves them to the driver's defaults (an
+/// operator's `keepalives_idle`, `keepalives_interval`, `keepalives_retries`,
+/// `tcp_user_timeout` or `keepalives=0` stands), and the TLS connector its `sslmode` asks for; for connections
+/// made outside the pool too, such as the one that listens for notifications.
 pub fn connection_config(
     database_url: &str,
     settings: &PoolSettings,
 ) -> Result<(tokio_postgres::Config, Tls)> {
     let (mut config, tls) = crate::tls::parse(database_url)?;
+    let driver_defaults = tokio_postgres::Config::new();
+    if config.get_keepalives_idle() == driver_defaults.get_keepalives_idle() {
+        config.keepalives_idle(KEEPALIVE_IDLE);
+    }
+    if config.get_keepalives_interval().is_none() {
+        config.keepalives_interval(KEEPALIVE_INTERVAL);
+    }
+    if config.get_keepalives_retries().is_none() {
+        config.keepalives_retries(KEEPALIVE_RETRIES);
+    }
+    if config.get_tcp_user_timeout().is_none() {
+        config.tcp_user_timeout(UNACKNOWLEDGED_LIMIT);
+    }
     config
         .connect_timeout(settings.create_timeout)
-        .keepalives(true)
-        .keepalives_idle(KEEPALIVE_IDLE)
-        .keepalives_interval(KEEPALIVE_INTERVAL)
-        .keepalives_retries(3)
-        .tcp_user_timeout(UNACKNOWLEDGED_LIMIT)
         .application_name(&settings.application_name);
     Ok((config, tls))
 }
@@ -573,4 +587,48 @@ pub async fn create_database_if_missing(maintenance_url: &str, name: &str) -> Re
 
 fn quote(name: &str) -> Result<String> {
     hf_sql::quote_ident(name).map_err(|error| Error::Config(error.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+    use super::*;
+
+    fn config(url: &str) -> tokio_postgres::Config {
+        let (config, _) = connection_config(url, &PoolSettings::default()).unwrap();
+        config
+    }
+
+    #[test]
+    fn the_service_bounds_a_silent_network_where_the_url_says_nothing() {
+        let config = config("postgres://hf@db.example.com/hf");
+        assert!(config.get_keepalives());
+        assert_eq!(config.get_keepalives_idle(), KEEPALIVE_IDLE);
+        assert_eq!(config.get_keepalives_interval(), Some(KEEPALIVE_INTERVAL));
+        assert_eq!(config.get_keepalives_retries(), Some(KEEPALIVE_RETRIES));
+        assert_eq!(config.get_tcp_user_timeout(), Some(&UNACKNOWLEDGED_LIMIT));
+        assert_eq!(
+            config.get_connect_timeout(),
+            Some(&PoolSettings::default().create_timeout)
+        );
+    }
+
+    #[test]
+    fn the_urls_own_tcp_settings_stand() {
+        let config = config(
+            "host=db.example.com user=hf keepalives=0 keepalives_idle=60 \
+             keepalives_interval=20 keepalives_retries=9 tcp_user_timeout=30",
+        );
+        assert!(!config.get_keepalives());
+        assert_eq!(config.get_keepalives_idle(), Duration::from_secs(60));
+        assert_eq!(
+            config.get_keepalives_interval(),
+            Some(Duration::from_secs(20))
+        );
+        assert_eq!(config.get_keepalives_retries(), Some(9));
+        assert_eq!(
+            config.get_tcp_user_timeout(),
+            Some(&Duration::from_secs(30))
+        );
+    }
 }
