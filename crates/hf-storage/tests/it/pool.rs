@@ -110,10 +110,17 @@ async fn idle_login_connections_whose_backends_stopped_cost_one_check() {
         ..PoolSettings::default()
     };
     let pool = hf_storage::connect(db.url(), &settings).unwrap();
-    // Four connections opened at once, then given back idle.
-    let opened = tokio::join!(pool.get(), pool.get(), pool.get(), pool.get());
+    // Six connections opened at once, then given back idle.
+    let opened = tokio::join!(
+        pool.get(),
+        pool.get(),
+        pool.get(),
+        pool.get(),
+        pool.get(),
+        pool.get()
+    );
     let mut idle = Vec::new();
-    for client in [opened.0, opened.1, opened.2, opened.3] {
+    for client in [opened.0, opened.1, opened.2, opened.3, opened.4, opened.5] {
         idle.push(hf_testkit::backend_pid(&client.unwrap()).await);
     }
     let stopped: Vec<_> = idle
@@ -131,8 +138,9 @@ async fn idle_login_connections_whose_backends_stopped_cost_one_check() {
         !idle.contains(&pid),
         "a stopped backend's connection was lent"
     );
-    // Checking each idle connection in turn would take four checks.
-    assert!(lent >= check && lent < check * 2, "lent after {lent:?}");
+    // Checking each idle connection in turn would take six checks; one check and a new
+    // connection take a little over one, which leaves room for a loaded machine.
+    assert!(lent >= check && lent < check * 3, "lent after {lent:?}");
     drop(stopped);
 }
 
