@@ -261,8 +261,10 @@ fn error_responses(operation: &mut Value, extra: &[Code]) {
     if has_key {
         codes.push(Code::InvalidKey);
     }
+    // Every statement is bounded: a caller's by its statement timeout, the service's own by
+    // their lock wait and statement timeout.
     if !WITHOUT_DATABASE.contains(&id.as_str()) && !responses.contains_key("503") {
-        codes.extend([Code::DatabaseUnavailable, Code::PoolBusy]);
+        codes.extend([Code::DatabaseUnavailable, Code::PoolBusy, Code::Timeout]);
     }
 
     let mut by_status: BTreeMap<u16, Vec<&'static str>> = BTreeMap::new();

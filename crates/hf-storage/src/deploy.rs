@@ -434,7 +434,8 @@ pub(crate) async fn lock_live_writes(
             _ => error,
         });
     }
-    // The apply's statements set their own lock timeout; the rest wait as they always did.
+    // The apply's statements set their own lock timeout; the rest wait as long as any of the
+    // service's own statements (`SERVICE_LOCK_TIMEOUT`, the session's default).
     transaction
         .batch_execute("SET LOCAL lock_timeout TO DEFAULT")
         .await?;

@@ -21,10 +21,10 @@ pub mod tls;
 
 pub use embedded::{find_postgres_bindir, EmbeddedCluster};
 pub use error::{Error, ErrorKind};
-pub use migrations::{migrate, MIGRATIONS};
+pub use migrations::{migrate, migrate_steps, Migration, MIGRATIONS, MIGRATION_LOCK_WAIT};
 pub use pool::{
     connect, create_database_if_missing, Pool, PoolSettings, KEEPALIVE_IDLE, KEEPALIVE_INTERVAL,
-    UNACKNOWLEDGED_LIMIT,
+    SERVICE_LOCK_TIMEOUT, SERVICE_STATEMENT_TIMEOUT, UNACKNOWLEDGED_LIMIT,
 };
 pub use status::{database_status, DatabaseStatus, SslStatus};
 pub use supervisor::{ClusterHealth, ClusterWatch, Supervised};

@@ -380,22 +380,24 @@ pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
     // session state, and a data connection's session state is tracked with it (see
     // `DataConnection`). But a connection whose server stopped answering (a hung backend or
     // host) stays open, and a statement sent on it waits for ever: the service's own
-    // statements have no deadline of their own, so a login connection is checked each time it
-    // is lent (see `LoginChecks`). Data statements have a deadline (see
+    // statements are bounded only by the server (see `SERVICE_STATEMENT_TIMEOUT`), which a hung
+    // one does not enforce, so a login connection is checked each time it is lent (see
+    // `LoginChecks`). Data statements have a deadline (see
     // `run_as::ANSWER_GRACE`), and a record read cannot afford the round trip.
-    let manager = |recycling_method| {
+    let manager = |config: &tokio_postgres::Config, recycling_method| {
         Manager::from_config(
             config.clone(),
             tls.clone(),
             ManagerConfig { recycling_method },
         )
     };
+    let login_config = with_service_statement_bounds(config.clone());
     let timeouts = Timeouts {
         wait: Some(settings.wait_timeout),
         create: Some(settings.create_timeout),
         recycle: Some(settings.recycle_timeout),
     };
-    let login = deadpool_postgres::Pool::builder(manager(RecyclingMethod::Fast))
+    let login = deadpool_postgres::Pool::builder(manager(&login_config, RecyclingMethod::Fast))
         .pre_recycle(LoginChecks::hook(settings.recycle_timeout))
         .max_size(settings.max_size)
         .queue_mode(QueueMode::Lifo)
@@ -407,7 +409,7 @@ pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
     let data = (0..shards)
         .map(|_| {
             let pool = DataPool::builder(DataManager {
-                inner: manager(RecyclingMethod::Fast),
+                inner: manager(&config, RecyclingMethod::Fast),
             })
             .max_size(settings.max_size.div_ceil(shards))
             .queue_mode(QueueMode::Lifo)
@@ -513,7 +515,8 @@ impl LoginChecks {
 /// answer for as long as TCP keeps retrying, about 15 minutes for data it sent, and for ever for
 /// an answer to a statement it sent before the network stopped. Record requests and principal
 /// checks bound their own wait (see `run_as::ANSWER_GRACE`), but the service's own statements
-/// (logins, metadata writes, deploys) may legitimately run long and have no such deadline. So
+/// (logins, metadata writes, deploys) may legitimately run long and have only the server's
+/// statement timeout, which a server out of reach cannot enforce. So
 /// every connection is bounded by TCP itself, whatever runs on it, without cutting off a long
 /// statement: a live server's kernel answers the probes while the statement runs.
 pub const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
@@ -559,6 +562,69 @@ pub fn connection_config(
         .connect_timeout(settings.create_timeout)
         .application_name(&settings.application_name);
     Ok((config, tls))
+}
+
+/// How long one of the service's own statements (on a login connection: logins, principals,
+/// keys, metadata, status) waits for a lock before it fails (`lock_timeout`).
+///
+/// Without a bound, a lock held elsewhere stops the service: an operator's `LOCK TABLE`,
+/// `VACUUM FULL` or `ALTER TABLE` of a table in the `hf` schema, or a migration of another
+/// instance queued behind a long reader (a backup), holds every login and principal check that
+/// touches the table until it is released, each holding a connection and a request. Bounded,
+/// they fail after a few seconds (`ErrorKind::Timeout`) and the service stays responsive. The
+/// service's own statements take row locks for milliseconds, so a wait this long means
+/// something else holds the table. Statements that must wait longer set their own limit: a
+/// live write's wait for the lock that serialises live writes, an apply's DDL, the migrations.
+pub const SERVICE_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long one of the service's own statements may run (`statement_timeout`): a backstop for
+/// a server that stops making progress on a statement while it still answers the network (a
+/// disk that stalls, a runaway plan). Far above anything the service's own statements need;
+/// the apply and the migrations set their own limits.
+pub const SERVICE_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `config` with [`SERVICE_LOCK_TIMEOUT`] and [`SERVICE_STATEMENT_TIMEOUT`] as session defaults
+/// (startup `options`), for the login pool's connections. A setting the URL's own `options`
+/// already give stands. Data connections are left alone: each request sets its caller's
+/// statement timeout there, and a caller's write waits for the rows it locks as long as its
+/// timeout allows.
+fn with_service_statement_bounds(mut config: tokio_postgres::Config) -> tokio_postgres::Config {
+    let mut options = config.get_options().unwrap_or_default().to_owned();
+    let given = option_settings(&options);
+    for (setting, limit) in [
+        ("lock_timeout", SERVICE_LOCK_TIMEOUT),
+        ("statement_timeout", SERVICE_STATEMENT_TIMEOUT),
+    ] {
+        if !given.iter().any(|name| name == setting) {
+            if !options.is_empty() {
+                options.push(' ');
+            }
+            options.push_str(&format!("-c {setting}={}ms", limit.as_millis()));
+        }
+    }
+    config.options(&options);
+    config
+}
+
+/// The names of the settings a connection's `options` string gives, in each of the spellings
+/// the server accepts: `-c name=value`, `-cname=value` and `--name=value` (where `-` in the
+/// name means `_`). Any other word is not a setting and is skipped.
+fn option_settings(options: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut words = options.split_whitespace();
+    while let Some(word) = words.next() {
+        let assignment = if word == "-c" {
+            words.next()
+        } else if let Some(rest) = word.strip_prefix("--") {
+            Some(rest)
+        } else {
+            word.strip_prefix("-c")
+        };
+        if let Some((name, _)) = assignment.and_then(|assignment| assignment.split_once('=')) {
+            names.push(name.replace('-', "_").to_ascii_lowercase());
+        }
+    }
+    names
 }
 
 /// Creates a database unless it exists, connecting through `maintenance_url` (a database that
@@ -610,6 +676,33 @@ mod tests {
         assert_eq!(
             config.get_connect_timeout(),
             Some(&PoolSettings::default().create_timeout)
+        );
+    }
+
+    #[test]
+    fn service_statements_are_bounded_unless_the_url_bounds_them() {
+        let bounded = |url: &str| {
+            let (config, _) = crate::tls::parse(url).unwrap();
+            with_service_statement_bounds(config)
+                .get_options()
+                .map(str::to_owned)
+        };
+        assert_eq!(
+            bounded("postgres://hf@db.example.com/hf").as_deref(),
+            Some("-c lock_timeout=5000ms -c statement_timeout=30000ms")
+        );
+        assert_eq!(
+            bounded("host=db user=hf options='-c lock_timeout=1s -c search_path=x'").as_deref(),
+            Some("-c lock_timeout=1s -c search_path=x -c statement_timeout=30000ms")
+        );
+        assert_eq!(
+            bounded("host=db user=hf options='--statement-timeout=0 -clock_timeout=0'").as_deref(),
+            Some("--statement-timeout=0 -clock_timeout=0")
+        );
+        // `deadlock_timeout` is another setting, not a lock timeout.
+        assert_eq!(
+            option_settings("-c deadlock_timeout=2s -c Statement_Timeout=1"),
+            ["deadlock_timeout", "statement_timeout"]
         );
     }
 

@@ -42,6 +42,36 @@ fn annotations_name_codes_under_their_statuses() {
 }
 
 #[test]
+fn operations_that_use_the_database_list_its_failures() {
+    // Every statement is bounded, the service's own included: a login can time out too.
+    let doc = crate::app::openapi();
+    for (path, method, operation) in operations(&doc) {
+        // `/status` reports a failing database in its own body.
+        let id = operation["operationId"].as_str().unwrap_or("");
+        if ["health", "openapi", "vendor"].contains(&id) || path == "/status" {
+            continue;
+        }
+        let listed = |status: &str| -> BTreeSet<String> {
+            operation["responses"][status]["content"]["application/json"]["schema"]["properties"]
+                ["errors"]["items"]["properties"]["code"]["enum"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|code| code.as_str().map(str::to_owned))
+                .collect()
+        };
+        assert!(
+            listed("504").contains("TIMEOUT"),
+            "{method} {path} lacks 504 TIMEOUT"
+        );
+        assert!(
+            listed("503").contains("DATABASE_UNAVAILABLE"),
+            "{method} {path} lacks 503 DATABASE_UNAVAILABLE"
+        );
+    }
+}
+
+#[test]
 fn metadata_routes_are_listed_under_their_literal_paths() {
     let doc = crate::app::openapi();
     let paths = doc["paths"].as_object().unwrap();

@@ -67,8 +67,8 @@ async fn data_shards_share_the_pool_size_and_open_their_own_connections() {
 
 /// A login connection whose backend stopped answering (a hung server looks so: the connection
 /// stays open) is checked when it is next lent, dropped once the check outlasts the recycle
-/// timeout, and replaced: the service's own statements, which have no deadline of their own,
-/// never go out on it.
+/// timeout, and replaced: the service's own statements, whose statement timeout a hung server
+/// does not enforce, never go out on it.
 #[tokio::test]
 async fn a_login_connection_whose_backend_stopped_is_not_lent_again() {
     let db = TestDb::new().await;
@@ -242,4 +242,87 @@ async fn a_connection_the_network_stops_carrying_fails_in_bounded_time() {
     drop((sending, waiting));
     let client = pool.get().await.unwrap();
     client.simple_query("SELECT 1").await.unwrap();
+}
+
+/// The service's own statements (on login connections) wait for a lock and run no longer than
+/// their bounds; a caller's data connection is left to its own statement timeout.
+#[tokio::test]
+async fn service_statements_wait_for_a_held_lock_only_briefly() {
+    let db = TestDb::new().await;
+    let pool = db.pool();
+    let client = pool.get().await.unwrap();
+    let setting = |name: &'static str| {
+        let client = &client;
+        async move {
+            let row = client
+                .query_one("SELECT current_setting($1)", &[&name])
+                .await
+                .unwrap();
+            row.get::<_, String>(0)
+        }
+    };
+    assert_eq!(setting("lock_timeout").await, "5s");
+    assert_eq!(setting("statement_timeout").await, "30s");
+
+    let mut holder = db.client().await;
+    holder
+        .batch_execute("CREATE TABLE held (id int)")
+        .await
+        .unwrap();
+    let holding = holder.transaction().await.unwrap();
+    holding
+        .batch_execute("LOCK TABLE held IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let error = client
+        .query("SELECT 1 FROM public.held", &[])
+        .await
+        .map_err(hf_storage::Error::from)
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Timeout, "{error}");
+    let waited = started.elapsed();
+    assert!(
+        waited >= hf_storage::SERVICE_LOCK_TIMEOUT
+            && waited < hf_storage::SERVICE_LOCK_TIMEOUT + Duration::from_secs(3),
+        "{waited:?}"
+    );
+    holding.rollback().await.unwrap();
+
+    let caller = hf_storage::run_as::Caller::reader("postgres");
+    let step = hf_storage::run_as::Step {
+        sql: "SELECT current_setting('lock_timeout')",
+        params: &[],
+        fixed: &[],
+    };
+    let rows = hf_storage::run_as::run_as(&pool, &caller, &[step])
+        .await
+        .unwrap()
+        .into_rows()
+        .unwrap();
+    assert_eq!(
+        rows[0][0].get::<_, String>(0),
+        "0",
+        "data connections keep the default"
+    );
+
+    // The URL's own options stand.
+    let url = format!(
+        "{}{}options=-c%20lock_timeout%3D1s",
+        db.url(),
+        if db.url().contains('?') { '&' } else { '?' }
+    );
+    let pool = hf_storage::connect(&url, &PoolSettings::default()).unwrap();
+    let client = pool.get().await.unwrap();
+    let row = client
+        .query_one(
+            "SELECT current_setting('lock_timeout'), current_setting('statement_timeout')",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (row.get::<_, String>(0), row.get::<_, String>(1)),
+        ("1s".to_owned(), "30s".to_owned())
+    );
 }

@@ -1,8 +1,8 @@
 //! Faults injected for real: an exhausted pool, a read-only metadata cache, a database
 //! connection killed in the middle of a live write or of a record write's `COMMIT`, a database
-//! backend that stops answering, a network partition from the database, a ref lock
-//! file left in the cache, a login flood, logins with slow bodies. Each gets its status and code, nothing is lost, and
-//! the service is normal afterwards.
+//! backend that stops answering, a network partition from the database, a lock held on the
+//! service's own tables, a ref lock file left in the cache, a login flood, logins with slow
+//! bodies. Each gets its status and code, nothing is lost, and the service is normal afterwards.
 
 use std::time::Duration;
 
@@ -443,6 +443,40 @@ async fn timed<T>(work: impl std::future::Future<Output = T>) -> (T, Duration) {
     let started = std::time::Instant::now();
     let done = work.await;
     (done, started.elapsed())
+}
+
+/// A table of the service's own schema locked by another session (an operator's `LOCK TABLE`,
+/// `VACUUM FULL` or `ALTER TABLE`, or a migration queued behind a backup) holds a login no
+/// longer than the service's lock wait, then it is answered in the envelope; what does not need
+/// the table goes on meanwhile, and once the lock is gone logins work again.
+#[tokio::test]
+async fn a_lock_held_on_the_services_own_tables_holds_a_login_only_briefly() {
+    let server = TestServer::start_demo().await;
+    let password = server.admin_password.clone().unwrap();
+    let mut holder = server.db.client().await;
+    let lock = holder.transaction().await.unwrap();
+    lock.batch_execute("LOCK TABLE hf.credentials IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+
+    let login = server
+        .http
+        .post(server.url("/auth/login"))
+        .json(&json!({"username": server.admin_name, "password": password}));
+    let (response, waited) = timed(login.send()).await;
+    let response = response.unwrap();
+    assert!(
+        waited >= hf_storage::SERVICE_LOCK_TIMEOUT
+            && waited < hf_storage::SERVICE_LOCK_TIMEOUT + Duration::from_secs(5),
+        "answered after {waited:?}"
+    );
+    assert_envelope(response, 504, "TIMEOUT").await;
+    let response = server.http.get(server.url("/status")).send().await.unwrap();
+    assert_eq!(response.status(), 200, "the database itself is fine");
+
+    lock.rollback().await.unwrap();
+    server.login(&server.admin_name, &password).await;
+    server.stop().await;
 }
 
 /// A network partition between the service and its database (nothing the service sends is
