@@ -244,7 +244,7 @@ impl App {
             .into());
         }
         let (apply, plan) = if live {
-            let client = self.pool().get().await.map_err(hf_storage::Error::from)?;
+            let client = self.pool().get().await?;
             let plan = hf_storage::deploy::plan_model(&**client, &model, Some(&base.model)).await?;
             hf_ddl::refusal(&**client, &plan, options.allow_destructive)
                 .await

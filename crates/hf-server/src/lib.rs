@@ -117,7 +117,7 @@ impl Server {
 
 /// Prepares the database for the service: applies the `hf` schema migrations.
 pub async fn prepare_database(pool: &hf_storage::Pool) -> Result<(), Error> {
-    let mut client = pool.get().await.map_err(hf_storage::Error::from)?;
+    let mut client = pool.get().await?;
     let applied = hf_storage::migrate(&mut client).await?;
     if !applied.is_empty() {
         tracing::info!(?applied, "applied migrations of the hf schema");

@@ -53,6 +53,14 @@ pub enum Error {
         /// Whether the request was a write.
         write: bool,
     },
+    /// A new connection was needed while none could be made: the last attempt to connect
+    /// failed for want of the database, and another request is trying again now (see
+    /// `connect_gate`). Refused at once rather than waiting for the create timeout.
+    #[error("the database could not be reached (for {} ms); another attempt to connect is under way", .failing_for.as_millis())]
+    Unreachable {
+        /// Since the first failed attempt.
+        failing_for: std::time::Duration,
+    },
     /// A connection held outside the pool (the notification listener) closed.
     #[error("connection closed: {0}")]
     ConnectionLost(String),
@@ -133,7 +141,9 @@ impl Error {
             Error::Pool(deadpool_postgres::PoolError::Timeout(
                 deadpool_postgres::TimeoutType::Wait,
             )) => ErrorKind::Busy,
-            Error::Pool(_) | Error::ConnectionLost(_) => ErrorKind::Unavailable,
+            Error::Pool(_) | Error::ConnectionLost(_) | Error::Unreachable { .. } => {
+                ErrorKind::Unavailable
+            }
             Error::LiveWriteBusy { .. } => ErrorKind::Busy,
             Error::CommitOutcomeUnknown(_) | Error::NoAnswer { write: true, .. } => {
                 ErrorKind::CommitOutcomeUnknown

@@ -4,6 +4,7 @@
 //! This crate knows nothing of HTTP. The server maps [`ErrorKind`] to status codes.
 
 pub mod auth;
+mod connect_gate;
 pub mod deploy;
 mod embedded;
 mod error;

@@ -48,6 +48,7 @@ use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::connect_gate::ConnectGate;
 use crate::run_as::{Lanes, Session};
 use crate::tls::Tls;
 use deadpool::managed::{Metrics, QueueMode, RecycleError, RecycleResult};
@@ -72,6 +73,9 @@ pub struct Pool {
     live_writes: std::sync::Arc<tokio::sync::Mutex<()>>,
     /// How long a live write waits for its turn and the database lock together.
     live_write_wait: Duration,
+    /// Refuses requests at once while no connection to the database can be made (see
+    /// [`crate::connect_gate`]); shared by the login pool and every data shard.
+    gate: std::sync::Arc<ConnectGate>,
 }
 
 /// A live write's turn among this process's live writes, and until when it may wait for the
@@ -96,6 +100,21 @@ impl Deref for Pool {
 }
 
 impl Pool {
+    /// A connection of the login pool, for the service's own statements; refused at once
+    /// ([`Error::Unreachable`]) while no connection can be made and another request is trying
+    /// to make one.
+    pub async fn get(&self) -> Result<deadpool_postgres::Object> {
+        let pass = self.gate.enter(self.login.status().available > 0)?;
+        pass.outcome(self.login.get().await)
+    }
+
+    /// A connection of this handle's data pool shard, for a caller's statements (only
+    /// `run_as` and the status check use it); refused as [`Pool::get`] is.
+    pub(crate) async fn data_connection(&self) -> Result<DataObject> {
+        let pass = self.gate.enter(self.data().status().available > 0)?;
+        pass.outcome(self.data().get().await)
+    }
+
     /// Both pools' sizes together, as `/status` reports them.
     pub fn status(&self) -> deadpool_postgres::Status {
         let mut total = self.login.status();
@@ -118,6 +137,7 @@ impl Pool {
             shard: index % self.data.len(),
             live_writes: self.live_writes.clone(),
             live_write_wait: self.live_write_wait,
+            gate: self.gate.clone(),
         }
     }
 
@@ -429,6 +449,7 @@ pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
         shard: 0,
         live_writes: Default::default(),
         live_write_wait: settings.live_write_wait,
+        gate: Default::default(),
     })
 }
 

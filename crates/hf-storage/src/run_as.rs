@@ -220,7 +220,7 @@ impl Ran {
 /// be prepared (a bug in generated SQL, or the database going away); a statement that fails
 /// while running is [`Ran::Failed`].
 pub async fn run_as(pool: &Pool, caller: &Caller<'_>, steps: &[Step<'_>]) -> Result<Ran> {
-    let connection = pool.data().get().await?;
+    let connection = pool.data_connection().await?;
     let first = run_answered(connection, caller, steps, false).await?;
     retried(pool, caller, steps, first).await
 }
@@ -329,7 +329,7 @@ async fn retried(
                 && (error.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE)
                     || error.code() == Some(&SqlState::UNDEFINED_OBJECT)) =>
         {
-            let connection = pool.data().get().await?;
+            let connection = pool.data_connection().await?;
             Ok(run_answered(connection, caller, steps, true).await?.0)
         }
         ran => Ok(ran),
@@ -525,7 +525,7 @@ impl Lanes {
         sql: &str,
     ) -> Result<Waited<'_>> {
         let _waiting = WaitingRead::enter(&self.waiting);
-        let connection = pool.data().get();
+        let connection = pool.data_connection();
         tokio::pin!(connection);
         loop {
             // A seat offered while no read listens is kept (one at most) for the next read that

@@ -56,7 +56,7 @@ pub async fn database_status(pool: &Pool) -> Result<DatabaseStatus> {
     let started = Instant::now();
     // Requests wait for data connections: when none frees up in time, the database is busy
     // for them. The connection is only borrowed and given back; nothing runs on it.
-    drop(pool.data().get().await?);
+    drop(pool.data_connection().await?);
     let client = pool.get().await?;
     let row = client.query_one(STATUS_QUERY, &[]).await?;
     let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);

@@ -100,18 +100,25 @@ impl NetworkPath {
     /// Cuts the path: what is sent to the database is dropped unacknowledged, and nothing it
     /// answers comes through, until [`NetworkPath::restore`].
     pub fn cut(&self) {
-        if *self.carrying.borrow() {
-            assert!(
-                blackhole(&self.address, "replace"),
-                "ip route replace blackhole {} failed: cutting a network path needs root and \
-                 iproute2",
-                self.address
-            );
-            self.carrying.send_replace(false);
-        }
+        assert!(
+            blackhole(&self.address, "replace"),
+            "ip route replace blackhole {} failed: cutting a network path needs root and \
+             iproute2",
+            self.address
+        );
+        self.carrying.send_replace(false);
     }
 
-    /// Restores a cut path; what the relay held is carried on.
+    /// Stops the database answering without the network refusing anything, as a database host
+    /// that froze would: the relay carries nothing either way, and accepts new connections only
+    /// to say nothing on them, so an attempt to connect waits for its timeout (as it does where
+    /// a network drops connection attempts silently, which a route on loopback cannot do).
+    /// Until [`NetworkPath::restore`].
+    pub fn hang(&self) {
+        self.carrying.send_replace(false);
+    }
+
+    /// Restores a cut or hung path; what the relay held is carried on.
     pub fn restore(&self) {
         if !*self.carrying.borrow() {
             blackhole(&self.address, "del");

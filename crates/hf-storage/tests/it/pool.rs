@@ -18,11 +18,7 @@ async fn exhausted_pool_times_out_as_busy() {
     let pool = hf_storage::connect(db.url(), &settings).unwrap();
     let held = pool.get().await.unwrap();
     let started = Instant::now();
-    let error = pool
-        .get()
-        .await
-        .map_err(hf_storage::Error::from)
-        .unwrap_err();
+    let error = pool.get().await.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Busy);
     assert!(
         started.elapsed() < Duration::from_secs(3),
@@ -152,11 +148,7 @@ async fn unreachable_server_is_unavailable_quickly() {
     };
     // A port nothing listens on.
     let pool = hf_storage::connect("postgres://postgres@127.0.0.1:9/postgres", &settings).unwrap();
-    let error = pool
-        .get()
-        .await
-        .map_err(hf_storage::Error::from)
-        .unwrap_err();
+    let error = pool.get().await.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Unavailable);
 }
 
@@ -325,4 +317,71 @@ async fn service_statements_wait_for_a_held_lock_only_briefly() {
         (row.get::<_, String>(0), row.get::<_, String>(1)),
         ("1s".to_owned(), "30s".to_owned())
     );
+}
+
+/// While no connection to the database can be made (its host froze, or the network drops
+/// connection attempts silently), each attempt waits for the create timeout. Once one has
+/// failed so, one request at a time tries again and the others that need a new connection are
+/// refused at once, login and data connections alike; the first attempt that succeeds after
+/// the database is back opens the pool to everyone again.
+#[tokio::test]
+async fn while_no_connection_can_be_made_one_request_tries_and_the_rest_are_refused_at_once() {
+    let db = TestDb::new().await;
+    let path = NetworkPath::to(db.url());
+    let create = Duration::from_secs(1);
+    let settings = PoolSettings {
+        create_timeout: create,
+        ..PoolSettings::default()
+    };
+    let pool = hf_storage::connect(path.url(), &settings).unwrap();
+    let caller = hf_storage::run_as::Caller::reader("postgres");
+    let read = || async {
+        let step = hf_storage::run_as::Step {
+            sql: "SELECT 1",
+            params: &[],
+            fixed: &[],
+        };
+        hf_storage::run_as::run_as(&pool, &caller, &[step]).await
+    };
+    path.hang();
+
+    let started = Instant::now();
+    let error = pool.get().await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
+    assert!(started.elapsed() >= create, "{:?}", started.elapsed());
+
+    // One tries (and waits); the others are refused at once.
+    let trying = tokio::spawn({
+        let pool = pool.clone();
+        async move { pool.get().await.map(drop) }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for _ in 0..8 {
+        let started = Instant::now();
+        let error = pool.get().await.unwrap_err();
+        assert!(
+            matches!(error, hf_storage::Error::Unreachable { .. }),
+            "{error}"
+        );
+        let error = read().await.unwrap_err();
+        assert!(
+            matches!(error, hf_storage::Error::Unreachable { .. }),
+            "{error}"
+        );
+        assert_eq!(error.kind(), ErrorKind::Unavailable);
+        assert!(
+            started.elapsed() < Duration::from_millis(100),
+            "refused after {:?}",
+            started.elapsed()
+        );
+    }
+    let error = trying.await.unwrap().unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
+
+    path.restore();
+    // The next request tries, connects, and opens the pool again.
+    drop(pool.get().await.unwrap());
+    let (first, second) = tokio::join!(read(), read());
+    first.unwrap();
+    second.unwrap();
 }
