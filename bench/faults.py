@@ -45,7 +45,11 @@ PostgreSQL on loopback. Run with `cargo xtask bench faults` (or directly, see Us
    stops carrying answers), then restored. Reports each second's answers and the slowest of
    them, the instance's RSS, when the first refusal came after the cut, and when the first
    second all served came after the restore. Needs root (`ip route`). The relay, in Python,
-   caps the reads' rate: this section measures how a partition is answered, not throughput.
+   caps the reads' rate: this section measures how a partition is answered, not throughput;
+10. the same with a database that stops answering without refusing anything (a host that
+   froze, or a network that drops connection attempts silently): no route is cut; the relay
+   carries nothing for 20 s and accepts new connections only to say nothing on them, so each
+   attempt to connect waits for the instance's create timeout (5 s).
 
 Every section prints the load average (`uptime`) next to its figures: the machine is shared.
 
@@ -548,8 +552,10 @@ def blackhole(address, action):
                    check=action != "del", stderr=subprocess.DEVNULL)
 
 
-def partition(hf, load, data, port, token, record, taskset):
-    """A second instance reads through a path to the database that is cut for 20 s (section 9)."""
+def partition(hf, load, data, port, token, record, taskset, hang=False):
+    """A second instance reads through a path to the database that is cut for 20 s (section 9),
+    or, with `hang`, that stops answering for 20 s without refusing anything: the relay accepts
+    new connections and says nothing on them (section 10)."""
     import threading
 
     address, relay_port = "127.88.0.1", port + 2
@@ -582,13 +588,15 @@ def partition(hf, load, data, port, token, record, taskset):
 
         def cut_and_restore():
             time.sleep(cut_at)
-            blackhole(address, "replace")
+            if not hang:
+                blackhole(address, "replace")
             relaying_pid = relaying.pid
             os.kill(relaying_pid, signal.SIGUSR1)
             events["cut"] = time.monotonic() - started
             time.sleep(restored_at - cut_at)
             os.kill(relaying_pid, signal.SIGUSR2)
-            blackhole(address, "del")
+            if not hang:
+                blackhole(address, "del")
             events["restored"] = time.monotonic() - started
 
         cutter = threading.Thread(target=cut_and_restore)
@@ -758,7 +766,8 @@ def main():
     parser.add_argument("--load", default="target/release/hf-load")
     parser.add_argument("--connections", type=int, default=20000)
     parser.add_argument("--port", type=int, default=18095)
-    parser.add_argument("--only", default="1,2,3,4,5,6,7,8,9", help="sections to run, e.g. 1,5")
+    parser.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10",
+                        help="sections to run, e.g. 1,5")
     parser.add_argument("--overload-seconds", type=int, default=120)
     parser.add_argument("--login-rate", type=int, default=2000,
                         help="logins per second of the open-loop login flood")
@@ -842,6 +851,10 @@ def main():
         if 9 in sections:
             print("9. a network partition from the database under reads (a second instance)")
             partition(args.hf, args.load, data, args.port, token, record, taskset)
+        if 10 in sections:
+            print("10. a database that stops answering without refusing anything, under reads "
+                  "(a second instance)")
+            partition(args.hf, args.load, data, args.port, token, record, taskset, hang=True)
         if 4 in sections:
             print("4. kill -9 of the embedded postmaster under load")
             kill_postmaster(data, call, record, token)
