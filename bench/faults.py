@@ -49,7 +49,7 @@ PostgreSQL on loopback. Run with `cargo xtask bench faults` (or directly, see Us
 10. the same with a database that stops answering without refusing anything (a host that
    froze, or a network that drops connection attempts silently): no route is cut; the relay
    carries nothing for 20 s and accepts new connections only to say nothing on them, so each
-   attempt to connect waits for the instance's create timeout (5 s).
+   attempt to connect waits for the instance's create timeout (5 s). Reports the same figures.
 
 Every section prints the load average (`uptime`) next to its figures: the machine is shared.
 

@@ -1,17 +1,19 @@
-//! Failing fast while no connection to the database can be made.
+//! Failing fast while the database does not answer.
 //!
-//! A database whose host died, or a network that drops connection attempts without a word,
-//! answers a new connection with nothing: the attempt waits for the pool's create timeout (5 s)
-//! before it fails. While that lasts, every request that needs a new connection (all of them,
-//! once the open connections have been given up) would wait as long in turn, and hold its
-//! client, its place in the queues and its memory meanwhile.
+//! A database whose host died or froze, or a network that drops what is sent to it without a
+//! word, answers nothing: an attempt to connect waits for the pool's create timeout (5 s), and a
+//! statement on an open connection for its allowed silence (see `run_as::ANSWER_GRACE`), before
+//! either fails. While that lasts, every request would wait as long in turn, each on another
+//! dead idle connection or another attempt to connect, and hold its client, its place in the
+//! queues and its memory meanwhile.
 //!
-//! So once an attempt to connect has failed for want of the database (no answer, refused, no
-//! route: no SQLSTATE; a refusal with one, a wrong password say, says the database is there),
-//! one request at a time tries again, and the others that would need a new connection meanwhile
-//! fail at once with [`Error::Unreachable`]. The first attempt that succeeds opens the gate
-//! again. A request that finds an idle connection in its pool is let through: the connection
-//! may well work (and a login connection is checked before it is lent). PgBouncer treats failed
+//! So once the database has been found not answering (an attempt to connect failed for want of
+//! it: no answer, refused, no route, that is no SQLSTATE, since a refusal with one, a wrong
+//! password say, says the database is there; or a connection was given up for its silence), one
+//! request at a time tries the pools (the probe), and every other request is refused at once
+//! with [`Error::Unreachable`]. Meanwhile an idle connection is checked before it is lent (an
+//! empty query; see `pool::IdleChecks`), so the probe gets a connection that answered just now
+//! or a new one, and the first connection lent so opens the gate again. PgBouncer treats failed
 //! server logins the same way (`server_login_retry`). Written here because deadpool has no
 //! notion of it, and it is a few lines over its `get`.
 
@@ -45,23 +47,16 @@ pub(crate) struct Pass<'a> {
 }
 
 impl ConnectGate {
-    /// Lets a request through to a pool (`idle`: whether that pool has an idle connection
-    /// now), or refuses it at once while connections cannot be made and another request is
-    /// trying to make one.
-    pub(crate) fn enter(&self, idle: bool) -> Result<Pass<'_>> {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+    /// Lets a request through to a pool, or refuses it at once while the database does not
+    /// answer and another request is trying it.
+    pub(crate) fn enter(&self) -> Result<Pass<'_>> {
+        let mut state = self.lock();
         let Some(since) = state.failing_since else {
             return Ok(Pass {
                 gate: self,
                 probe: false,
             });
         };
-        if idle {
-            return Ok(Pass {
-                gate: self,
-                probe: false,
-            });
-        }
         if state.probing {
             return Err(Error::Unreachable {
                 failing_for: since.elapsed(),
@@ -74,17 +69,25 @@ impl ConnectGate {
         })
     }
 
-    /// For how long attempts to connect have been failing, if they are.
-    #[cfg(test)]
-    fn failing_for(&self) -> Option<std::time::Duration> {
-        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.failing_since.map(|since| since.elapsed())
+    /// Notes that the database stopped answering on an open connection.
+    pub(crate) fn stopped_answering(&self) {
+        self.lock().failing_since.get_or_insert_with(Instant::now);
+    }
+
+    /// Whether the database has been found not answering (and not answered since).
+    pub(crate) fn is_failing(&self) -> bool {
+        self.lock().failing_since.is_some()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, GateState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 impl Pass<'_> {
-    /// Tells the gate how the pool's `get` ended: a connection lent opens the gate, an attempt
-    /// to connect that failed for want of the database closes it.
+    /// Tells the gate how the pool's `get` ended: a connection lent opens the gate (while it is
+    /// closed, only one that answered its check or was just made is lent), an attempt to
+    /// connect that failed for want of the database closes it.
     pub(crate) fn outcome<T>(
         self,
         got: std::result::Result<T, PoolError<tokio_postgres::Error>>,
@@ -98,11 +101,7 @@ impl Pass<'_> {
             Err(_) => None,
         };
         if let Some(reached) = reached {
-            let mut state = self
-                .gate
-                .state
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut state = self.gate.lock();
             if reached {
                 state.failing_since = None;
             } else {
@@ -117,12 +116,7 @@ impl Drop for Pass<'_> {
     /// A probe that ends (told back or given up half-way) lets the next request try.
     fn drop(&mut self) {
         if self.probe {
-            let mut state = self
-                .gate
-                .state
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            state.probing = false;
+            self.gate.lock().probing = false;
         }
     }
 }
@@ -140,36 +134,42 @@ mod tests {
     fn after_a_failed_attempt_one_request_tries_and_the_others_are_refused() {
         let gate = ConnectGate::default();
         // Open: everyone passes, and a failure closes it.
-        let first = gate.enter(false).unwrap();
-        let second = gate.enter(false).unwrap();
+        let first = gate.enter().unwrap();
+        let second = gate.enter().unwrap();
         assert!(first.outcome(create_timeout()).is_err());
-        assert!(gate.failing_for().is_some());
+        assert!(gate.is_failing());
         // An attempt that was under way when the gate closed may still succeed and reopen it.
         drop(second);
 
-        let probe = gate.enter(false).unwrap();
-        let refused = gate.enter(false).unwrap_err();
+        let probe = gate.enter().unwrap();
+        let refused = gate.enter().unwrap_err();
         assert!(matches!(refused, Error::Unreachable { .. }), "{refused}");
         assert_eq!(refused.kind(), crate::ErrorKind::Unavailable);
-        // With an idle connection in its pool, a request is let through.
-        drop(gate.enter(true).unwrap());
         // A probe given up half-way lets the next request try.
         drop(probe);
-        let probe = gate.enter(false).unwrap();
-        assert!(gate.enter(false).is_err());
+        let probe = gate.enter().unwrap();
+        assert!(gate.enter().is_err());
         // A probe that connects opens the gate for everyone.
         probe.outcome(Ok::<_, PoolError<_>>(())).unwrap();
-        assert!(gate.failing_for().is_none());
-        drop(gate.enter(false).unwrap());
-        drop(gate.enter(false).unwrap());
+        assert!(!gate.is_failing());
+        drop(gate.enter().unwrap());
+        drop(gate.enter().unwrap());
+    }
+
+    #[test]
+    fn a_connection_given_up_for_its_silence_closes_the_gate() {
+        let gate = ConnectGate::default();
+        gate.stopped_answering();
+        let _probe = gate.enter().unwrap();
+        assert!(gate.enter().is_err());
     }
 
     #[test]
     fn a_busy_pool_says_nothing_about_reaching_the_database() {
         let gate = ConnectGate::default();
-        let pass = gate.enter(false).unwrap();
+        let pass = gate.enter().unwrap();
         let busy = pass.outcome(Err::<(), _>(PoolError::Timeout(TimeoutType::Wait)));
         assert_eq!(busy.unwrap_err().kind(), crate::ErrorKind::Busy);
-        assert!(gate.failing_for().is_none());
+        assert!(!gate.is_failing());
     }
 }

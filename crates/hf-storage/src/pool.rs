@@ -101,18 +101,31 @@ impl Deref for Pool {
 
 impl Pool {
     /// A connection of the login pool, for the service's own statements; refused at once
-    /// ([`Error::Unreachable`]) while no connection can be made and another request is trying
-    /// to make one.
+    /// ([`Error::Unreachable`]) while the database is found not answering and another request
+    /// is trying it (see [`crate::connect_gate`]).
     pub async fn get(&self) -> Result<deadpool_postgres::Object> {
-        let pass = self.gate.enter(self.login.status().available > 0)?;
+        let pass = self.gate.enter()?;
         pass.outcome(self.login.get().await)
     }
 
     /// A connection of this handle's data pool shard, for a caller's statements (only
     /// `run_as` and the status check use it); refused as [`Pool::get`] is.
     pub(crate) async fn data_connection(&self) -> Result<DataObject> {
-        let pass = self.gate.enter(self.data().status().available > 0)?;
+        let pass = self.gate.enter()?;
         pass.outcome(self.data().get().await)
+    }
+
+    /// Notes that the database stopped answering on a connection held outside the pools (the
+    /// principal checks' shared one), as a data connection given up does (see
+    /// [`crate::connect_gate`]).
+    pub(crate) fn database_stopped_answering(&self) {
+        self.gate.stopped_answering();
+    }
+
+    /// Whether the database has been found not answering, and has not answered since (see
+    /// [`crate::connect_gate`]).
+    pub(crate) fn database_not_answering(&self) -> bool {
+        self.gate.is_failing()
     }
 
     /// Both pools' sizes together, as `/status` reports them.
@@ -207,6 +220,9 @@ pub(crate) type DataObject = deadpool::managed::Object<DataManager>;
 /// Makes and checks data connections: deadpool-postgres's manager, plus the session state.
 pub(crate) struct DataManager {
     inner: Manager,
+    /// The pools' gate: while it is closed, an idle connection is checked before it is lent.
+    gate: std::sync::Arc<ConnectGate>,
+    checks: std::sync::Arc<IdleChecks>,
 }
 
 impl std::fmt::Debug for DataManager {
@@ -240,6 +256,8 @@ pub(crate) struct DataConnection {
     /// When the database last answered a statement on this connection (shared, so a request
     /// can watch it while its statements hold the connection).
     pub(crate) answers: std::sync::Arc<AnswerClock>,
+    /// The pools' gate, told when this connection is given up for its silence.
+    gate: std::sync::Arc<ConnectGate>,
 }
 
 /// When the database last answered on a connection, so that a request waiting on it can tell
@@ -295,9 +313,11 @@ impl AnswerClock {
 }
 
 impl DataConnection {
-    /// Marks the connection as one the database stopped answering on.
+    /// Marks the connection as one the database stopped answering on, and tells the pools'
+    /// gate (see [`crate::connect_gate`]).
     pub(crate) fn give_up(&self) {
         self.given_up.store(true, Ordering::Relaxed);
+        self.gate.stopped_answering();
     }
 
     /// Whether [`DataConnection::give_up`] was called.
@@ -333,6 +353,7 @@ impl deadpool::managed::Manager for DataManager {
             switches: 0,
             given_up: AtomicBool::new(false),
             answers: std::sync::Arc::new(AnswerClock::new()),
+            gate: self.gate.clone(),
         })
     }
 
@@ -345,6 +366,9 @@ impl deadpool::managed::Manager for DataManager {
             return Err(RecycleError::message(
                 "the database stopped answering on this connection",
             ));
+        }
+        if self.gate.is_failing() {
+            self.checks.recycle(&connection.client).await?;
         }
         self.inner.recycle(&mut connection.client, metrics).await
     }
@@ -402,8 +426,9 @@ pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
     // host) stays open, and a statement sent on it waits for ever: the service's own
     // statements are bounded only by the server (see `SERVICE_STATEMENT_TIMEOUT`), which a hung
     // one does not enforce, so a login connection is checked each time it is lent (see
-    // `LoginChecks`). Data statements have a deadline (see
-    // `run_as::ANSWER_GRACE`), and a record read cannot afford the round trip.
+    // `IdleChecks`). Data statements have a deadline (see `run_as::ANSWER_GRACE`), and a record
+    // read cannot afford the round trip: a data connection is checked only while the database
+    // is found not answering (see `crate::connect_gate`).
     let manager = |config: &tokio_postgres::Config, recycling_method| {
         Manager::from_config(
             config.clone(),
@@ -417,8 +442,9 @@ pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
         create: Some(settings.create_timeout),
         recycle: Some(settings.recycle_timeout),
     };
+    let gate = std::sync::Arc::new(ConnectGate::default());
     let login = deadpool_postgres::Pool::builder(manager(&login_config, RecyclingMethod::Fast))
-        .pre_recycle(LoginChecks::hook(settings.recycle_timeout))
+        .pre_recycle(IdleChecks::new(settings.recycle_timeout).hook())
         .max_size(settings.max_size)
         .queue_mode(QueueMode::Lifo)
         .runtime(Runtime::Tokio1)
@@ -430,6 +456,8 @@ pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
         .map(|_| {
             let pool = DataPool::builder(DataManager {
                 inner: manager(&config, RecyclingMethod::Fast),
+                gate: gate.clone(),
+                checks: IdleChecks::new(settings.recycle_timeout),
             })
             .max_size(settings.max_size.div_ceil(shards))
             .queue_mode(QueueMode::Lifo)
@@ -449,11 +477,12 @@ pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
         shard: 0,
         live_writes: Default::default(),
         live_write_wait: settings.live_write_wait,
-        gate: Default::default(),
+        gate,
     })
 }
 
-/// The check of a login connection before it is lent: an empty query (one round trip), which
+/// The check of an idle connection before it is lent (each login connection, and a data
+/// connection while the database is found not answering): an empty query (one round trip), which
 /// must be answered within the recycle timeout, or the connection is dropped and another lent.
 ///
 /// When one check fails, the database most likely stopped answering on the other idle
@@ -464,24 +493,36 @@ pub fn connect(database_url: &str, settings: &PoolSettings) -> Result<Pool> {
 /// (which a database that answers again gives at once). A single hung backend costs the other
 /// idle connections no more than being opened again.
 #[derive(Debug)]
-struct LoginChecks {
+struct IdleChecks {
     /// When a check last failed.
     last_failure: std::sync::Mutex<Option<Instant>>,
     /// How long a check may take, and how long after a failed one the others are skipped.
     timeout: Duration,
 }
 
-impl LoginChecks {
-    /// The `pre_recycle` hook that runs the checks (the manager's own recycling then only drops
-    /// a connection already closed).
-    fn hook(timeout: Duration) -> deadpool_postgres::Hook {
-        let checks = std::sync::Arc::new(LoginChecks {
+impl IdleChecks {
+    fn new(timeout: Duration) -> std::sync::Arc<IdleChecks> {
+        std::sync::Arc::new(IdleChecks {
             last_failure: std::sync::Mutex::new(None),
             timeout,
-        });
+        })
+    }
+
+    /// The `pre_recycle` hook that runs the checks on the login pool (the manager's own
+    /// recycling then only drops a connection already closed).
+    fn hook(self: std::sync::Arc<Self>) -> deadpool_postgres::Hook {
         deadpool_postgres::Hook::async_fn(move |client: &mut ClientWrapper, _| {
-            let checks = checks.clone();
+            let checks = self.clone();
             Box::pin(async move { checks.check(client).await })
+        })
+    }
+
+    /// [`IdleChecks::check`] as the outcome of recycling a data connection.
+    async fn recycle(&self, client: &ClientWrapper) -> RecycleResult<tokio_postgres::Error> {
+        use deadpool::managed::HookError;
+        self.check(client).await.map_err(|error| match error {
+            HookError::Message(message) => RecycleError::Message(message),
+            HookError::Backend(error) => RecycleError::Backend(error),
         })
     }
 

@@ -271,7 +271,11 @@ async fn run_answered(
 /// `caller` must be a reader; a writer is run by [`run_as`].
 pub async fn read_record(pool: &Pool, caller: &Caller<'_>, step: &Step<'_>) -> Result<Ran> {
     let steps = std::slice::from_ref(step);
-    if !caller.read_only {
+    // While the database is found not answering, a lane's connection is most likely silent
+    // too, and a read joining it would wait out its own allowed silence: it goes to the pools'
+    // gate instead, which refuses it at once unless it is the one to try (see
+    // `crate::connect_gate`).
+    if !caller.read_only || pool.database_not_answering() {
         return run_as(pool, caller, steps).await;
     }
     let epoch = ROLES_EPOCH.load(Ordering::SeqCst);

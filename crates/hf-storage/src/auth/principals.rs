@@ -323,6 +323,7 @@ impl PrincipalLookup {
             Some(found) => found,
             None => {
                 self.give_up(&connection);
+                self.pool.database_stopped_answering();
                 return Err(Error::NoAnswer {
                     waited: LOOKUP_SILENCE,
                     write: false,
@@ -344,9 +345,12 @@ impl PrincipalLookup {
         }
     }
 
-    /// The shared connection, made from a pooled one when there is none or it broke.
+    /// The shared connection, made from a pooled one when there is none or it broke, or while
+    /// the database is found not answering: then the shared one is most likely silent too, and
+    /// a lookup goes to the pools' gate, which refuses it at once unless it is the one to try
+    /// (see `crate::connect_gate`); the connection it gets becomes the shared one.
     async fn connection(&self) -> Result<Arc<SharedConnection>> {
-        {
+        if !self.pool.database_not_answering() {
             let shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(connection) = shared.as_ref().filter(|c| !c.client.is_closed()) {
                 return Ok(Arc::clone(connection));

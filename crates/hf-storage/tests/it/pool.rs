@@ -253,8 +253,15 @@ async fn service_statements_wait_for_a_held_lock_only_briefly() {
             row.get::<_, String>(0)
         }
     };
-    assert_eq!(setting("lock_timeout").await, "5s");
-    assert_eq!(setting("statement_timeout").await, "30s");
+    let seconds = |limit: Duration| format!("{}s", limit.as_secs());
+    assert_eq!(
+        setting("lock_timeout").await,
+        seconds(hf_storage::SERVICE_LOCK_TIMEOUT)
+    );
+    assert_eq!(
+        setting("statement_timeout").await,
+        seconds(hf_storage::SERVICE_STATEMENT_TIMEOUT)
+    );
 
     let mut holder = db.client().await;
     holder
@@ -315,7 +322,10 @@ async fn service_statements_wait_for_a_held_lock_only_briefly() {
         .unwrap();
     assert_eq!(
         (row.get::<_, String>(0), row.get::<_, String>(1)),
-        ("1s".to_owned(), "30s".to_owned())
+        (
+            "1s".to_owned(),
+            seconds(hf_storage::SERVICE_STATEMENT_TIMEOUT)
+        )
     );
 }
 
@@ -384,4 +394,89 @@ async fn while_no_connection_can_be_made_one_request_tries_and_the_rest_are_refu
     let (first, second) = tokio::join!(read(), read());
     first.unwrap();
     second.unwrap();
+}
+
+/// A connection given up for its silence (the database stopped answering on it) closes the
+/// gate too: the requests after it are refused at once while one tries (principal checks,
+/// which otherwise share a connection of their own, included), and that one's idle connection
+/// is checked before it is lent (dead, so a new one is tried). Once the database answers
+/// again, the next request opens the pool.
+#[tokio::test]
+async fn a_connection_given_up_for_its_silence_closes_the_pools_to_all_but_one_request() {
+    let db = TestDb::new().await;
+    let path = NetworkPath::to(db.url());
+    let settings = PoolSettings {
+        create_timeout: Duration::from_secs(1),
+        recycle_timeout: Duration::from_millis(500),
+        ..PoolSettings::default()
+    };
+    let pool = hf_storage::connect(path.url(), &settings).unwrap();
+    let caller = hf_storage::run_as::Caller {
+        timeout: Duration::from_millis(300),
+        ..hf_storage::run_as::Caller::reader("postgres")
+    };
+    let read = || async {
+        let step = hf_storage::run_as::Step {
+            sql: "SELECT 1",
+            params: &[],
+            fixed: &[],
+        };
+        hf_storage::run_as::run_as(&pool, &caller, &[step]).await
+    };
+    // Two data connections open and idle, and the principal checks' shared connection.
+    hf_storage::migrate(&mut db.pool().get().await.unwrap())
+        .await
+        .unwrap();
+    let (first, second) = tokio::join!(read(), read());
+    first.unwrap();
+    second.unwrap();
+    let principals = hf_storage::auth::PrincipalCache::new(pool.clone(), path.url()).unwrap();
+    assert!(principals.find_by_sub("nobody").await.unwrap().is_none());
+    path.hang();
+
+    let error = read().await.unwrap_err();
+    assert!(
+        matches!(error, hf_storage::Error::NoAnswer { .. }),
+        "{error}"
+    );
+    let trying = tokio::spawn({
+        let pool = pool.clone();
+        async move { pool.get().await.map(drop) }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    let error = read().await.unwrap_err();
+    assert!(
+        matches!(error, hf_storage::Error::Unreachable { .. }),
+        "{error}"
+    );
+    // Record reads, which otherwise share the connections of their caller's reads in flight,
+    // and the principal checks, which otherwise share a connection of their own, go to the gate.
+    let step = hf_storage::run_as::Step {
+        sql: "SELECT 1",
+        params: &[],
+        fixed: &[],
+    };
+    let error = hf_storage::run_as::read_record(&pool, &caller, &step)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, hf_storage::Error::Unreachable { .. }),
+        "{error}"
+    );
+    let error = principals.find_by_sub("nobody").await.unwrap_err();
+    assert!(
+        matches!(error, hf_storage::Error::Unreachable { .. }),
+        "{error}"
+    );
+    assert!(started.elapsed() < Duration::from_millis(100));
+    let error = trying.await.unwrap().unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
+
+    path.restore();
+    read().await.unwrap();
+    let (first, second) = tokio::join!(read(), read());
+    first.unwrap();
+    second.unwrap();
+    assert!(principals.find_by_sub("nobody").await.unwrap().is_none());
 }
