@@ -329,6 +329,13 @@ async fn service_statements_wait_for_a_held_lock_only_briefly() {
     );
 }
 
+/// A statement for a caller's data connection that needs nothing of the database.
+const SELECT_ONE: hf_storage::run_as::Step<'static> = hf_storage::run_as::Step {
+    sql: "SELECT 1",
+    params: &[],
+    fixed: &[],
+};
+
 /// While no connection to the database can be made (its host froze, or the network drops
 /// connection attempts silently), each attempt waits for the create timeout. Once one has
 /// failed so, one request at a time tries again and the others that need a new connection are
@@ -345,14 +352,7 @@ async fn while_no_connection_can_be_made_one_request_tries_and_the_rest_are_refu
     };
     let pool = hf_storage::connect(path.url(), &settings).unwrap();
     let caller = hf_storage::run_as::Caller::reader("postgres");
-    let read = || async {
-        let step = hf_storage::run_as::Step {
-            sql: "SELECT 1",
-            params: &[],
-            fixed: &[],
-        };
-        hf_storage::run_as::run_as(&pool, &caller, &[step]).await
-    };
+    let read = || hf_storage::run_as::run_as(&pool, &caller, &[SELECT_ONE]);
     path.hang();
 
     let started = Instant::now();
@@ -415,14 +415,7 @@ async fn a_connection_given_up_for_its_silence_closes_the_pools_to_all_but_one_r
         timeout: Duration::from_millis(300),
         ..hf_storage::run_as::Caller::reader("postgres")
     };
-    let read = || async {
-        let step = hf_storage::run_as::Step {
-            sql: "SELECT 1",
-            params: &[],
-            fixed: &[],
-        };
-        hf_storage::run_as::run_as(&pool, &caller, &[step]).await
-    };
+    let read = || hf_storage::run_as::run_as(&pool, &caller, &[SELECT_ONE]);
     // Two data connections open and idle, and the principal checks' shared connection.
     hf_storage::migrate(&mut db.pool().get().await.unwrap())
         .await
@@ -452,12 +445,7 @@ async fn a_connection_given_up_for_its_silence_closes_the_pools_to_all_but_one_r
     );
     // Record reads, which otherwise share the connections of their caller's reads in flight,
     // and the principal checks, which otherwise share a connection of their own, go to the gate.
-    let step = hf_storage::run_as::Step {
-        sql: "SELECT 1",
-        params: &[],
-        fixed: &[],
-    };
-    let error = hf_storage::run_as::read_record(&pool, &caller, &step)
+    let error = hf_storage::run_as::read_record(&pool, &caller, &SELECT_ONE)
         .await
         .unwrap_err();
     assert!(
