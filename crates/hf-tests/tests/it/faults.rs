@@ -1,8 +1,9 @@
 //! Faults injected for real: an exhausted pool, a read-only metadata cache, a database
 //! connection killed in the middle of a live write or of a record write's `COMMIT`, a database
-//! backend that stops answering, a network partition from the database, a lock held on the
-//! service's own tables, a ref lock file left in the cache, a login flood, logins with slow
-//! bodies. Each gets its status and code, nothing is lost, and the service is normal afterwards.
+//! backend that stops answering, a network partition from the database, a database gone
+//! silent, a lock held on the service's own tables, a ref lock file left in the cache, a login
+//! flood, logins with slow bodies. Each gets its status and code, nothing is lost, and the
+//! service is normal afterwards.
 
 use std::time::Duration;
 
@@ -443,6 +444,90 @@ async fn timed<T>(work: impl std::future::Future<Output = T>) -> (T, Duration) {
     let started = std::time::Instant::now();
     let done = work.await;
     (done, started.elapsed())
+}
+
+/// A database that stops answering without refusing anything (its host froze; the relay to it
+/// accepts connections and says nothing) holds the read under way for its allowed silence;
+/// from then on record reads, logins and `/status` are answered 503 at once, while one request
+/// at a time tries the database. Once it answers again the service is normal.
+#[tokio::test]
+async fn a_database_gone_silent_is_found_out_once_and_then_refuses_at_once() {
+    let server = TestServer::start_demo_over_network_path().await;
+    let token = server.admin_token().await;
+    let response = server
+        .http
+        .post(server.url("/data/crm/account"))
+        .bearer_auth(&token)
+        .json(&json!({"name": "before the silence"}))
+        .send()
+        .await
+        .unwrap();
+    let record = json_with_status(response, 201).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let read = || {
+        server
+            .http
+            .get(server.url(&format!("/data/crm/account/{record}")))
+            .bearer_auth(&token)
+            .send()
+    };
+    server.network().hang();
+
+    let (first, took) = timed(async { read().await.unwrap() }).await;
+    assert_envelope(first, 503, "DATABASE_UNAVAILABLE").await;
+    let silence = hf_storage::run_as::READ_TIMEOUT + hf_storage::run_as::ANSWER_GRACE;
+    assert!(took >= silence, "the first read answered after {took:?}");
+
+    // One request tries the database (and waits for it); the others are refused at once.
+    let trying = tokio::spawn(read());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let login = server
+        .http
+        .post(server.url("/auth/login"))
+        .json(&json!({
+            "username": server.admin_name,
+            "password": server.admin_password.as_deref().unwrap(),
+        }))
+        .send();
+    let ((read_answer, read_took), (login_answer, login_took), (status, status_took)) = tokio::join!(
+        timed(async { read().await.unwrap() }),
+        timed(async { login.await.unwrap() }),
+        timed(async { server.http.get(server.url("/status")).send().await.unwrap() }),
+    );
+    let at_once = Duration::from_secs(1);
+    assert!(read_took < at_once, "a read answered after {read_took:?}");
+    assert_eq!(read_answer.headers()["retry-after"], "1");
+    assert_envelope(read_answer, 503, "DATABASE_UNAVAILABLE").await;
+    assert!(
+        login_took < at_once,
+        "a login answered after {login_took:?}"
+    );
+    assert_envelope(login_answer, 503, "DATABASE_UNAVAILABLE").await;
+    assert!(
+        status_took < at_once,
+        "/status answered after {status_took:?}"
+    );
+    assert_eq!(status.status(), 503);
+    let body: Value = status.json().await.unwrap();
+    assert_eq!(body["error"], "the database is unreachable");
+
+    server.network().restore();
+    let tried = trying.await.unwrap().unwrap();
+    assert!(
+        [200, 503].contains(&tried.status().as_u16()),
+        "{}",
+        tried.status()
+    );
+    let response = read().await.unwrap();
+    assert_eq!(
+        json_with_status(response, 200).await["name"],
+        "before the silence"
+    );
+    let password = server.admin_password.clone().unwrap();
+    server.login(&server.admin_name, &password).await;
+    server.stop().await;
 }
 
 /// A table of the service's own schema locked by another session (an operator's `LOCK TABLE`,
