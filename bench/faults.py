@@ -629,6 +629,12 @@ def partition(hf, load, data, port, token, record, taskset, hang=False):
               f"with a refusal ended {seconds(first_refusal)} after it; restored at "
               f"{events['restored']:.1f} s, the first second all served ended "
               f"{seconds(back)} after it; {load_average()}")
+        log.flush()
+        with open(os.path.join(second_data, "serve.log")) as written:
+            lines = written.read().splitlines()
+        print(f"  the instance logged {len(lines)} lines (HF_LOG=warn); the first three:")
+        for line in lines[:3]:
+            print(f"    {line[:200]}")
     finally:
         blackhole(address, "del")
         second.send_signal(signal.SIGTERM)

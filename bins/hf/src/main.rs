@@ -165,8 +165,10 @@ fn main() -> std::process::ExitCode {
 }
 
 /// The service logs from `info` up; the tools only warnings, on stderr, so that what they print
-/// (setup tokens, tables) stays clean for scripts.
+/// (setup tokens, tables) stays clean for scripts. Colours only on a terminal: a log file or
+/// journald gets plain text.
 fn init_tracing(serving: bool) {
+    use std::io::IsTerminal;
     let default = if serving { "info" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("HF_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
@@ -174,8 +176,10 @@ fn init_tracing(serving: bool) {
         .with_env_filter(filter)
         .with_target(false);
     if serving {
-        logs.init();
+        logs.with_ansi(std::io::stdout().is_terminal()).init();
     } else {
-        logs.with_writer(std::io::stderr).init();
+        logs.with_ansi(std::io::stderr().is_terminal())
+            .with_writer(std::io::stderr)
+            .init();
     }
 }

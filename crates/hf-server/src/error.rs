@@ -369,7 +369,11 @@ impl From<hf_storage::Error> for ApiError {
         };
         match error.kind() {
             ErrorKind::Unavailable => {
-                tracing::warn!(%error, "database unavailable");
+                // A refusal while the database is found not answering is logged once, when
+                // the pools' gate closes, not per request (there may be tens of thousands).
+                if !matches!(error, hf_storage::Error::Unreachable { .. }) {
+                    tracing::warn!(%error, "database unavailable");
+                }
                 ApiError::new(
                     Code::DatabaseUnavailable,
                     "The database is unavailable; try again shortly.",

@@ -71,7 +71,34 @@ impl ConnectGate {
 
     /// Notes that the database stopped answering on an open connection.
     pub(crate) fn stopped_answering(&self) {
-        self.lock().failing_since.get_or_insert_with(Instant::now);
+        self.close("a connection was given up for its silence");
+    }
+
+    /// Closes the gate, logging it when it was open (once, however many requests it refuses).
+    fn close(&self, why: &str) {
+        let closed_now = {
+            let mut state = self.lock();
+            let was_open = state.failing_since.is_none();
+            state.failing_since.get_or_insert_with(Instant::now);
+            was_open
+        };
+        if closed_now {
+            tracing::warn!(
+                "the database is not answering ({why}): one request at a time tries it, the \
+                 others are answered DATABASE_UNAVAILABLE at once"
+            );
+        }
+    }
+
+    /// Opens the gate, logging it when it was closed.
+    fn open(&self) {
+        let closed_since = self.lock().failing_since.take();
+        if let Some(since) = closed_since {
+            tracing::info!(
+                not_answering_ms = since.elapsed().as_millis(),
+                "the database answers again"
+            );
+        }
     }
 
     /// Whether the database has been found not answering (and not answered since).
@@ -100,13 +127,10 @@ impl Pass<'_> {
             // database that is there: nothing learnt about reaching it.
             Err(_) => None,
         };
-        if let Some(reached) = reached {
-            let mut state = self.gate.lock();
-            if reached {
-                state.failing_since = None;
-            } else {
-                state.failing_since.get_or_insert_with(Instant::now);
-            }
+        match reached {
+            Some(true) => self.gate.open(),
+            Some(false) => self.gate.close("an attempt to connect failed"),
+            None => {}
         }
         got.map_err(Error::from)
     }
