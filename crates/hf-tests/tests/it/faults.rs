@@ -446,6 +446,35 @@ async fn timed<T>(work: impl std::future::Future<Output = T>) -> (T, Duration) {
     (done, started.elapsed())
 }
 
+/// Creates an account named `name`; its id.
+async fn create_account(server: &TestServer, token: &str, name: &str) -> String {
+    let response = server
+        .http
+        .post(server.url("/data/crm/account"))
+        .bearer_auth(token)
+        .json(&json!({"name": name}))
+        .send()
+        .await
+        .unwrap();
+    json_with_status(response, 201).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Reads the account `id`.
+fn read_account(
+    server: &TestServer,
+    token: &str,
+    id: &str,
+) -> impl std::future::Future<Output = reqwest::Result<reqwest::Response>> {
+    server
+        .http
+        .get(server.url(&format!("/data/crm/account/{id}")))
+        .bearer_auth(token)
+        .send()
+}
+
 /// A database that stops answering without refusing anything (its host froze; the relay to it
 /// accepts connections and says nothing) holds the read under way for its allowed silence;
 /// from then on record reads, logins and `/status` are answered 503 at once, while one request
@@ -454,25 +483,8 @@ async fn timed<T>(work: impl std::future::Future<Output = T>) -> (T, Duration) {
 async fn a_database_gone_silent_is_found_out_once_and_then_refuses_at_once() {
     let server = TestServer::start_demo_over_network_path().await;
     let token = server.admin_token().await;
-    let response = server
-        .http
-        .post(server.url("/data/crm/account"))
-        .bearer_auth(&token)
-        .json(&json!({"name": "before the silence"}))
-        .send()
-        .await
-        .unwrap();
-    let record = json_with_status(response, 201).await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let read = || {
-        server
-            .http
-            .get(server.url(&format!("/data/crm/account/{record}")))
-            .bearer_auth(&token)
-            .send()
-    };
+    let record = create_account(&server, &token, "before the silence").await;
+    let read = || read_account(&server, &token, &record);
     server.network().hang();
 
     let (first, took) = timed(async { read().await.unwrap() }).await;
@@ -576,25 +588,8 @@ async fn a_lock_held_on_the_services_own_tables_holds_a_login_only_briefly() {
 async fn a_network_partition_from_the_database_holds_no_request_for_long() {
     let server = TestServer::start_demo_over_network_path().await;
     let token = server.admin_token().await;
-    let response = server
-        .http
-        .post(server.url("/data/crm/account"))
-        .bearer_auth(&token)
-        .json(&json!({"name": "before the partition"}))
-        .send()
-        .await
-        .unwrap();
-    let record = json_with_status(response, 201).await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let read = || {
-        server
-            .http
-            .get(server.url(&format!("/data/crm/account/{record}")))
-            .bearer_auth(&token)
-            .send()
-    };
+    let record = create_account(&server, &token, "before the partition").await;
+    let read = || read_account(&server, &token, &record);
     let login = || {
         server
             .http
