@@ -17,25 +17,24 @@
 //! server logins the same way (`server_login_retry`). Written here because deadpool has no
 //! notion of it, and it is a few lines over its `get`.
 
-use std::sync::{Mutex, PoisonError};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use deadpool::managed::{PoolError, TimeoutType};
 
 use crate::{Error, Result};
 
-/// Whether the database could be reached lately, shared by every pool of one database.
-#[derive(Debug, Default)]
+/// Whether the database answers, shared by every pool of one database. Every request asks it,
+/// so it is two atomics rather than a lock; nothing else is published through them, so their
+/// operations need no ordering beyond their own.
+#[derive(Debug)]
 pub(crate) struct ConnectGate {
-    state: Mutex<GateState>,
-}
-
-#[derive(Debug, Default)]
-struct GateState {
-    /// Since when attempts to connect have been failing; `None` while they succeed.
-    failing_since: Option<Instant>,
-    /// Whether a request is trying to connect while they fail.
-    probing: bool,
+    /// When the gate was made: the clock `closed_at` counts from.
+    made: Instant,
+    /// When the gate closed, in microseconds from `made` plus one; 0 while it is open.
+    closed_at: AtomicU64,
+    /// Whether a request is trying the database while the gate is closed.
+    probing: AtomicBool,
 }
 
 /// A request let through the gate; its outcome is told back with [`Pass::outcome`].
@@ -46,23 +45,36 @@ pub(crate) struct Pass<'a> {
     probe: bool,
 }
 
+impl Default for ConnectGate {
+    fn default() -> Self {
+        ConnectGate {
+            made: Instant::now(),
+            closed_at: AtomicU64::new(0),
+            probing: AtomicBool::new(false),
+        }
+    }
+}
+
 impl ConnectGate {
     /// Lets a request through to a pool, or refuses it at once while the database does not
     /// answer and another request is trying it.
     pub(crate) fn enter(&self) -> Result<Pass<'_>> {
-        let mut state = self.lock();
-        let Some(since) = state.failing_since else {
+        let closed_at = self.closed_at.load(Ordering::Relaxed);
+        if closed_at == 0 {
             return Ok(Pass {
                 gate: self,
                 probe: false,
             });
-        };
-        if state.probing {
+        }
+        if self
+            .probing
+            .compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
             return Err(Error::Unreachable {
-                failing_for: since.elapsed(),
+                failing_for: self.closed_for(closed_at),
             });
         }
-        state.probing = true;
         Ok(Pass {
             gate: self,
             probe: true,
@@ -76,12 +88,13 @@ impl ConnectGate {
 
     /// Closes the gate, logging it when it was open (once, however many requests it refuses).
     fn close(&self, why: &str) {
-        let closed_now = {
-            let mut state = self.lock();
-            let was_open = state.failing_since.is_none();
-            state.failing_since.get_or_insert_with(Instant::now);
-            was_open
-        };
+        let now = u64::try_from(self.made.elapsed().as_micros())
+            .unwrap_or(u64::MAX - 1)
+            .saturating_add(1);
+        let closed_now = self
+            .closed_at
+            .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok();
         if closed_now {
             tracing::warn!(
                 "the database is not answering ({why}): one request at a time tries it, the \
@@ -92,10 +105,10 @@ impl ConnectGate {
 
     /// Opens the gate, logging it when it was closed.
     fn open(&self) {
-        let closed_since = self.lock().failing_since.take();
-        if let Some(since) = closed_since {
+        let closed_at = self.closed_at.swap(0, Ordering::Relaxed);
+        if closed_at != 0 {
             tracing::info!(
-                not_answering_ms = since.elapsed().as_millis(),
+                not_answering_ms = self.closed_for(closed_at).as_millis(),
                 "the database answers again"
             );
         }
@@ -103,11 +116,13 @@ impl ConnectGate {
 
     /// Whether the database has been found not answering (and not answered since).
     pub(crate) fn is_failing(&self) -> bool {
-        self.lock().failing_since.is_some()
+        self.closed_at.load(Ordering::Relaxed) != 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, GateState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    /// How long ago the gate closed, for a `closed_at` read from it (not 0).
+    fn closed_for(&self, closed_at: u64) -> Duration {
+        let closed = Duration::from_micros(closed_at.saturating_sub(1));
+        self.made.elapsed().saturating_sub(closed)
     }
 }
 
@@ -140,7 +155,7 @@ impl Drop for Pass<'_> {
     /// A probe that ends (told back or given up half-way) lets the next request try.
     fn drop(&mut self) {
         if self.probe {
-            self.gate.lock().probing = false;
+            self.gate.probing.store(false, Ordering::Relaxed);
         }
     }
 }

@@ -53,12 +53,12 @@ pub enum Error {
         /// Whether the request was a write.
         write: bool,
     },
-    /// A new connection was needed while none could be made: the last attempt to connect
-    /// failed for want of the database, and another request is trying again now (see
-    /// `connect_gate`). Refused at once rather than waiting for the create timeout.
-    #[error("the database could not be reached (for {} ms); another attempt to connect is under way", .failing_for.as_millis())]
+    /// The database was found not answering (an attempt to connect failed for want of it, or
+    /// a connection was given up for its silence), and another request is trying it now (see
+    /// `connect_gate`). Refused at once rather than waiting as that one does.
+    #[error("the database has not answered for {} ms; another request is trying it", .failing_for.as_millis())]
     Unreachable {
-        /// Since the first failed attempt.
+        /// Since the database was found not answering.
         failing_for: std::time::Duration,
     },
     /// A connection held outside the pool (the notification listener) closed.
