@@ -178,12 +178,18 @@ impl Error {
                 hf_storage::Error::Metadata(error) => metadata_kind(error),
                 hf_storage::Error::BranchDiverged { .. } => ErrorKind::Conflict,
                 hf_storage::Error::Ddl(hf_ddl::Error::Destructive { .. }) => ErrorKind::Conflict,
-                hf_storage::Error::Ddl(_) => ErrorKind::Invalid,
+                hf_storage::Error::Ddl(error) => match error.kind() {
+                    hf_ddl::ErrorKind::Unavailable | hf_ddl::ErrorKind::Storage => {
+                        ErrorKind::Unavailable
+                    }
+                    _ => ErrorKind::Invalid,
+                },
                 other => match other.kind() {
                     hf_storage::ErrorKind::Unavailable
                     | hf_storage::ErrorKind::Busy
                     | hf_storage::ErrorKind::CommitOutcomeUnknown
-                    | hf_storage::ErrorKind::Timeout => ErrorKind::Unavailable,
+                    | hf_storage::ErrorKind::Timeout
+                    | hf_storage::ErrorKind::Storage => ErrorKind::Unavailable,
                     _ => ErrorKind::Internal,
                 },
             },

@@ -3,6 +3,9 @@
 //! Planning never fails (its problems are diagnostics in the plan); these errors come from
 //! talking to PostgreSQL or from refusing to apply a plan.
 
+#[cfg(feature = "pg")]
+use hf_sql::sqlstate::ServerFailure;
+
 /// Why introspection or apply did not complete. After any apply error the caller must roll its
 /// transaction back; nothing of the plan is then left in the database.
 #[derive(Debug, thiserror::Error)]
@@ -90,10 +93,13 @@ pub enum ErrorKind {
     InvalidPlan,
     /// Talking to the database failed outside the plan's statements.
     Database,
-    /// The connection broke or the server is shutting down (no SQLSTATE, class 08, or class 57
-    /// operator intervention): nothing of the plan was committed, and retrying once the
-    /// database is back may succeed.
+    /// The connection broke, the server is shutting down, or it ran short of memory or
+    /// connections: nothing of the plan was committed, and retrying once the database is back
+    /// may succeed.
     Unavailable,
+    /// The server cannot write its files (its disk is full or failing): nothing of the plan was
+    /// committed, and retrying may succeed once an operator has made room.
+    Storage,
 }
 
 impl Error {
@@ -104,9 +110,13 @@ impl Error {
             Error::Catalog { source, .. }
             | Error::Setup { source, .. }
             | Error::Statement { source, .. }
-                if connection_lost(source) =>
+                if server_failure(source).is_some() =>
             {
-                ErrorKind::Unavailable
+                if server_failure(source) == Some(ServerFailure::Storage) {
+                    ErrorKind::Storage
+                } else {
+                    ErrorKind::Unavailable
+                }
             }
             #[cfg(feature = "pg")]
             Error::Catalog { .. } | Error::Setup { .. } => ErrorKind::Database,
@@ -125,14 +135,9 @@ impl Error {
     }
 }
 
-/// Whether a driver error means the connection is gone rather than that a statement failed.
+/// What a driver error says about the server rather than the statement (see
+/// [`hf_sql::sqlstate`]).
 #[cfg(feature = "pg")]
-fn connection_lost(error: &tokio_postgres::Error) -> bool {
-    match error.code() {
-        None => true,
-        Some(state) => {
-            let code = state.code();
-            code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03")
-        }
-    }
+fn server_failure(error: &tokio_postgres::Error) -> Option<ServerFailure> {
+    hf_sql::sqlstate::server_failure(error.code().map(tokio_postgres::error::SqlState::code))
 }

@@ -401,6 +401,7 @@ impl From<hf_storage::Error> for ApiError {
             ErrorKind::Timeout => {
                 ApiError::new(Code::Timeout, "The database did not answer in time.")
             }
+            ErrorKind::Storage => database_storage_failed(&error, "the request did nothing"),
             ErrorKind::Forbidden => ApiError::new(
                 Code::Forbidden,
                 "Your database role lacks the privilege this request needs.",
@@ -675,6 +676,18 @@ impl From<hf_model::Error> for ApiError {
     }
 }
 
+/// The database cannot write or read its files (its disk is full or failing: SQLSTATE 53100,
+/// 58030): 503 `STORAGE_UNAVAILABLE`, as for the metadata repository's own storage, without the
+/// server's text (it names the files). `outcome` says what became of the request.
+fn database_storage_failed(error: &dyn std::fmt::Display, outcome: &str) -> ApiError {
+    tracing::error!(%error, "the database cannot write to its storage");
+    ApiError::new(
+        Code::StorageUnavailable,
+        format!("The database cannot write to its storage (its disk is full or failing), so {outcome}. Retry once an operator has made room."),
+    )
+    .with_retry_after(5)
+}
+
 /// DDL failures: refused destructive changes get one entry each; a failed statement is named.
 /// A statement that waited out `lock_timeout` (another session holds a lock)
 /// says so and carries `Retry-After`; it is still `APPLY_FAILED`, as the contract answers every
@@ -691,6 +704,9 @@ fn ddl_error(error: hf_ddl::Error) -> ApiError {
             "The database connection was lost while applying the change; nothing was applied. Retry shortly.",
         )
         .with_retry_after(1);
+    }
+    if error.kind() == hf_ddl::ErrorKind::Storage {
+        return database_storage_failed(&error, "nothing was applied");
     }
     match error {
         E::Statement { target, sql, .. } if lock_timeout => ApiError::new(

@@ -262,9 +262,15 @@ fn error_responses(operation: &mut Value, extra: &[Code]) {
         codes.push(Code::InvalidKey);
     }
     // Every statement is bounded: a caller's by its statement timeout, the service's own by
-    // their lock wait and statement timeout.
+    // their lock wait and statement timeout. Any statement may find the database's disk full
+    // (a read too, when it sorts through temporary files).
     if !WITHOUT_DATABASE.contains(&id.as_str()) && !responses.contains_key("503") {
-        codes.extend([Code::DatabaseUnavailable, Code::PoolBusy, Code::Timeout]);
+        codes.extend([
+            Code::DatabaseUnavailable,
+            Code::PoolBusy,
+            Code::StorageUnavailable,
+            Code::Timeout,
+        ]);
     }
 
     let mut by_status: BTreeMap<u16, Vec<&'static str>> = BTreeMap::new();

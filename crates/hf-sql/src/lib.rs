@@ -3,8 +3,13 @@
 //! Every identifier that reaches PostgreSQL (schema, table, column, role, constraint names) goes
 //! through [`quote_ident`], so nothing taken from metadata or requests is ever spliced unquoted.
 //! Values never become SQL text: [`Sql`] collects them as numbered `$n` parameters.
+//!
+//! It also holds the one table of what a failed statement's SQLSTATE says about the server
+//! ([`sqlstate`]), shared by the planner's apply and the data path.
 
 use std::fmt;
+
+pub mod sqlstate;
 
 /// PostgreSQL truncates identifiers longer than this many bytes (NAMEDATALEN - 1); we refuse them
 /// instead, because a silently truncated name can collide with another one.

@@ -1,5 +1,6 @@
 //! The storage error type and the one place where SQLSTATE codes become error kinds.
 
+use hf_sql::sqlstate::ServerFailure;
 use tokio_postgres::error::SqlState;
 
 /// Everything that can go wrong talking to PostgreSQL or running the embedded cluster.
@@ -116,6 +117,9 @@ pub enum ErrorKind {
     CommitOutcomeUnknown,
     /// The statement ran longer than its timeout or waited too long for a lock.
     Timeout,
+    /// The database cannot write or read its files (its disk is full or failing): the request
+    /// did nothing, and retrying may succeed once an operator has made room.
+    Storage,
     /// The caller's role is gone: the request speaks for a principal that no longer exists.
     RoleMissing,
     /// The caller's database role lacks a privilege (SQLSTATE 42501).
@@ -133,7 +137,8 @@ pub enum ErrorKind {
 }
 
 impl Error {
-    /// Classifies the error; the SQLSTATE table lives here and nowhere else.
+    /// Classifies the error: what blames the statement is told here, what blames the server
+    /// (a lost connection, a full disk) by [`hf_sql::sqlstate`], which the planner shares.
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Db(error) => db_error_kind(error),
@@ -184,7 +189,7 @@ impl Error {
 /// A failure with any other SQLSTATE (a deferred constraint, a serialization failure) is a
 /// definite rollback.
 pub(crate) fn is_connection_loss(error: &tokio_postgres::Error) -> bool {
-    db_error_kind(error) == ErrorKind::Unavailable
+    server_failure(error) == Some(ServerFailure::ConnectionLost)
 }
 
 /// The error of a failed `COMMIT`: a connection lost during it is
@@ -200,8 +205,15 @@ pub(crate) fn commit_failed(error: tokio_postgres::Error) -> Error {
 }
 
 fn db_error_kind(error: &tokio_postgres::Error) -> ErrorKind {
+    match server_failure(error) {
+        Some(ServerFailure::ConnectionLost | ServerFailure::Resources) => {
+            return ErrorKind::Unavailable
+        }
+        Some(ServerFailure::Storage) => return ErrorKind::Storage,
+        None => {}
+    }
     let Some(state) = error.code() else {
-        // No SQLSTATE: the connection broke, timed out or was never made.
+        // A failure without a SQLSTATE is a lost connection, told above.
         return ErrorKind::Unavailable;
     };
     match *state {
@@ -211,14 +223,13 @@ fn db_error_kind(error: &tokio_postgres::Error) -> ErrorKind {
         SqlState::NOT_NULL_VIOLATION => ErrorKind::NotNullViolation,
         SqlState::CHECK_VIOLATION => ErrorKind::InvalidValue,
         SqlState::QUERY_CANCELED | SqlState::LOCK_NOT_AVAILABLE => ErrorKind::Timeout,
-        SqlState::ADMIN_SHUTDOWN
-        | SqlState::CRASH_SHUTDOWN
-        | SqlState::CANNOT_CONNECT_NOW
-        | SqlState::TOO_MANY_CONNECTIONS
-        | SqlState::CONNECTION_EXCEPTION
-        | SqlState::CONNECTION_FAILURE
-        | SqlState::CONNECTION_DOES_NOT_EXIST => ErrorKind::Unavailable,
         _ if state.code().starts_with("22") => ErrorKind::InvalidValue,
         _ => ErrorKind::Internal,
     }
+}
+
+/// What a driver error says about the server rather than the statement: a lost connection, a
+/// full or failing disk, memory or connections run short (see [`hf_sql::sqlstate`]).
+fn server_failure(error: &tokio_postgres::Error) -> Option<ServerFailure> {
+    hf_sql::sqlstate::server_failure(error.code().map(SqlState::code))
 }

@@ -1,7 +1,8 @@
 //! Test support shared by every crate's tests: a fresh PostgreSQL database per test, the real hf
 //! server on a free port for tests that speak HTTP, and, for tests of a database that stops
 //! answering, a database backend stopped in its tracks or a network path to the database cut
-//! ([`NetworkPath`]).
+//! ([`NetworkPath`]), and for tests of a full disk, a tablespace on a file system a test can fill
+//! ([`SmallTablespace`]).
 //!
 //! Databases come from `HF_TEST_DATABASE_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/postgres`); when that server cannot be reached, a private
@@ -18,8 +19,10 @@ use std::sync::OnceLock;
 
 use tokio_postgres::NoTls;
 
+mod disk;
 mod network;
 
+pub use disk::SmallTablespace;
 pub use network::NetworkPath;
 
 /// The server every test database is created on.
@@ -174,29 +177,35 @@ impl HeldLock {
 
 impl Drop for TestDb {
     fn drop(&mut self) {
-        // Drop runs outside any runtime guarantee, so the DROP gets a thread and runtime of its own.
-        let name = self.name.clone();
-        let url = self.maintenance_url.clone();
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .ok()?;
-            runtime.block_on(async {
-                let (client, connection) = tokio_postgres::connect(&url, NoTls).await.ok()?;
-                tokio::spawn(connection);
-                let statement = format!(
-                    "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                    hf_sql::quote_ident(&name).ok()?
-                );
-                client.batch_execute(&statement).await.ok()
-            })
-        })
-        .join();
-        if !matches!(dropped, Ok(Some(()))) {
+        let dropped = hf_sql::quote_ident(&self.name).is_ok_and(|name| {
+            execute_detached(
+                &self.maintenance_url,
+                format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+            )
+        });
+        if !dropped {
             eprintln!("hf-testkit: could not drop test database {}", self.name);
         }
     }
+}
+
+/// Runs `statement` on the server at `url` from a thread and runtime of its own, as a `Drop`
+/// must (it runs outside any runtime guarantee); whether it succeeded.
+fn execute_detached(url: &str, statement: String) -> bool {
+    let url = url.to_owned();
+    let executed = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .ok()?;
+        runtime.block_on(async {
+            let (client, connection) = tokio_postgres::connect(&url, NoTls).await.ok()?;
+            tokio::spawn(connection);
+            client.batch_execute(&statement).await.ok()
+        })
+    })
+    .join();
+    matches!(executed, Ok(Some(())))
 }
 
 /// The maintenance URL of the test server: the configured one if it answers, else a private
@@ -268,6 +277,8 @@ struct Options {
     pool: Option<hf_storage::PoolSettings>,
     /// Reach the database through a [`NetworkPath`] the test can cut.
     network_path: bool,
+    /// The database's default tablespace, where every table the service creates goes.
+    tablespace: Option<String>,
 }
 
 /// A running hf server on a free loopback port, backed by its own fresh database.
@@ -324,6 +335,20 @@ impl TestServer {
         .await
     }
 
+    /// Starts the server with the demo CRM on a database whose tables all live on `disk`, which
+    /// the test can fill.
+    pub async fn start_demo_on(disk: &SmallTablespace) -> Self {
+        Self::launch(
+            Options {
+                demo: true,
+                tablespace: Some(disk.name().to_owned()),
+                ..Options::default()
+            },
+            |_| {},
+        )
+        .await
+    }
+
     /// The path to the database the service connects through (see
     /// [`TestServer::start_demo_over_network_path`]).
     pub fn network(&self) -> &NetworkPath {
@@ -353,6 +378,17 @@ impl TestServer {
 
     async fn launch(options: Options, adjust: impl FnOnce(&mut hf_server::ServerConfig)) -> Self {
         let db = TestDb::new().await;
+        if let Some(tablespace) = &options.tablespace {
+            db.admin_client()
+                .await
+                .batch_execute(&format!(
+                    "ALTER DATABASE {} SET default_tablespace = {}",
+                    hf_sql::quote_ident(db.name()).unwrap(),
+                    hf_sql::quote_ident(tablespace).unwrap()
+                ))
+                .await
+                .expect("set the database's tablespace");
+        }
         // A data shard per worker, as `hf serve` has.
         let settings = options.pool.clone().unwrap_or(hf_storage::PoolSettings {
             data_shards: 2,

@@ -1,9 +1,9 @@
 //! Faults injected for real: an exhausted pool, a read-only metadata cache, a database
 //! connection killed in the middle of a live write or of a record write's `COMMIT`, a database
 //! backend that stops answering, a network partition from the database, a database gone
-//! silent, a lock held on the service's own tables, a ref lock file left in the cache, a login
-//! flood, logins with slow bodies. Each gets its status and code, nothing is lost, and the
-//! service is normal afterwards.
+//! silent, a lock held on the service's own tables, the disk under the database's tables full,
+//! a ref lock file left in the cache, a login flood, logins with slow bodies. Each gets its
+//! status and code, nothing is lost, and the service is normal afterwards.
 
 use std::time::Duration;
 
@@ -539,6 +539,77 @@ async fn a_database_gone_silent_is_found_out_once_and_then_refuses_at_once() {
     );
     let password = server.admin_password.clone().unwrap();
     server.login(&server.admin_name, &password).await;
+    server.stop().await;
+}
+
+/// Creates object `key` in `crm` on the live branch (a write that creates a table).
+async fn add_object(server: &TestServer, token: &str, key: &str) -> reqwest::Response {
+    server
+        .http
+        .post(server.url(&format!("/metadata@main/crm/objects/{key}")))
+        .bearer_auth(token)
+        .json(&json!({"label": "Deal"}))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The disk under the database's tables full: record writes, and a live write that creates a
+/// table, are answered 503 `STORAGE_UNAVAILABLE` with `Retry-After` and none of the server's text
+/// (which names its files); reads go on. Once there is room, writes succeed again and every
+/// write acknowledged before, during and after is there.
+#[tokio::test]
+async fn a_full_database_disk_answers_storage_unavailable_and_loses_nothing() {
+    let disk = hf_testkit::SmallTablespace::new().await;
+    let server = TestServer::start_demo_on(&disk).await;
+    let token = server.admin_token().await;
+    let mut acknowledged = vec![create_account(&server, &token, "before the disk filled").await];
+    let head = git_head(&server);
+    disk.fill();
+
+    // The table's last page may have room for a few more rows: write until the disk refuses.
+    let mut refused = None;
+    for n in 0..5000 {
+        let response = server
+            .http
+            .post(server.url("/data/crm/account"))
+            .bearer_auth(&token)
+            .json(&json!({"name": format!("while full {n}")}))
+            .send()
+            .await
+            .unwrap();
+        if response.status() != 201 {
+            refused = Some(response);
+            break;
+        }
+        let body: Value = response.json().await.unwrap();
+        acknowledged.push(body["id"].as_str().unwrap().to_owned());
+    }
+    let response = refused.expect("the full disk refused a write");
+    assert_eq!(response.headers()["retry-after"], "5");
+    let envelope = assert_envelope(response, 503, "STORAGE_UNAVAILABLE").await;
+    let message = envelope["errors"][0]["message"].as_str().unwrap();
+    for internal in ["space", "extend", "pg_tblspc", disk.name()] {
+        assert!(!message.contains(internal), "server text: {message}");
+    }
+    let response = read_account(&server, &token, &acknowledged[0])
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "reads go on");
+
+    let response = add_object(&server, &token, "deal").await;
+    assert!(response.headers().contains_key("retry-after"));
+    assert_envelope(response, 503, "STORAGE_UNAVAILABLE").await;
+    assert_eq!(git_head(&server), head, "the branch did not move");
+
+    disk.make_room();
+    acknowledged.push(create_account(&server, &token, "after room was made").await);
+    let response = add_object(&server, &token, "deal").await;
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+    for id in &acknowledged {
+        let response = read_account(&server, &token, id).await.unwrap();
+        assert_eq!(response.status(), 200, "account {id}");
+    }
     server.stop().await;
 }
 
