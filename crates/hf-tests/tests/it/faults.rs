@@ -601,6 +601,22 @@ async fn a_full_database_disk_answers_storage_unavailable_and_loses_nothing() {
     assert!(response.headers().contains_key("retry-after"));
     assert_envelope(response, 503, "STORAGE_UNAVAILABLE").await;
     assert_eq!(git_head(&server), head, "the branch did not move");
+    // A field (DDL that needs no new space) is stored with the metadata: fields are added until
+    // the metadata's own tables have no room either.
+    let mut fields = Vec::new();
+    let mut refused = None;
+    for n in 0..200 {
+        let key = format!("note_{n}");
+        let response = add_field(&server, &token, &key).await;
+        if response.status() != 201 {
+            refused = Some(response);
+            break;
+        }
+        fields.push(key);
+    }
+    let response = refused.expect("the full disk refused a metadata write");
+    assert!(response.headers().contains_key("retry-after"));
+    assert_envelope(response, 503, "STORAGE_UNAVAILABLE").await;
 
     disk.make_room();
     acknowledged.push(create_account(&server, &token, "after room was made").await);
@@ -609,6 +625,9 @@ async fn a_full_database_disk_answers_storage_unavailable_and_loses_nothing() {
     for id in &acknowledged {
         let response = read_account(&server, &token, id).await.unwrap();
         assert_eq!(response.status(), 200, "account {id}");
+    }
+    for key in &fields {
+        assert!(has_column(&server, key).await, "field {key}");
     }
     server.stop().await;
 }
