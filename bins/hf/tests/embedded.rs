@@ -1,5 +1,6 @@
 //! `hf serve` with its own PostgreSQL: when the postmaster is killed, the service reaps it,
-//! starts it again on its own and loses nothing.
+//! starts it again on its own and loses nothing; when the disk under it is full, `/status`
+//! says so, and it starts once there is room.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests fail loudly")]
 
@@ -22,6 +23,11 @@ impl Service {
     fn start() -> Self {
         let data_dir = std::env::temp_dir().join(format!("hf-embedded-test-{}", uuid_like()));
         std::fs::create_dir_all(&data_dir).unwrap();
+        Self::start_in(data_dir)
+    }
+
+    /// Starts the service on `data_dir`, which exists.
+    fn start_in(data_dir: PathBuf) -> Self {
         // The cluster runs as `postgres` when the tests run as root; it must reach the directory.
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&data_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -110,6 +116,56 @@ impl Drop for Service {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.data_dir);
+    }
+}
+
+/// A small file system of its own (tmpfs; mounting needs root), to be filled; unmounted when
+/// dropped. Declare it before the service that uses it, so that the service stops first.
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    fn mount() -> Self {
+        let path = std::env::temp_dir().join(format!("hf-small-disk-{}", uuid_like()));
+        std::fs::create_dir_all(&path).unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=128m", "tmpfs"])
+            .arg(&path)
+            .status()
+            .expect("mount (a small file system needs root)");
+        assert!(mounted.success(), "mounting a tmpfs failed");
+        Self(path)
+    }
+
+    /// A data directory on it.
+    fn data_dir(&self) -> PathBuf {
+        let dir = self.0.join("data");
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// Fills it to its last byte.
+    fn fill(&self) {
+        use std::io::Write;
+        let mut filler = std::fs::File::create(self.filler()).unwrap();
+        for chunk in [1 << 20, 4096, 1] {
+            let bytes = vec![0u8; chunk];
+            while filler.write_all(&bytes).is_ok() {}
+        }
+    }
+
+    fn make_room(&self) {
+        std::fs::remove_file(self.filler()).unwrap();
+    }
+
+    fn filler(&self) -> PathBuf {
+        self.0.join("filler")
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
     }
 }
 
@@ -216,4 +272,107 @@ async fn a_killed_postmaster_is_reaped_and_started_again_without_loss() {
         .await
         .unwrap();
     assert_eq!(created.status(), 201);
+}
+
+/// The disk under the data directory full: writes that need room are refused
+/// `STORAGE_UNAVAILABLE`; once PostgreSQL has stopped (here killed, as it stops itself when it
+/// cannot write its log ahead) it cannot start again, and `/status` says why. Once there is room
+/// it starts on its own and nothing acknowledged is lost.
+#[tokio::test]
+async fn a_full_disk_keeps_the_embedded_postgres_down_until_there_is_room() {
+    let disk = SmallDisk::mount();
+    let service = Service::start_in(disk.data_dir());
+    let http = reqwest::Client::new();
+    let login: Value = http
+        .post(service.url("/auth/login"))
+        .json(&json!({"username": "admin", "password": "embedded-test-password"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = login["token"].as_str().unwrap().to_owned();
+    let create = |name: String| {
+        http.post(service.url("/data/crm/account"))
+            .bearer_auth(&token)
+            .json(&json!({ "name": name }))
+            .send()
+    };
+    let mut acknowledged = Vec::new();
+    disk.fill();
+    let refused = loop {
+        let response = create(format!("account {}", acknowledged.len()))
+            .await
+            .unwrap();
+        if response.status() != 201 {
+            break response;
+        }
+        let body: Value = response.json().await.unwrap();
+        acknowledged.push(body["id"].as_str().unwrap().to_owned());
+        assert!(
+            acknowledged.len() < 5000,
+            "the full disk never refused a write"
+        );
+    };
+    assert_eq!(refused.status(), 503);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["errors"][0]["code"], "STORAGE_UNAVAILABLE", "{body}");
+
+    kill_9(service.postmaster_pid());
+    let killed = Instant::now();
+    let status = loop {
+        let response = http.get(service.url("/status")).send().await.unwrap();
+        let status = response.status();
+        let body: Value = response.json().await.unwrap();
+        if body["embedded"]["disk_full"] == true {
+            assert_eq!(status, 503, "{body}");
+            break body;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(60),
+            "/status never said the disk is full: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        status["error"],
+        "the embedded PostgreSQL cannot start: the disk under its data directory is full",
+        "{status}"
+    );
+    assert_eq!(status["embedded"]["running"], false, "{status}");
+
+    disk.make_room();
+    let room = Instant::now();
+    loop {
+        let response = http.get(service.url("/status")).send().await.unwrap();
+        if response.status() == 200 {
+            break;
+        }
+        assert!(
+            room.elapsed() < Duration::from_secs(60),
+            "the cluster did not start once there was room"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let created = create("after room was made".to_owned()).await.unwrap();
+    assert_eq!(created.status(), 201);
+    for id in &acknowledged {
+        let response = http
+            .get(service.url(&format!("/data/crm/account/{id}")))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "account {id}");
+    }
+    let status: Value = http
+        .get(service.url("/status"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["embedded"]["disk_full"], false, "{status}");
 }

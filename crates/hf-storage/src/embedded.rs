@@ -241,6 +241,11 @@ impl EmbeddedCluster {
         }
     }
 
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data
+    }
+
     /// Whether the server this process started is running (as of the last [`Self::reap`]).
     pub fn is_running(&self) -> bool {
         self.child.is_some()

@@ -8,12 +8,12 @@ use tokio_postgres::error::SqlState;
 #[non_exhaustive]
 pub enum Error {
     /// A statement failed or the connection broke.
-    #[error("database error: {0}")]
-    Db(#[from] tokio_postgres::Error),
+    #[error("database error: {}", Causes(.0))]
+    Db(tokio_postgres::Error),
     /// No connection could be had from the pool within the wait timeout, or a new one could not
     /// be opened.
-    #[error("no database connection available: {0}")]
-    Pool(#[from] deadpool_postgres::PoolError),
+    #[error("no database connection available: {}", Causes(.0))]
+    Pool(deadpool_postgres::PoolError),
     /// The pool could not be built from the configuration.
     #[error("invalid database configuration: {0}")]
     Config(String),
@@ -32,7 +32,7 @@ pub enum Error {
     /// statement of a write, which commits by itself, ran): the transaction may have
     /// committed or not, and nothing on this side can tell which. A client must read before
     /// it repeats the write.
-    #[error("the connection was lost while the write was committing: {0}")]
+    #[error("the connection was lost while the write was committing: {}", Causes(.0))]
     CommitOutcomeUnknown(tokio_postgres::Error),
     /// A live write waited [`crate::PoolSettings::live_write_wait`] for its turn (other live
     /// writes of this process, then the database lock that serialises them across instances)
@@ -102,6 +102,42 @@ pub enum Error {
         /// The underlying failure.
         source: std::io::Error,
     },
+}
+
+impl From<tokio_postgres::Error> for Error {
+    fn from(error: tokio_postgres::Error) -> Self {
+        Error::Db(error)
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for Error {
+    fn from(error: deadpool_postgres::PoolError) -> Self {
+        Error::Pool(error)
+    }
+}
+
+/// A driver error followed by its causes, each said once. tokio-postgres's own text is only "db
+/// error" or "error connecting to server": the server's message ("could not extend file …: No
+/// space left on device") and the I/O failure ("Connection refused") are its sources, which a
+/// log line needs. The [`Error`] variants that hold a driver error therefore show its causes
+/// themselves and do not name it as their source, so a report that walks the chain does not
+/// repeat them.
+struct Causes<'a, E>(&'a E);
+
+impl<E: std::error::Error> std::fmt::Display for Causes<'_, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut said = self.0.to_string();
+        let mut cause = self.0.source();
+        while let Some(error) = cause {
+            let text = error.to_string();
+            if !said.contains(&text) {
+                said.push_str(": ");
+                said.push_str(&text);
+            }
+            cause = error.source();
+        }
+        f.write_str(&said)
+    }
 }
 
 /// What kind of failure an [`Error`] is, so callers can decide without matching on messages.
@@ -232,4 +268,35 @@ fn db_error_kind(error: &tokio_postgres::Error) -> ErrorKind {
 /// full or failing disk, memory or connections run short (see [`hf_sql::sqlstate`]).
 fn server_failure(error: &tokio_postgres::Error) -> Option<ServerFailure> {
     hf_sql::sqlstate::server_failure(error.code().map(SqlState::code))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the server said, and why a connection failed, reach the log line: the driver's
+    /// own text says only "db error" or "error connecting to server".
+    #[tokio::test]
+    async fn a_driver_error_says_what_the_server_or_the_network_said() {
+        let db = hf_testkit::TestDb::new().await;
+        let client = db.client().await;
+        let failed = client.batch_execute("SELECT 1/0").await.unwrap_err();
+        let text = Error::from(failed).to_string();
+        assert!(text.contains("division by zero"), "{text}");
+
+        let refused = tokio_postgres::connect(
+            "postgres://postgres@127.0.0.1:1/postgres",
+            tokio_postgres::NoTls,
+        )
+        .await
+        .err()
+        .unwrap();
+        let text = Error::from(refused).to_string();
+        assert!(text.contains("refused"), "{text}");
+        assert_eq!(
+            text.matches("error connecting to server").count(),
+            1,
+            "{text}"
+        );
+    }
 }

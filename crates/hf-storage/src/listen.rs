@@ -17,7 +17,7 @@
 //!   (PgBouncer's transaction mode never delivers notifications; the heartbeat cannot tell).
 
 use std::sync::Weak;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 use tokio_postgres::AsyncMessage;
@@ -69,6 +69,33 @@ pub(crate) struct Channel {
     pub listening_name: Option<String>,
 }
 
+/// The failures of a task that retries while the database is down (every second, or every
+/// 250 ms), told once when they begin and once when they end rather than at every attempt: an
+/// outage of a minute would otherwise log hundreds of lines saying the same.
+#[derive(Debug, Default)]
+pub(crate) struct Outage {
+    /// When the first failure since the last success happened.
+    since: Option<Instant>,
+    /// Failed attempts since then.
+    attempts: u64,
+}
+
+impl Outage {
+    /// Notes a failed attempt; whether it begins an outage (and so is to be logged).
+    pub(crate) fn failed(&mut self) -> bool {
+        self.attempts += 1;
+        self.since.get_or_insert_with(Instant::now);
+        self.attempts == 1
+    }
+
+    /// Notes a success; when it ends an outage, how long that lasted and how many attempts
+    /// failed in it.
+    pub(crate) fn ended(&mut self) -> Option<(Duration, u64)> {
+        let since = self.since.take()?;
+        Some((since.elapsed(), std::mem::take(&mut self.attempts)))
+    }
+}
+
 /// The listener task: listens, hands on notifications, reconnects after failures; ends when the
 /// subscriber is dropped.
 pub(crate) async fn run<S: Subscriber>(
@@ -77,11 +104,15 @@ pub(crate) async fn run<S: Subscriber>(
     tls: Tls,
     channel: Channel,
 ) {
+    let mut outage = Outage::default();
     loop {
-        match listen_once(&subscriber, &config, &tls, &channel).await {
+        match listen_once(&subscriber, &config, &tls, &channel, &mut outage).await {
             Ok(()) => return,
+            Err(error) if outage.failed() => {
+                tracing::warn!(%error, what = channel.what, "listening for changes failed; caches are bypassed or polled until it listens again (tried every second, logged when it does)");
+            }
             Err(error) => {
-                tracing::warn!(%error, what = channel.what, "listening for changes failed; caches are bypassed or polled until it reconnects");
+                tracing::debug!(%error, what = channel.what, "listening for changes failed again");
             }
         }
         match subscriber.upgrade() {
@@ -99,6 +130,7 @@ async fn listen_once<S: Subscriber>(
     config: &tokio_postgres::Config,
     tls: &Tls,
     channel: &Channel,
+    outage: &mut Outage,
 ) -> Result<()> {
     let (client, mut connection) = answered(
         CONNECT_TIMEOUT,
@@ -145,7 +177,15 @@ async fn listen_once<S: Subscriber>(
         Some(subscriber) => subscriber.set_listening(true),
         None => return Ok(()),
     }
-    tracing::debug!(what = channel.what, "listening for changes");
+    match outage.ended() {
+        Some((lasted, attempts)) => tracing::info!(
+            what = channel.what,
+            failed_for_ms = u64::try_from(lasted.as_millis()).unwrap_or(u64::MAX),
+            attempts,
+            "listening for changes again"
+        ),
+        None => tracing::debug!(what = channel.what, "listening for changes"),
+    }
     let mut heartbeat = tokio::time::interval(HEARTBEAT_INTERVAL);
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     heartbeat.tick().await;
@@ -211,9 +251,23 @@ impl Drop for AbortOnDrop {
 mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
-    use std::time::Instant;
 
     use super::*;
+
+    /// An outage is told when it begins and when it ends, with its length and attempts; the
+    /// attempts between are not.
+    #[test]
+    fn an_outage_is_told_once_when_it_begins_and_once_when_it_ends() {
+        let mut outage = Outage::default();
+        assert_eq!(outage.ended(), None, "no outage, nothing ended");
+        assert!(outage.failed());
+        assert!(!outage.failed());
+        assert!(!outage.failed());
+        let (_lasted, attempts) = outage.ended().unwrap();
+        assert_eq!(attempts, 3);
+        assert_eq!(outage.ended(), None);
+        assert!(outage.failed(), "a new outage begins");
+    }
 
     /// A subscriber that remembers whether it was told notifications are received.
     #[derive(Default)]
@@ -248,7 +302,13 @@ mod tests {
         let started = Instant::now();
         let attempt = tokio::time::timeout(
             CONNECT_TIMEOUT + Duration::from_secs(5),
-            listen_once(&Arc::downgrade(&subscriber), &config, &tls, &channel),
+            listen_once(
+                &Arc::downgrade(&subscriber),
+                &config,
+                &tls,
+                &channel,
+                &mut Outage::default(),
+            ),
         )
         .await
         .expect("the attempt ends by itself");

@@ -332,6 +332,7 @@ fn parse_announcement(payload: &str) -> Option<Head> {
 
 /// Reads every head again while the listener is not receiving, and once whenever asked.
 async fn poll(subscriber: Weak<HeadSubscriber>, pool: Pool, interval: Duration) {
+    let mut outage = crate::listen::Outage::default();
     loop {
         let Some(current) = subscriber.upgrade() else {
             return;
@@ -356,8 +357,21 @@ async fn poll(subscriber: Weak<HeadSubscriber>, pool: Pool, interval: Duration) 
             heads(&**client).await
         };
         match read.await {
-            Ok(all) => store.replace_cached_heads(&all),
-            Err(error) => tracing::warn!(%error, "reading the metadata branch heads failed"),
+            Ok(all) => {
+                store.replace_cached_heads(&all);
+                if let Some((lasted, attempts)) = outage.ended() {
+                    tracing::info!(
+                        failed_for_ms = u64::try_from(lasted.as_millis()).unwrap_or(u64::MAX),
+                        attempts,
+                        "reading the metadata branch heads works again"
+                    );
+                }
+            }
+            Err(error) if outage.failed() => tracing::warn!(
+                %error,
+                "reading the metadata branch heads failed (tried again at every poll, logged when it works)"
+            ),
+            Err(error) => tracing::debug!(%error, "reading the metadata branch heads failed again"),
         }
     }
 }

@@ -7,8 +7,12 @@
 //! that fails (the dead server's backends still hold its shared memory for a moment) is retried
 //! with a backoff doubling from [`FIRST_BACKOFF`] to [`MAX_BACKOFF`]. The pool needs nothing:
 //! its broken connections fail their recycle check and are replaced once the server is back.
-//! [`ClusterWatch`] tells `/status` what happened.
+//! [`ClusterWatch`] tells `/status` what happened, and whether a start failed for want of room
+//! on the disk under the data directory (a full disk stops PostgreSQL for good: it cannot write
+//! its log ahead, and it cannot start again until an operator makes room; it then starts at the
+//! next attempt, within [`MAX_BACKOFF`]).
 
+use std::path::Path;
 use std::process::ExitStatus;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -32,7 +36,14 @@ pub struct ClusterHealth {
     pub restarts: u64,
     /// How it ended the last time it died (`signal: 9 (SIGKILL)`), if it ever did.
     pub last_exit: Option<String>,
+    /// Whether the last start failed with the file system under the data directory full (less
+    /// room than [`ROOM_TO_START`]): PostgreSQL stops when it cannot write its log ahead, and
+    /// cannot start again until an operator makes room.
+    pub disk_full: bool,
 }
+
+/// The room PostgreSQL needs to start after a crash: a segment of its write-ahead log.
+pub const ROOM_TO_START: u64 = 16 << 20;
 
 /// A cheap, cloneable view of a [`Supervised`] cluster's health.
 #[derive(Debug, Clone, Default)]
@@ -186,6 +197,7 @@ fn supervise(
                         .map_or(0, |t| t.elapsed().as_millis() as u64);
                     let mut health = watch.lock();
                     health.running = true;
+                    health.disk_full = false;
                     health.restarts += 1;
                     tracing::info!(
                         down_ms,
@@ -195,7 +207,14 @@ fn supervise(
                     backoff = FIRST_BACKOFF;
                 }
                 Err(error) => {
-                    tracing::warn!(%error, retry_in_ms = backoff.as_millis() as u64, "starting the embedded PostgreSQL again failed");
+                    let free = free_bytes(cluster.data_dir());
+                    let disk_full = free.is_some_and(|free| free < ROOM_TO_START);
+                    watch.lock().disk_full = disk_full;
+                    if disk_full {
+                        tracing::error!(%error, free_bytes = free, retry_in_ms = backoff.as_millis() as u64, "starting the embedded PostgreSQL again failed: the disk under its data directory is full; it starts once there is room");
+                    } else {
+                        tracing::warn!(%error, retry_in_ms = backoff.as_millis() as u64, "starting the embedded PostgreSQL again failed");
+                    }
                     wait = backoff;
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
@@ -205,6 +224,13 @@ fn supervise(
             return cluster;
         }
     }
+}
+
+/// The bytes an unprivileged process may still write to the file system holding `path`; `None`
+/// when that cannot be told.
+fn free_bytes(path: &Path) -> Option<u64> {
+    let stats = rustix::fs::statvfs(path).ok()?;
+    Some(stats.f_bavail.saturating_mul(stats.f_frsize))
 }
 
 fn died(watch: &ClusterWatch, status: ExitStatus) {

@@ -50,6 +50,9 @@ pub struct EmbeddedInfo {
     pub restarts: u64,
     /// How it ended the last time it died, e.g. `signal: 9 (SIGKILL)`; null if it never did.
     pub last_exit: Option<String>,
+    /// Whether its last start failed for want of room on the disk under its data directory:
+    /// it starts again once an operator makes room.
+    pub disk_full: bool,
 }
 
 impl EmbeddedInfo {
@@ -59,6 +62,7 @@ impl EmbeddedInfo {
             running: cluster.running,
             restarts: cluster.restarts,
             last_exit: cluster.last_exit,
+            disk_full: cluster.disk_full,
         })
     }
 }
@@ -126,6 +130,9 @@ pub struct StatusFailure {
     /// `unavailable`.
     #[schema(example = "unavailable")]
     pub status: &'static str,
+    /// The embedded PostgreSQL's supervisor (absent with an external database).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedded: Option<EmbeddedInfo>,
 }
 
 /// Readiness and facts about the database; 503 with the failure body (and `Retry-After`) when
@@ -139,22 +146,24 @@ pub struct StatusFailure {
 )]
 #[get("/status")]
 pub async fn status(state: web::Data<AppState>) -> HttpResponse {
-    let metadata_path = state.metadata_path.clone();
     let db = match hf_storage::database_status(state.pool()).await {
         Ok(db) => db,
         Err(error) => {
             // Unauthenticated callers read this: it says what is down, never the driver's or
             // the pool's text (that goes to the log).
             tracing::warn!(%error, "status: database unavailable");
-            if state
+            if let Some(cluster) = state
                 .embedded
                 .as_ref()
-                .is_some_and(|watch| !watch.health().running)
+                .map(hf_storage::ClusterWatch::health)
+                .filter(|cluster| !cluster.running)
             {
-                return unavailable(
-                    "the embedded PostgreSQL stopped and is being started again".to_owned(),
-                    metadata_path,
-                );
+                let what = if cluster.disk_full {
+                    "the embedded PostgreSQL cannot start: the disk under its data directory is full"
+                } else {
+                    "the embedded PostgreSQL stopped and is being started again"
+                };
+                return unavailable(what.to_owned(), &state);
             }
             let what = match error.kind() {
                 hf_storage::ErrorKind::Busy => {
@@ -163,17 +172,17 @@ pub async fn status(state: web::Data<AppState>) -> HttpResponse {
                 hf_storage::ErrorKind::Timeout => "the database did not answer in time",
                 _ => "the database is unreachable",
             };
-            return unavailable(what.to_owned(), metadata_path);
+            return unavailable(what.to_owned(), &state);
         }
     };
     if let Some(error) = blocking_lock(&state) {
-        return unavailable(error, metadata_path);
+        return unavailable(error, &state);
     }
     HttpResponse::Ok().json(Status {
         metadata: drift(&state).await,
         embedded: EmbeddedInfo::of(&state),
         status: "ok",
-        metadata_path,
+        metadata_path: state.metadata_path.clone(),
         database: DatabaseInfo {
             latency_ms: db.latency_ms,
             name: db.name,
@@ -195,13 +204,14 @@ pub async fn status(state: web::Data<AppState>) -> HttpResponse {
 }
 
 /// The 503 failure body of `/status`, with `Retry-After`.
-fn unavailable(error: String, metadata_path: String) -> HttpResponse {
+fn unavailable(error: String, state: &AppState) -> HttpResponse {
     HttpResponse::ServiceUnavailable()
         .insert_header((actix_web::http::header::RETRY_AFTER, "1"))
         .json(StatusFailure {
             error,
-            metadata_path,
+            metadata_path: state.metadata_path.clone(),
             status: "unavailable",
+            embedded: EmbeddedInfo::of(state),
         })
 }
 
