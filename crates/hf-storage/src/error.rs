@@ -116,10 +116,10 @@ impl From<deadpool_postgres::PoolError> for Error {
     }
 }
 
-/// A driver error followed by its causes, each said once. tokio-postgres's own text is only "db
-/// error" or "error connecting to server": the server's message ("could not extend file …: No
-/// space left on device") and the I/O failure ("Connection refused") are its sources, which a
-/// log line needs. The [`Error`] variants that hold a driver error therefore show its causes
+/// A driver error followed by its causes, each said once, on one line. tokio-postgres's own text
+/// is only "db error" or "error connecting to server": the server's message ("could not extend
+/// file …: No space left on device") and the I/O failure ("Connection refused") are its sources,
+/// which a log line needs. The [`Error`] variants that hold a driver error therefore show its causes
 /// themselves and do not name it as their source, so a report that walks the chain does not
 /// repeat them.
 struct Causes<'a, E>(&'a E);
@@ -136,7 +136,8 @@ impl<E: std::error::Error> std::fmt::Display for Causes<'_, E> {
             }
             cause = error.source();
         }
-        f.write_str(&said)
+        // The server's message carries its hint on a line of its own; a log line stays one.
+        f.write_str(&said.replace('\n', " "))
     }
 }
 
