@@ -72,6 +72,20 @@ impl Service {
         format!("{}{path}", self.base_url)
     }
 
+    /// A token of the demo's administrator.
+    async fn admin_token(&self, http: &reqwest::Client) -> String {
+        let login: Value = http
+            .post(self.url("/auth/login"))
+            .json(&json!({"username": "admin", "password": "embedded-test-password"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        login["token"].as_str().unwrap().to_owned()
+    }
+
     fn postmaster_pid(&self) -> i32 {
         let pid_file = self.data_dir.join("pg/data/postmaster.pid");
         let text = std::fs::read_to_string(pid_file).unwrap();
@@ -187,16 +201,7 @@ fn kill_9(pid: i32) {
 async fn a_killed_postmaster_is_reaped_and_started_again_without_loss() {
     let service = Service::start();
     let http = reqwest::Client::new();
-    let login: Value = http
-        .post(service.url("/auth/login"))
-        .json(&json!({"username": "admin", "password": "embedded-test-password"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let token = login["token"].as_str().unwrap().to_owned();
+    let token = service.admin_token(&http).await;
     let created = http
         .post(service.url("/data/crm/account"))
         .bearer_auth(&token)
@@ -283,16 +288,7 @@ async fn a_full_disk_keeps_the_embedded_postgres_down_until_there_is_room() {
     let disk = SmallDisk::mount();
     let service = Service::start_in(disk.data_dir());
     let http = reqwest::Client::new();
-    let login: Value = http
-        .post(service.url("/auth/login"))
-        .json(&json!({"username": "admin", "password": "embedded-test-password"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let token = login["token"].as_str().unwrap().to_owned();
+    let token = service.admin_token(&http).await;
     let create = |name: String| {
         http.post(service.url("/data/crm/account"))
             .bearer_auth(&token)

@@ -203,7 +203,7 @@ impl Fleet {
 impl Drop for Fleet {
     fn drop(&mut self) {
         self.instances.clear();
-        drop_principal_roles(&self.db);
+        self.db.drop_principal_roles();
     }
 }
 
@@ -370,41 +370,6 @@ impl Random {
         self.0 ^= self.0 << 17;
         self.0 % bound
     }
-}
-
-/// Drops the role of every principal of a test database, the way deleting a principal does.
-/// Runs on a thread and runtime of its own, because drops happen outside any runtime guarantee.
-fn drop_principal_roles(db: &TestDb) {
-    std::thread::scope(|scope| {
-        let _ = scope
-            .spawn(|| {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .ok()?;
-                runtime.block_on(async {
-                    let client = db.client().await;
-                    let rows = client
-                        .query(
-                            "SELECT name FROM hf.principals \
-                              WHERE EXISTS (SELECT 1 FROM pg_roles WHERE rolname = name)",
-                            &[],
-                        )
-                        .await
-                        .ok()?;
-                    for row in rows {
-                        let role = hf_sql::quote_ident(row.get::<_, &str>(0)).ok()?;
-                        let statement = format!(
-                            "REASSIGN OWNED BY {role} TO CURRENT_USER; DROP OWNED BY {role}; \
-                             DROP ROLE {role};"
-                        );
-                        client.batch_execute(&statement).await.ok()?;
-                    }
-                    Some(())
-                })
-            })
-            .join();
-    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -146,6 +146,36 @@ impl TestDb {
         client
     }
 
+    /// Drops the role of every principal of this database, the way deleting a principal does
+    /// (roles belong to the cluster, so a dropped database leaves them behind). Safe in a `Drop`.
+    pub fn drop_principal_roles(&self) {
+        let dropped = with_detached_client(&self.url, |client| async move {
+            let rows = client
+                .query(
+                    "SELECT name FROM hf.principals \
+                      WHERE EXISTS (SELECT 1 FROM pg_roles WHERE rolname = name)",
+                    &[],
+                )
+                .await
+                .ok()?;
+            for row in rows {
+                let role = hf_sql::quote_ident(row.get::<_, &str>(0)).ok()?;
+                let statement = format!(
+                    "REASSIGN OWNED BY {role} TO CURRENT_USER; DROP OWNED BY {role}; \
+                     DROP ROLE {role};"
+                );
+                client.batch_execute(&statement).await.ok()?;
+            }
+            Some(())
+        });
+        if dropped.is_none() {
+            eprintln!(
+                "hf-testkit: could not drop the principals' roles of {}",
+                self.name
+            );
+        }
+    }
+
     /// A session of its own that holds the transaction-scoped advisory lock `key`, as another
     /// instance in the middle of a write would, until [`HeldLock::release`] (or its drop, which
     /// closes the session).
@@ -189,11 +219,25 @@ impl Drop for TestDb {
     }
 }
 
-/// Runs `statement` on the server at `url` from a thread and runtime of its own, as a `Drop`
-/// must (it runs outside any runtime guarantee); whether it succeeded.
+/// Runs `statement` on the server at `url` (see [`with_detached_client`]); whether it succeeded.
 fn execute_detached(url: &str, statement: String) -> bool {
+    with_detached_client(url, |client| async move {
+        client.batch_execute(&statement).await.ok()
+    })
+    .is_some()
+}
+
+/// What `work` gives with a client on the server at `url`, run from a thread and runtime of
+/// their own, as a `Drop` must (it runs outside any runtime guarantee); `None` when it could not
+/// connect or `work` failed.
+fn with_detached_client<T, W, F>(url: &str, work: W) -> Option<T>
+where
+    T: Send + 'static,
+    W: FnOnce(tokio_postgres::Client) -> F + Send + 'static,
+    F: std::future::Future<Output = Option<T>>,
+{
     let url = url.to_owned();
-    let executed = std::thread::spawn(move || {
+    std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -201,11 +245,12 @@ fn execute_detached(url: &str, statement: String) -> bool {
         runtime.block_on(async {
             let (client, connection) = tokio_postgres::connect(&url, NoTls).await.ok()?;
             tokio::spawn(connection);
-            client.batch_execute(&statement).await.ok()
+            work(client).await
         })
     })
-    .join();
-    matches!(executed, Ok(Some(())))
+    .join()
+    .ok()
+    .flatten()
 }
 
 /// The maintenance URL of the test server: the configured one if it answers, else a private
@@ -591,7 +636,7 @@ impl Drop for TestServer {
     fn drop(&mut self) {
         self.server.signal_stop();
         // Roles belong to the whole cluster and outlive the test database: drop the principals'.
-        drop_principal_roles(self.db.url().to_owned());
+        self.db.drop_principal_roles();
         // The metadata repository lives in the system's temporary directory (a parallel test
         // run left about 50 MB of them behind each time); removing it is best effort.
         let _ = std::fs::remove_dir_all(self.metadata_path());
@@ -713,42 +758,6 @@ pub struct TestPrincipal {
     pub password: String,
     /// A token from setting its password.
     pub token: String,
-}
-
-/// Drops the role of every principal of a test database, the way deleting a principal does.
-fn drop_principal_roles(url: String) {
-    let database = url.rsplit('/').next().unwrap_or_default().to_owned();
-    let dropped = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .ok()?;
-        runtime.block_on(async {
-            let (client, connection) = tokio_postgres::connect(&url, NoTls).await.ok()?;
-            tokio::spawn(connection);
-            let rows = client
-                .query(
-                    "SELECT name FROM hf.principals \
-                      WHERE EXISTS (SELECT 1 FROM pg_roles WHERE rolname = name)",
-                    &[],
-                )
-                .await
-                .ok()?;
-            for row in rows {
-                let role = hf_sql::quote_ident(row.get::<_, &str>(0)).ok()?;
-                let statement = format!(
-                    "REASSIGN OWNED BY {role} TO CURRENT_USER; DROP OWNED BY {role}; \
-                     DROP ROLE {role};"
-                );
-                client.batch_execute(&statement).await.ok()?;
-            }
-            Some(())
-        })
-    })
-    .join();
-    if !matches!(dropped, Ok(Some(()))) {
-        eprintln!("hf-testkit: could not drop the principals' roles of {database}");
-    }
 }
 
 #[cfg(test)]
