@@ -49,7 +49,15 @@ PostgreSQL on loopback. Run with `cargo xtask bench faults` (or directly, see Us
 10. the same with a database that stops answering without refusing anything (a host that
    froze, or a network that drops connection attempts silently): no route is cut; the relay
    carries nothing for 20 s and accepts new connections only to say nothing on them, so each
-   attempt to connect waits for the instance's create timeout (5 s). Reports the same figures.
+   attempt to connect waits for the instance's create timeout (5 s). Reports the same figures;
+11. a full disk: a second `hf serve --demo` whose data directory (embedded cluster included) is
+   on a 256 MiB tmpfs of its own; 200 creates, then the file system is filled with a file and
+   300 more creates are sent (those that need a new page are refused); then a `CHECKPOINT` and a
+   switch of the log ahead make PostgreSQL need a new log segment, which it cannot write, so it
+   stops, and it cannot start again. Reports how the creates were answered, the log lines the
+   instance wrote in 20 s down (at `HF_LOG=warn`), what `/status` said, how long after the file
+   was removed the instance served again, and whether every acknowledged create is there. Needs
+   root (`mount`).
 
 Every section prints the load average (`uptime`) next to its figures: the machine is shared.
 
@@ -644,6 +652,101 @@ def partition(hf, load, data, port, token, record, taskset, hang=False):
         shutil.rmtree(second_data, ignore_errors=True)
 
 
+def full_disk(hf, port):
+    """Section 11: a second instance on a file system of its own, filled (see the module
+    comment)."""
+    mount = tempfile.mkdtemp(prefix="hf-faults-disk-")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", mount], check=True)
+    os.chmod(mount, 0o755)
+    data = os.path.join(mount, "data")
+    filler = os.path.join(mount, "filler")
+    # The instance's log lives off the full disk, so it can tell what happened.
+    log_path = mount + ".log"
+    env = dict(os.environ, HF_LISTEN=f"127.0.0.1:{port}", HF_DATA_DIR=data,
+               HF_ADMIN_PASSWORD=PASSWORD, HF_LOG="warn")
+    env.pop("HF_DATABASE_URL", None)
+    base = f"http://127.0.0.1:{port}"
+
+    def call(method, path, body=None, token=None):
+        """(status, parsed body) of one request."""
+        request = urllib.request.Request(base + path, method=method,
+                                         data=json.dumps(body).encode() if body else None)
+        request.add_header("content-type", "application/json")
+        if token:
+            request.add_header("authorization", "Bearer " + token)
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return response.status, json.load(response)
+        except urllib.error.HTTPError as error:
+            return error.code, json.load(error)
+        except (urllib.error.URLError, ConnectionError) as error:
+            return 0, {"errors": [{"code": type(error).__name__}]}
+
+    def creates(token, label, count, acknowledged):
+        answers = {}
+        for n in range(count):
+            status, body = call("POST", "/data/crm/account", {"name": f"{label} {n}"}, token)
+            key = f"{status} {body['errors'][0]['code']}" if status != 201 else "201"
+            answers[key] = answers.get(key, 0) + 1
+            if status == 201:
+                acknowledged.append(body["id"])
+        return answers
+
+    def log_lines():
+        with open(log_path) as log:
+            return sum(1 for _ in log)
+
+    with open(log_path, "w") as log:
+        instance = subprocess.Popen([hf, "serve", "--demo"], env=env, stdout=log, stderr=log)
+    try:
+        for _ in range(1200):
+            if call("GET", "/health")[0] == 200:
+                break
+            time.sleep(0.05)
+        token = call("POST", "/auth/login", {"username": "admin", "password": PASSWORD})[1]["token"]
+        acknowledged = []
+        print(f"  before the fill: {creates(token, 'before', 200, acknowledged)}")
+        fill = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+        for chunk in (1 << 20, 4096, 1):
+            try:
+                while os.write(fill, b"\0" * chunk) > 0:
+                    pass
+            except OSError:
+                pass
+        os.close(fill)
+        print(f"  after the fill: {creates(token, 'full', 300, acknowledged)}; "
+              f"{load_average()}")
+        psql = ["psql", "-q", "-h", os.path.join(data, "pg", "run"), "-d", "hf",
+                "-c", "CHECKPOINT", "-c", "SELECT pg_switch_wal()"]
+        if os.geteuid() == 0:
+            # The embedded cluster runs as `postgres` when hf runs as root.
+            psql = ["runuser", "-u", "postgres", "--", *psql]
+        subprocess.run(psql, capture_output=True, check=False)
+        print(f"  after the log switch: {creates(token, 'stopped', 20, acknowledged)}")
+        before = log_lines()
+        time.sleep(20)
+        print(f"  {log_lines() - before} log lines in 20 s down; /status: "
+              f"{call('GET', '/status')}")
+        os.remove(filler)
+        room = time.monotonic()
+        while call("GET", "/status")[0] != 200 and time.monotonic() - room < 120:
+            time.sleep(0.05)
+        print(f"  served again {time.monotonic() - room:.2f} s after the file was removed; "
+              f"then {creates(token, 'after', 50, acknowledged)}")
+        missing = sum(1 for record_id in acknowledged
+                      if call("GET", f"/data/crm/account/{record_id}", token=token)[0] != 200)
+        print(f"  acknowledged creates {len(acknowledged)}, missing afterwards {missing}")
+    finally:
+        instance.send_signal(signal.SIGTERM)
+        try:
+            instance.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            instance.kill()
+        subprocess.run(["umount", "-l", mount], check=False)
+        os.rmdir(mount)
+        os.remove(log_path)
+
+
 def kernel_tcp():
     """The kernel's TCP memory in MB and its orphaned sockets (/proc/net/sockstat)."""
     with open("/proc/net/sockstat") as stats:
@@ -772,7 +875,7 @@ def main():
     parser.add_argument("--load", default="target/release/hf-load")
     parser.add_argument("--connections", type=int, default=20000)
     parser.add_argument("--port", type=int, default=18095)
-    parser.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10",
+    parser.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11",
                         help="sections to run, e.g. 1,5")
     parser.add_argument("--overload-seconds", type=int, default=120)
     parser.add_argument("--login-rate", type=int, default=2000,
@@ -861,6 +964,9 @@ def main():
             print("10. a database that stops answering without refusing anything, under reads "
                   "(a second instance)")
             partition(args.hf, args.load, data, args.port, token, record, taskset, hang=True)
+        if 11 in sections:
+            print("11. a full disk under a second instance and its embedded PostgreSQL")
+            full_disk(args.hf, args.port + 3)
         if 4 in sections:
             print("4. kill -9 of the embedded postmaster under load")
             kill_postmaster(data, call, record, token)
