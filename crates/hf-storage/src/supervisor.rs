@@ -183,6 +183,12 @@ fn supervise(
 ) -> EmbeddedCluster {
     let mut backoff = FIRST_BACKOFF;
     let mut down_since: Option<Instant> = None;
+    // Failed starts since the server last ran, and whether the disk was full at the last one
+    // logged: a failed start is logged in full (with the end of PostgreSQL's log) when it is the
+    // first or its cause changed, the others at debug, so a disk full for an hour does not log
+    // a screenful every 5 s.
+    let mut failed_starts: u64 = 0;
+    let mut logged_disk_full: Option<bool> = None;
     loop {
         if let Some(status) = cluster.reap() {
             died(watch, status);
@@ -202,19 +208,27 @@ fn supervise(
                     tracing::info!(
                         down_ms,
                         restarts = health.restarts,
+                        failed_starts,
                         "embedded PostgreSQL started again"
                     );
                     backoff = FIRST_BACKOFF;
+                    failed_starts = 0;
+                    logged_disk_full = None;
                 }
                 Err(error) => {
                     let free = free_bytes(cluster.data_dir());
                     let disk_full = free.is_some_and(|free| free < ROOM_TO_START);
                     watch.lock().disk_full = disk_full;
-                    if disk_full {
-                        tracing::error!(%error, free_bytes = free, retry_in_ms = backoff.as_millis() as u64, "starting the embedded PostgreSQL again failed: the disk under its data directory is full; it starts once there is room");
+                    failed_starts += 1;
+                    let retry_in_ms = backoff.as_millis() as u64;
+                    if logged_disk_full == Some(disk_full) {
+                        tracing::debug!(%error, failed_starts, retry_in_ms, "starting the embedded PostgreSQL again failed again");
+                    } else if disk_full {
+                        tracing::error!(%error, free_bytes = free, retry_in_ms, "starting the embedded PostgreSQL again failed: the disk under its data directory is full; it starts once there is room (tried every 5 s at most, logged when it starts)");
                     } else {
-                        tracing::warn!(%error, retry_in_ms = backoff.as_millis() as u64, "starting the embedded PostgreSQL again failed");
+                        tracing::warn!(%error, retry_in_ms, "starting the embedded PostgreSQL again failed (tried again with a backoff up to 5 s, logged when it starts)");
                     }
+                    logged_disk_full = Some(disk_full);
                     wait = backoff;
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
