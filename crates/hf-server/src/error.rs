@@ -680,12 +680,68 @@ impl From<hf_model::Error> for ApiError {
 /// 58030): 503 `STORAGE_UNAVAILABLE`, as for the metadata repository's own storage, without the
 /// server's text (it names the files). `outcome` says what became of the request.
 fn database_storage_failed(error: &dyn std::fmt::Display, outcome: &str) -> ApiError {
-    tracing::error!(%error, "the database cannot write to its storage");
+    static LOG: Throttle = Throttle::new();
+    if let Some(left_out) = LOG.admit(STORAGE_LOG_EVERY) {
+        tracing::error!(%error, left_out, "the database cannot write to its storage (logged at most every 10 s; left_out counts the refusals since the last line)");
+    }
     ApiError::new(
         Code::StorageUnavailable,
         format!("The database cannot write to its storage (its disk is full or failing), so {outcome}. Retry once an operator has made room."),
     )
     .with_retry_after(5)
+}
+
+/// How often a failure of the database's storage is logged at most: a full disk refuses every
+/// write, and a line for each (on a disk that is often the same) would only add to it.
+const STORAGE_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Lets a log line through at most once per interval, counting the ones left out between.
+struct Throttle {
+    /// When a line was last let through: milliseconds since [`Throttle::clock`]'s start, plus
+    /// one (0: never).
+    last: std::sync::atomic::AtomicU64,
+    left_out: std::sync::atomic::AtomicU64,
+}
+
+impl Throttle {
+    const fn new() -> Self {
+        Self {
+            last: std::sync::atomic::AtomicU64::new(0),
+            left_out: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Milliseconds since the first use of any throttle, plus one.
+    fn clock() -> u64 {
+        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        let start = START.get_or_init(std::time::Instant::now);
+        u64::try_from(start.elapsed().as_millis())
+            .unwrap_or(u64::MAX - 1)
+            .saturating_add(1)
+    }
+
+    /// `Some(how many were left out since the last line)` when a line may be logged now.
+    fn admit(&self, every: std::time::Duration) -> Option<u64> {
+        self.admit_at(Self::clock(), every)
+    }
+
+    /// [`Throttle::admit`] at `now` on [`Throttle::clock`].
+    fn admit_at(&self, now: u64, every: std::time::Duration) -> Option<u64> {
+        use std::sync::atomic::Ordering;
+        let last = self.last.load(Ordering::Relaxed);
+        let every = u64::try_from(every.as_millis()).unwrap_or(u64::MAX);
+        let due = last == 0 || now.saturating_sub(last) >= every;
+        if due
+            && self
+                .last
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            return Some(self.left_out.swap(0, Ordering::Relaxed));
+        }
+        self.left_out.fetch_add(1, Ordering::Relaxed);
+        None
+    }
 }
 
 /// DDL failures: refused destructive changes get one entry each; a failed statement is named.
@@ -874,6 +930,24 @@ pub fn for_status(status: StatusCode) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first line goes through; the next ones within the interval are counted, and the
+    /// first after it says how many were left out.
+    #[test]
+    fn a_throttled_line_goes_through_once_per_interval_with_the_count_left_out() {
+        let throttle = Throttle::new();
+        let every = std::time::Duration::from_secs(10);
+        assert_eq!(throttle.admit_at(1, every), Some(0));
+        assert_eq!(throttle.admit_at(2, every), None);
+        assert_eq!(throttle.admit_at(9_999, every), None);
+        assert_eq!(throttle.admit_at(10_001, every), Some(2));
+        assert_eq!(throttle.admit_at(10_002, every), None);
+        assert_eq!(
+            Throttle::new().admit(every),
+            Some(0),
+            "a first line on the real clock"
+        );
+    }
 
     #[test]
     fn codes_are_screaming_snake_case_and_unique() {
