@@ -144,6 +144,16 @@ def get(path, token=None):
             + (f"Authorization: Bearer {token}\r\n" if token else "") + "\r\n").encode()
 
 
+def api_request(base, method, path, body=None, token=None):
+    """A JSON request to the service at `base`, with the bearer `token` if any."""
+    request = urllib.request.Request(base + path, method=method,
+                                     data=json.dumps(body).encode() if body else None)
+    request.add_header("content-type", "application/json")
+    if token:
+        request.add_header("authorization", "Bearer " + token)
+    return request
+
+
 def load_average():
     with open("/proc/loadavg") as loadavg:
         return "load average " + " ".join(loadavg.read().split()[:3])
@@ -669,13 +679,9 @@ def full_disk(hf, port):
 
     def call(method, path, body=None, token=None):
         """(status, parsed body) of one request."""
-        request = urllib.request.Request(base + path, method=method,
-                                         data=json.dumps(body).encode() if body else None)
-        request.add_header("content-type", "application/json")
-        if token:
-            request.add_header("authorization", "Bearer " + token)
         try:
-            with urllib.request.urlopen(request, timeout=60) as response:
+            with urllib.request.urlopen(api_request(base, method, path, body, token),
+                                        timeout=60) as response:
                 return response.status, json.load(response)
         except urllib.error.HTTPError as error:
             return error.code, json.load(error)
@@ -918,12 +924,8 @@ def main():
         time.sleep(2)
 
         def call(method, path, body=None, token=None):
-            request = urllib.request.Request(base + path, method=method,
-                                             data=json.dumps(body).encode() if body else None)
-            request.add_header("content-type", "application/json")
-            if token:
-                request.add_header("authorization", "Bearer " + token)
-            with urllib.request.urlopen(request, timeout=30) as response:
+            with urllib.request.urlopen(api_request(base, method, path, body, token),
+                                        timeout=30) as response:
                 return json.load(response)
 
         token = call("POST", "/auth/login", {"username": "admin", "password": PASSWORD})["token"]
