@@ -402,6 +402,15 @@ impl From<hf_storage::Error> for ApiError {
                 ApiError::new(Code::Timeout, "The database did not answer in time.")
             }
             ErrorKind::Storage => database_storage_failed(&error, "the request did nothing"),
+            ErrorKind::InvalidValue => {
+                // The use cases check values before the database sees them; this is the net
+                // under what they do not foresee, without the server's text (it names indexes).
+                tracing::warn!(%error, "the database refused a value");
+                ApiError::new(
+                    Code::InvalidValue,
+                    "The database refused a value of this request as out of range, too long or beyond a configured limit; nothing was written.",
+                )
+            }
             ErrorKind::Forbidden => ApiError::new(
                 Code::Forbidden,
                 "Your database role lacks the privilege this request needs.",

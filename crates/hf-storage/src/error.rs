@@ -167,7 +167,8 @@ pub enum ErrorKind {
     ForeignKeyViolation,
     /// A NOT NULL constraint was violated (SQLSTATE 23502).
     NotNullViolation,
-    /// A check constraint or a value conversion failed (SQLSTATE classes 22 and 23514).
+    /// A check constraint or a value conversion failed, or a value or statement is beyond what
+    /// the database holds or allows (SQLSTATE classes 22 and 54, 23514, 53400).
     InvalidValue,
     /// Anything else: a bug or an unexpected server state.
     Internal,
@@ -260,7 +261,13 @@ fn db_error_kind(error: &tokio_postgres::Error) -> ErrorKind {
         SqlState::NOT_NULL_VIOLATION => ErrorKind::NotNullViolation,
         SqlState::CHECK_VIOLATION => ErrorKind::InvalidValue,
         SqlState::QUERY_CANCELED | SqlState::LOCK_NOT_AVAILABLE => ErrorKind::Timeout,
-        _ if state.code().starts_with("22") => ErrorKind::InvalidValue,
+        // A value PostgreSQL refuses (class 22), or a value or statement beyond what it can
+        // hold or an operator allows (class 54: an index entry too long; 53400:
+        // temp_file_limit).
+        SqlState::CONFIGURATION_LIMIT_EXCEEDED => ErrorKind::InvalidValue,
+        _ if state.code().starts_with("22") || state.code().starts_with("54") => {
+            ErrorKind::InvalidValue
+        }
         _ => ErrorKind::Internal,
     }
 }
@@ -299,5 +306,35 @@ mod tests {
             1,
             "{text}"
         );
+    }
+
+    /// Each SQLSTATE the server may answer a request with has its kind: a full disk is
+    /// storage, memory run short is unavailability, a value or statement beyond a limit is the
+    /// request's own invalid value (none of them an internal failure).
+    #[tokio::test]
+    async fn server_errors_get_their_kinds() {
+        let db = hf_testkit::TestDb::new().await;
+        let client = db.client().await;
+        let cases = [
+            ("53100", ErrorKind::Storage),
+            ("58030", ErrorKind::Storage),
+            ("53200", ErrorKind::Unavailable),
+            ("53300", ErrorKind::Unavailable),
+            ("53400", ErrorKind::InvalidValue),
+            ("54000", ErrorKind::InvalidValue),
+            ("22003", ErrorKind::InvalidValue),
+            ("57014", ErrorKind::Timeout),
+            ("XX000", ErrorKind::Internal),
+        ];
+        for (sqlstate, kind) in cases {
+            // The code is a constant of this test, not input; RAISE takes it only as a literal.
+            let raised = client
+                .batch_execute(&format!(
+                    "DO $$ BEGIN RAISE EXCEPTION 'raised' USING ERRCODE = '{sqlstate}'; END $$"
+                ))
+                .await
+                .unwrap_err();
+            assert_eq!(Error::from(raised).kind(), kind, "{sqlstate}");
+        }
     }
 }

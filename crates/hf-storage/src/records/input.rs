@@ -5,6 +5,13 @@ use super::body::Body;
 use super::plan::{KeyRole, ObjectPlan};
 use super::{Problem, ProblemCode, Target};
 
+/// The longest value a unique or indexed field may hold. Its values are kept in a btree index,
+/// and PostgreSQL refuses an index entry over 2 704 bytes (a third of a page) with an error
+/// about the index; checked here, such a value is the field's own problem, with the limit,
+/// rather than a failure of the write. The margin leaves room for the entry's header and for values
+/// whose stored form is longer than their text.
+pub(crate) const MAX_INDEXED_VALUE_BYTES: usize = 2_000;
+
 /// What a write binds, and the problems found before running it.
 #[derive(Debug)]
 pub(crate) struct Input {
@@ -68,6 +75,16 @@ pub(crate) fn read(plan: &ObjectPlan, body: &Body, mode: Mode) -> Input {
             Some(KeyRole::Column(index)) => {
                 let column = &plan.columns[index];
                 match column.ty.parse_json_in(raw.get(), &column.values) {
+                    Ok(Some(value)) if column.in_index && value.len() > MAX_INDEXED_VALUE_BYTES => {
+                        input.reject(
+                            key,
+                            ProblemCode::InvalidValue,
+                            format!(
+                                "`{key}` is kept in an index (it is unique or indexed), so its value may be at most {MAX_INDEXED_VALUE_BYTES} bytes (this one has {}).",
+                                value.len()
+                            ),
+                        );
+                    }
                     Ok(value) => {
                         input.values[index] = value;
                         input.given[index] = true;

@@ -86,6 +86,9 @@ pub(crate) struct Column {
     pub(crate) lookup: bool,
     /// Whether the field has a unique constraint (upserts may use it).
     pub(crate) unique: bool,
+    /// Whether a btree index holds its values (it is unique or indexed), which bounds their
+    /// length (see `input::MAX_INDEXED_VALUE_BYTES`).
+    pub(crate) in_index: bool,
     /// The choices of a picklist field (empty otherwise), which its values must be keys of.
     pub(crate) values: Vec<PicklistValue>,
     /// The bound text a new record gets when its body leaves the field out (a picklist's
@@ -229,6 +232,7 @@ pub(crate) fn build(model: &Model, name: &QualifiedName) -> Result<ObjectPlan> {
                 field_type,
                 required,
                 unique,
+                indexed,
                 values,
                 default_value,
                 ..
@@ -248,6 +252,7 @@ pub(crate) fn build(model: &Model, name: &QualifiedName) -> Result<ObjectPlan> {
                     required: *required,
                     lookup: false,
                     unique: *unique,
+                    in_index: *unique || *indexed,
                     values: values.clone(),
                     default,
                 });
@@ -260,6 +265,7 @@ pub(crate) fn build(model: &Model, name: &QualifiedName) -> Result<ObjectPlan> {
                     required: *required,
                     lookup: true,
                     unique: false,
+                    in_index: false,
                     values: Vec::new(),
                     default: None,
                 });

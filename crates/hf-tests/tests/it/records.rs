@@ -745,6 +745,82 @@ async fn updates_are_partial_versioned_and_harmless_when_unchanged() {
     ctx.server.stop().await;
 }
 
+/// A unique or indexed field's value longer than its index holds is the field's own problem
+/// (422 `INVALID_VALUE` naming the field and the limit), on a create, an update and an upsert,
+/// not a failure of the write (it answered 500 `INTERNAL` when PostgreSQL refused the index
+/// entry).
+#[tokio::test]
+async fn a_value_too_long_for_its_index_is_the_fields_problem() {
+    let ctx = Ctx::start().await;
+    ctx.add_field(
+        "account",
+        "code",
+        json!({"label": "Code", "fieldKind": "scalar", "fieldType": "text", "uniqueConstraint": true}),
+    )
+    .await;
+    // Letters in no pattern, so that PostgreSQL cannot compress the index entry below its limit.
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut letters = |count: usize| -> String {
+        (0..count)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                char::from(b'a' + u8::try_from(seed % 26).unwrap())
+            })
+            .collect()
+    };
+    let longest = letters(2_000);
+    let too_long = letters(3_000);
+    let created = ctx
+        .expect(
+            Method::POST,
+            "/data/crm/account",
+            Some(json!({"name": "Longest", "code": longest})),
+            201,
+        )
+        .await;
+    let path = format!("/data/crm/account/{}", id_of(&created));
+    for (method, path) in [
+        (Method::POST, "/data/crm/account"),
+        (Method::PATCH, path.as_str()),
+        (Method::PUT, "/data/crm/account/code"),
+    ] {
+        let body = ctx
+            .expect(
+                method.clone(),
+                path,
+                Some(json!({"name": "Too long", "code": too_long})),
+                422,
+            )
+            .await;
+        assert_eq!(
+            problems(&body),
+            [problem("INVALID_VALUE", "code")],
+            "{method}"
+        );
+        let message = body["errors"][0]["message"].as_str().unwrap();
+        assert!(message.contains("2000 bytes"), "{message}");
+    }
+    // An indexed field's values sit in an index too.
+    ctx.add_field(
+        "account",
+        "reference",
+        json!({"label": "Reference", "fieldKind": "scalar", "fieldType": "text", "indexed": true}),
+    )
+    .await;
+    let body = ctx
+        .expect(
+            Method::POST,
+            "/data/crm/account",
+            Some(json!({"name": "Too long", "reference": too_long})),
+            422,
+        )
+        .await;
+    assert_eq!(problems(&body), [problem("INVALID_VALUE", "reference")]);
+    ctx.server.stop().await;
+}
+
 #[tokio::test]
 async fn upserts_by_a_unique_field_and_records_survive_new_fields() {
     let ctx = Ctx::start().await;
