@@ -72,6 +72,17 @@ impl Service {
         format!("{}{path}", self.base_url)
     }
 
+    /// The body of `GET /status`, whatever its status.
+    async fn status(&self, http: &reqwest::Client) -> Value {
+        http.get(self.url("/status"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
     /// A token of the demo's administrator.
     async fn admin_token(&self, http: &reqwest::Client) -> String {
         let login: Value = http
@@ -130,56 +141,6 @@ impl Drop for Service {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.data_dir);
-    }
-}
-
-/// A small file system of its own (tmpfs; mounting needs root), to be filled; unmounted when
-/// dropped. Declare it before the service that uses it, so that the service stops first.
-struct SmallDisk(PathBuf);
-
-impl SmallDisk {
-    fn mount() -> Self {
-        let path = std::env::temp_dir().join(format!("hf-small-disk-{}", uuid_like()));
-        std::fs::create_dir_all(&path).unwrap();
-        let mounted = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=128m", "tmpfs"])
-            .arg(&path)
-            .status()
-            .expect("mount (a small file system needs root)");
-        assert!(mounted.success(), "mounting a tmpfs failed");
-        Self(path)
-    }
-
-    /// A data directory on it.
-    fn data_dir(&self) -> PathBuf {
-        let dir = self.0.join("data");
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
-    /// Fills it to its last byte.
-    fn fill(&self) {
-        use std::io::Write;
-        let mut filler = std::fs::File::create(self.filler()).unwrap();
-        for chunk in [1 << 20, 4096, 1] {
-            let bytes = vec![0u8; chunk];
-            while filler.write_all(&bytes).is_ok() {}
-        }
-    }
-
-    fn make_room(&self) {
-        std::fs::remove_file(self.filler()).unwrap();
-    }
-
-    fn filler(&self) -> PathBuf {
-        self.0.join("filler")
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        let _ = std::fs::remove_dir(&self.0);
     }
 }
 
@@ -252,14 +213,7 @@ async fn a_killed_postmaster_is_reaped_and_started_again_without_loss() {
         "a new postmaster runs"
     );
 
-    let status: Value = http
-        .get(service.url("/status"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let status = service.status(&http).await;
     assert_eq!(status["status"], "ok", "{status}");
     assert_eq!(status["embedded"]["running"], true, "{status}");
     assert_eq!(status["embedded"]["restarts"], 1, "{status}");
@@ -285,8 +239,10 @@ async fn a_killed_postmaster_is_reaped_and_started_again_without_loss() {
 /// it starts on its own and nothing acknowledged is lost.
 #[tokio::test]
 async fn a_full_disk_keeps_the_embedded_postgres_down_until_there_is_room() {
-    let disk = SmallDisk::mount();
-    let service = Service::start_in(disk.data_dir());
+    let disk = hf_testkit::SmallDisk::mount("128m");
+    let data_dir = disk.path().join("data");
+    std::fs::create_dir(&data_dir).unwrap();
+    let service = Service::start_in(data_dir);
     let http = reqwest::Client::new();
     let token = service.admin_token(&http).await;
     let create = |name: String| {
@@ -362,13 +318,6 @@ async fn a_full_disk_keeps_the_embedded_postgres_down_until_there_is_room() {
             .unwrap();
         assert_eq!(response.status(), 200, "account {id}");
     }
-    let status: Value = http
-        .get(service.url("/status"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let status = service.status(&http).await;
     assert_eq!(status["embedded"]["disk_full"], false, "{status}");
 }

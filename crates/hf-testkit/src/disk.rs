@@ -1,93 +1,60 @@
-//! A disk the database can be made to find full: a tablespace on a small file system of its own
-//! (tmpfs), which a test fills and empties at will. A test database whose default tablespace it
-//! is ([`crate::TestServer::start_demo_on`]) keeps every table the service creates there, while
-//! the server's catalogs and write-ahead log stay on their own disk, so the database refuses
-//! each write that needs a new page (SQLSTATE 53100) and goes on serving everything else, as it
-//! does when the disk under its tables fills.
+//! A disk the database can be made to find full: a small file system of its own (tmpfs,
+//! [`SmallDisk`]), which a test fills and empties at will, and a tablespace on one
+//! ([`SmallTablespace`]). A test database whose default tablespace it is
+//! ([`crate::TestServer::start_demo_on`]) keeps every table the service creates there, while the
+//! server's catalogs and write-ahead log stay on their own disk, so the database refuses each
+//! write that needs a new page (SQLSTATE 53100) and goes on serving everything else, as it does
+//! when the disk under its tables fills. A whole data directory on a [`SmallDisk`] (an embedded
+//! cluster's) fills its write-ahead log too.
 //!
 //! Mounting needs root on the database's machine, as the other fault tests' stopped backends
 //! and cut network paths do.
 
 use std::io::Write as _;
 use std::os::unix::fs::MetadataExt as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use tokio_postgres::NoTls;
 
-/// How large the file system is: room for the demo's tables and indexes with a margin, small
-/// enough to fill in a moment.
-const SIZE: &str = "32m";
-
-/// A tablespace on a tmpfs of its own (see the module comment). Dropped: the tablespace, then
-/// the file system. Declare it before the server that uses it, so that the server's database is
-/// dropped (and the tablespace emptied) first.
+/// A small file system of its own (tmpfs, mounted under the system temp directory), which a test
+/// fills and empties at will; unmounted when dropped. Declare it before whatever uses it (a
+/// service, a database), so that goes first.
 #[derive(Debug)]
-pub struct SmallTablespace {
-    name: String,
-    mount: PathBuf,
-    maintenance_url: String,
+pub struct SmallDisk {
+    path: PathBuf,
 }
 
-impl SmallTablespace {
-    /// Mounts the file system, gives it to the database server's user, and creates the
-    /// tablespace on it.
-    pub async fn new() -> Self {
-        let maintenance_url = crate::maintenance_url().await;
-        let name = format!(
-            "hf_test_disk_{}",
+impl SmallDisk {
+    /// Mounts a tmpfs of `size` (as `mount -o size=` takes it: `128m`) readable by all, so a
+    /// database server running as another user can reach a directory on it.
+    pub fn mount(size: &str) -> Self {
+        let path = std::env::temp_dir().join(format!(
+            "hf-small-disk-{}",
             &uuid::Uuid::new_v4().simple().to_string()[..12]
-        );
-        let mount = std::env::temp_dir().join(&name);
-        std::fs::create_dir_all(&mount).unwrap();
+        ));
+        std::fs::create_dir_all(&path).unwrap();
         let mounted = Command::new("mount")
             .args([
                 "-t",
                 "tmpfs",
                 "-o",
-                &format!("size={SIZE},mode=0700"),
+                &format!("size={size},mode=0755"),
                 "tmpfs",
             ])
-            .arg(&mount)
+            .arg(&path)
             .status()
             .expect("mount (a small file system needs root)");
         assert!(mounted.success(), "mounting a tmpfs failed");
-        let disk = Self {
-            name,
-            mount,
-            maintenance_url,
-        };
-        let client = disk.client().await;
-        // The tablespace's directory must belong to the user the server runs as.
-        let data_directory: String = client
-            .query_one("SELECT current_setting('data_directory')", &[])
-            .await
-            .unwrap()
-            .get(0);
-        let owner = std::fs::metadata(&data_directory).unwrap();
-        std::os::unix::fs::chown(&disk.mount, Some(owner.uid()), Some(owner.gid())).unwrap();
-        // CREATE TABLESPACE takes its location as a literal only; the server quotes it.
-        let location: String = client
-            .query_one("SELECT quote_literal($1)", &[&disk.mount.to_str().unwrap()])
-            .await
-            .unwrap()
-            .get(0);
-        client
-            .batch_execute(&format!(
-                "CREATE TABLESPACE {} LOCATION {location}",
-                hf_sql::quote_ident(&disk.name).unwrap()
-            ))
-            .await
-            .expect("create the tablespace");
-        disk
+        Self { path }
     }
 
-    /// The tablespace's name.
-    pub fn name(&self) -> &str {
-        &self.name
+    /// Where it is mounted.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
-    /// Fills the file system to its last byte.
+    /// Fills it to its last byte.
     pub fn fill(&self) {
         let mut filler = std::fs::File::create(self.filler()).unwrap();
         for chunk in [1 << 20, 4096, 1] {
@@ -102,7 +69,87 @@ impl SmallTablespace {
     }
 
     fn filler(&self) -> PathBuf {
-        self.mount.join("filler")
+        self.path.join("filler")
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
+        let _ = std::fs::remove_dir(&self.path);
+    }
+}
+
+/// How large the tablespace's file system is: room for the demo's tables and indexes with a
+/// margin, small enough to fill in a moment.
+const TABLESPACE_SIZE: &str = "32m";
+
+/// A tablespace on a [`SmallDisk`] (see the module comment). Dropped: the tablespace, then the
+/// file system. Declare it before the server that uses it, so that the server's database is
+/// dropped (and the tablespace emptied) first.
+#[derive(Debug)]
+pub struct SmallTablespace {
+    name: String,
+    maintenance_url: String,
+    /// Dropped after the tablespace (fields drop after `Drop::drop`).
+    disk: SmallDisk,
+}
+
+impl SmallTablespace {
+    /// Mounts the file system, gives its directory to the database server's user, and creates
+    /// the tablespace there.
+    pub async fn new() -> Self {
+        let maintenance_url = crate::maintenance_url().await;
+        let name = format!(
+            "hf_test_disk_{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..12]
+        );
+        let disk = SmallDisk::mount(TABLESPACE_SIZE);
+        let location = disk.path().join("tablespace");
+        std::fs::create_dir(&location).unwrap();
+        let tablespace = Self {
+            name,
+            maintenance_url,
+            disk,
+        };
+        let client = tablespace.client().await;
+        // The tablespace's directory must belong to the user the server runs as.
+        let data_directory: String = client
+            .query_one("SELECT current_setting('data_directory')", &[])
+            .await
+            .unwrap()
+            .get(0);
+        let owner = std::fs::metadata(&data_directory).unwrap();
+        std::os::unix::fs::chown(&location, Some(owner.uid()), Some(owner.gid())).unwrap();
+        // CREATE TABLESPACE takes its location as a literal only; the server quotes it.
+        let location: String = client
+            .query_one("SELECT quote_literal($1)", &[&location.to_str().unwrap()])
+            .await
+            .unwrap()
+            .get(0);
+        client
+            .batch_execute(&format!(
+                "CREATE TABLESPACE {} LOCATION {location}",
+                hf_sql::quote_ident(&tablespace.name).unwrap()
+            ))
+            .await
+            .expect("create the tablespace");
+        tablespace
+    }
+
+    /// The tablespace's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Fills its file system to the last byte.
+    pub fn fill(&self) {
+        self.disk.fill();
+    }
+
+    /// Makes room again.
+    pub fn make_room(&self) {
+        self.disk.make_room();
     }
 
     async fn client(&self) -> tokio_postgres::Client {
@@ -116,7 +163,6 @@ impl SmallTablespace {
 
 impl Drop for SmallTablespace {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(self.filler());
         let dropped = hf_sql::quote_ident(&self.name).is_ok_and(|name| {
             crate::execute_detached(
                 &self.maintenance_url,
@@ -126,7 +172,5 @@ impl Drop for SmallTablespace {
         if !dropped {
             eprintln!("hf-testkit: could not drop tablespace {}", self.name);
         }
-        let _ = Command::new("umount").arg("-l").arg(&self.mount).status();
-        let _ = std::fs::remove_dir(&self.mount);
     }
 }

@@ -22,7 +22,7 @@ use tokio_postgres::NoTls;
 mod disk;
 mod network;
 
-pub use disk::SmallTablespace;
+pub use disk::{SmallDisk, SmallTablespace};
 pub use network::NetworkPath;
 
 /// The server every test database is created on.
