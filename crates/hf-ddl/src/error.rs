@@ -4,7 +4,7 @@
 //! talking to PostgreSQL or from refusing to apply a plan.
 
 #[cfg(feature = "pg")]
-use hf_sql::sqlstate::ServerFailure;
+use hf_sql::sqlstate::{server_failure_of as server_failure, ServerFailure};
 
 /// Why introspection or apply did not complete. After any apply error the caller must roll its
 /// transaction back; nothing of the plan is then left in the database.
@@ -133,11 +133,4 @@ impl Error {
             Error::InvalidPlan { .. } => ErrorKind::InvalidPlan,
         }
     }
-}
-
-/// What a driver error says about the server rather than the statement (see
-/// [`hf_sql::sqlstate`]).
-#[cfg(feature = "pg")]
-fn server_failure(error: &tokio_postgres::Error) -> Option<ServerFailure> {
-    hf_sql::sqlstate::server_failure(error.code().map(tokio_postgres::error::SqlState::code))
 }

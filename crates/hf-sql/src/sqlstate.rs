@@ -7,8 +7,8 @@
 //! succeed unchanged once the database is well again, so they are answered "try again later"
 //! and never with the server's own text, which names files and internals.
 //!
-//! Codes are compared as the five-character text PostgreSQL sends, so this crate needs no
-//! driver.
+//! Codes are compared as the five-character text PostgreSQL sends, so the table needs no
+//! driver; [`server_failure_of`] (feature `pg`) reads a tokio-postgres error through it.
 
 /// How a database server failed a statement it did not reject on its merits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +43,40 @@ pub fn server_failure(sqlstate: Option<&str>) -> Option<ServerFailure> {
         _ if code.starts_with("08") => Some(ServerFailure::ConnectionLost),
         _ => None,
     }
+}
+
+/// [`server_failure`] of a tokio-postgres error.
+///
+/// A failure without a SQLSTATE is a lost connection, except when the driver itself refused
+/// the statement's own parameters or rows: a value it could not encode or decode, a column it
+/// does not have, a wrong count of parameters, columns or rows. Those blame the statement (a
+/// bug of its caller), and the connection is as good as before; calling them a lost connection
+/// would answer "try again later" to something that will fail again, and a `COMMIT` "outcome
+/// unknown" where nothing was sent.
+#[cfg(feature = "pg")]
+pub fn server_failure_of(error: &tokio_postgres::Error) -> Option<ServerFailure> {
+    let code = error.code().map(tokio_postgres::error::SqlState::code);
+    if code.is_none() && driver_refused_the_statement(error) {
+        return None;
+    }
+    server_failure(code)
+}
+
+/// Whether a failure without a SQLSTATE is the driver refusing the statement's parameters or
+/// rows rather than a failure of the connection. The driver keeps its error kinds private and
+/// names each in its text, which is what tells them apart here; the data path's tests cause
+/// each of them against a real database, so a change of that text is noticed.
+#[cfg(feature = "pg")]
+fn driver_refused_the_statement(error: &tokio_postgres::Error) -> bool {
+    const STATEMENT_ERRORS: [&str; 4] = [
+        "error serializing parameter",
+        "error deserializing column",
+        "invalid column",
+        "query returned an unexpected number of",
+    ];
+    let text = error.to_string();
+    STATEMENT_ERRORS.iter().any(|start| text.starts_with(start))
+        || (text.starts_with("expected ") && text.contains(" parameters but got "))
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The storage error type and the one place where SQLSTATE codes become error kinds.
 
-use hf_sql::sqlstate::ServerFailure;
+use hf_sql::sqlstate::{server_failure_of as server_failure, ServerFailure};
 use tokio_postgres::error::SqlState;
 
 /// Everything that can go wrong talking to PostgreSQL or running the embedded cluster.
@@ -251,8 +251,9 @@ fn db_error_kind(error: &tokio_postgres::Error) -> ErrorKind {
         None => {}
     }
     let Some(state) = error.code() else {
-        // A failure without a SQLSTATE is a lost connection, told above.
-        return ErrorKind::Unavailable;
+        // The driver refused the statement's parameters or rows (a lost connection is told
+        // above): a bug, not the database's state.
+        return ErrorKind::Internal;
     };
     match *state {
         SqlState::INSUFFICIENT_PRIVILEGE => ErrorKind::Forbidden,
@@ -270,12 +271,6 @@ fn db_error_kind(error: &tokio_postgres::Error) -> ErrorKind {
         }
         _ => ErrorKind::Internal,
     }
-}
-
-/// What a driver error says about the server rather than the statement: a lost connection, a
-/// full or failing disk, memory or connections run short (see [`hf_sql::sqlstate`]).
-fn server_failure(error: &tokio_postgres::Error) -> Option<ServerFailure> {
-    hf_sql::sqlstate::server_failure(error.code().map(SqlState::code))
 }
 
 #[cfg(test)]
@@ -336,5 +331,80 @@ mod tests {
                 .unwrap_err();
             assert_eq!(Error::from(raised).kind(), kind, "{sqlstate}");
         }
+    }
+
+    /// When the driver itself refuses a statement's parameters or rows (no SQLSTATE), the
+    /// statement is at fault and the connection is fine: an internal failure, never "the
+    /// database is unavailable", and on a `COMMIT` a definite failure, not "outcome unknown".
+    /// A connection that really broke is still a lost connection.
+    #[tokio::test]
+    async fn the_driver_refusing_a_statement_is_not_a_lost_connection() {
+        let db = hf_testkit::TestDb::new().await;
+        let client = db.client().await;
+        let refusals = [
+            // A parameter of the wrong type.
+            client
+                .query("SELECT $1::int4", &[&"text"])
+                .await
+                .unwrap_err(),
+            // Too few parameters.
+            client.query("SELECT $1::int4", &[]).await.unwrap_err(),
+            // No row where one was expected.
+            client
+                .query_one("SELECT 1 WHERE false", &[])
+                .await
+                .unwrap_err(),
+            // A column read as the wrong type, and a column that is not there.
+            client
+                .query_one("SELECT 1::int4 AS n", &[])
+                .await
+                .unwrap()
+                .try_get::<_, String>(0)
+                .unwrap_err(),
+            client
+                .query_one("SELECT 1::int4 AS n", &[])
+                .await
+                .unwrap()
+                .try_get::<_, i32>("m")
+                .unwrap_err(),
+        ];
+        for refused in refusals {
+            let text = refused.to_string();
+            assert!(!is_connection_loss(&refused), "{text}");
+            assert!(matches!(commit_failed(refused), Error::Db(_)), "{text}");
+        }
+        let refused = client
+            .query_one("SELECT 1 WHERE false", &[])
+            .await
+            .unwrap_err();
+        assert_eq!(Error::from(refused).kind(), ErrorKind::Internal);
+
+        // The connection is as good as before.
+        assert_eq!(
+            client
+                .query_one("SELECT 1::int4", &[])
+                .await
+                .unwrap()
+                .get::<_, i32>(0),
+            1
+        );
+
+        let (lost, connection) = tokio_postgres::connect(db.url(), tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        let connection = tokio::spawn(connection);
+        let pid: i32 = lost
+            .query_one("SELECT pg_backend_pid()", &[])
+            .await
+            .unwrap()
+            .get(0);
+        client
+            .execute("SELECT pg_terminate_backend($1)", &[&pid])
+            .await
+            .unwrap();
+        let _ = connection.await;
+        let failed = lost.query("SELECT 1", &[]).await.unwrap_err();
+        assert!(is_connection_loss(&failed), "{failed}");
+        assert_eq!(Error::from(failed).kind(), ErrorKind::Unavailable);
     }
 }
