@@ -62,7 +62,8 @@ pub struct DatabaseArgs {
 /// Flags of `hf serve`; each also reads its `HF_*` environment variable.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
-    /// Address to listen on.
+    /// Address to listen on; a host name such as `localhost` listens on every one of its
+    /// addresses, on one port.
     #[arg(long, env = "HF_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: String,
     /// Where the database is.

@@ -153,11 +153,16 @@ async fn serve(
     };
     let server = hf_server::bind(&config, state)?;
     let handle = server.handle();
+    let urls: Vec<String> = server
+        .addrs
+        .iter()
+        .map(|addr| format!("http://{addr}"))
+        .collect();
     tracing::info!(
         address = %server.addr,
         startup_ms = started.elapsed().as_millis() as u64,
-        "hf is listening on http://{}",
-        server.addr
+        "hf is listening on {}",
+        urls.join(" and ")
     );
     crate::principal::report_bootstrap(&bootstrap, server.addr);
 
