@@ -150,6 +150,7 @@ async fn serve(
         metadata_path: metadata_path.display().to_string(),
         auth: Arc::new(auth),
         embedded: embedded.map(Supervised::watch),
+        storage_refusals: Default::default(),
     };
     let server = hf_server::bind(&config, state)?;
     let handle = server.handle();

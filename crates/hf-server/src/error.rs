@@ -313,6 +313,11 @@ impl ApiError {
     pub fn entries(&self) -> &[ErrorEntry] {
         &self.entries
     }
+
+    /// Whether one of the entries has `code`.
+    pub fn has_code(&self, code: Code) -> bool {
+        self.entries.iter().any(|entry| entry.code == code.as_str())
+    }
 }
 
 impl std::fmt::Display for ApiError {

@@ -21,6 +21,7 @@ pub mod public_access;
 pub mod request_heads;
 pub mod routes;
 pub mod state;
+pub mod storage_refusals;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

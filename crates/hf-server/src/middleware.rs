@@ -150,6 +150,9 @@ pub async fn edge(
         }
     };
 
+    if let Some(state) = refused_for_storage(&response) {
+        state.storage_refusals.refused(Instant::now());
+    }
     if needs_envelope(response.response()) {
         let replacement: HttpResponse = error::for_status(response.status()).error_response();
         response = response.into_response(replacement);
@@ -165,6 +168,22 @@ pub async fn edge(
         &request_id,
     );
     Ok(response)
+}
+
+/// The service's state, when `response` is a 503 `STORAGE_UNAVAILABLE` (a write the database's
+/// or the metadata repository's storage could not take): `/status` reports those.
+fn refused_for_storage(response: &ServiceResponse<BoxBody>) -> Option<&crate::state::AppState> {
+    if response.status() != StatusCode::SERVICE_UNAVAILABLE {
+        return None;
+    }
+    let error = response.response().error()?.as_error::<ApiError>()?;
+    if !error.has_code(Code::StorageUnavailable) {
+        return None;
+    }
+    response
+        .request()
+        .app_data::<web::Data<crate::state::AppState>>()
+        .map(|state| &***state)
 }
 
 /// The one log line per request.

@@ -16,6 +16,8 @@ pub struct AppState {
     pub auth: Arc<crate::auth::AuthState>,
     /// The supervisor's view of the embedded PostgreSQL, when the service runs one.
     pub embedded: Option<hf_storage::ClusterWatch>,
+    /// Writes refused lately for want of storage, which `/status` reports.
+    pub storage_refusals: Arc<crate::storage_refusals::StorageRefusals>,
 }
 
 impl AppState {

@@ -481,6 +481,7 @@ impl TestServer {
             metadata_path: metadata.display().to_string(),
             auth: std::sync::Arc::new(auth),
             embedded: None,
+            storage_refusals: Default::default(),
         };
         let (addr, server) = spawn_server(config, state);
         Self {
@@ -530,6 +531,7 @@ impl TestServer {
             metadata_path: self.metadata_path().display().to_string(),
             auth: std::sync::Arc::new(auth),
             embedded: None,
+            storage_refusals: Default::default(),
         };
         let (addr, server) = spawn_server(config, state);
         TestInstance {

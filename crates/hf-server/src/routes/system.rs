@@ -39,6 +39,38 @@ pub struct Status {
     /// Present only when the service runs its own PostgreSQL: what its supervisor knows.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub embedded: Option<EmbeddedInfo>,
+    /// Present only when writes were refused for want of storage in the last minute: reads
+    /// go on (so the status stays `ok` and 200), writes are answered 503 `STORAGE_UNAVAILABLE`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub storage: Option<StorageTrouble>,
+}
+
+/// Writes refused for want of storage lately, as `/status` reports them.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StorageTrouble {
+    /// What is wrong, for operators.
+    #[schema(
+        example = "writes are refused: the database's disk (or the metadata repository's) is full or failing"
+    )]
+    pub problem: &'static str,
+    /// Writes refused since the first of them (a run ends a minute after its last refusal).
+    pub writes_refused: u64,
+    /// Seconds since the first of them.
+    pub first_refused_secs_ago: u64,
+    /// Seconds since the last of them.
+    pub last_refused_secs_ago: u64,
+}
+
+impl StorageTrouble {
+    fn of(state: &AppState) -> Option<Self> {
+        let recent = state.storage_refusals.recent(std::time::Instant::now())?;
+        Some(Self {
+            problem: "writes are refused: the database's disk (or the metadata repository's) is full or failing",
+            writes_refused: recent.count,
+            first_refused_secs_ago: recent.first_secs_ago,
+            last_refused_secs_ago: recent.last_secs_ago,
+        })
+    }
 }
 
 /// The embedded PostgreSQL's supervisor, as `/status` reports it.
@@ -181,6 +213,7 @@ pub async fn status(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok().json(Status {
         metadata: drift(&state).await,
         embedded: EmbeddedInfo::of(&state),
+        storage: StorageTrouble::of(&state),
         status: "ok",
         metadata_path: state.metadata_path.clone(),
         database: DatabaseInfo {

@@ -596,6 +596,17 @@ async fn a_full_database_disk_answers_storage_unavailable_and_loses_nothing() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200, "reads go on");
+    // The database still answers `/status`'s query; the status says what the writes met.
+    let response = server.http.get(server.url("/status")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let status: Value = response.json().await.unwrap();
+    assert_eq!(status["storage"]["writes_refused"], 1, "{status}");
+    assert!(
+        status["storage"]["last_refused_secs_ago"].as_u64().unwrap() < 60,
+        "{status}"
+    );
+    let problem = status["storage"]["problem"].as_str().unwrap();
+    assert!(problem.contains("full or failing"), "{problem}");
 
     let response = add_object(&server, &token, "deal").await;
     assert!(response.headers().contains_key("retry-after"));
@@ -629,6 +640,18 @@ async fn a_full_database_disk_answers_storage_unavailable_and_loses_nothing() {
     for key in &fields {
         assert!(has_column(&server, key).await, "field {key}");
     }
+    // Every refusal is counted, the record's, the object's and the field's; the run is
+    // reported until a minute after the last.
+    let status: Value = server
+        .http
+        .get(server.url("/status"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["storage"]["writes_refused"], 3, "{status}");
     server.stop().await;
 }
 
