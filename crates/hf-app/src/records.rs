@@ -9,7 +9,9 @@
 
 use hf_metastore::Snapshot;
 use hf_storage::auth::Principal;
-use hf_storage::records::{self, Body, Caller, ObjectRef, Outcome, Record, Upserted};
+use hf_storage::records::{
+    self, Body, Caller, Created, IdempotencyKey, ObjectRef, Outcome, Record, Upserted,
+};
 
 use crate::{App, Result};
 
@@ -27,17 +29,19 @@ impl App {
         Ok(records::read(caller, object, id).await?)
     }
 
-    /// Creates a record from a body of field values.
+    /// Creates a record from a body of field values; with an idempotency key, a create already
+    /// made with the same key and request is answered with its record instead.
     pub async fn create_record(
         &self,
         principal: &Principal,
         object: ObjectRef<'_>,
         body: &Body,
-    ) -> Result<Outcome<Record>> {
+        key: Option<&IdempotencyKey>,
+    ) -> Result<Outcome<Created>> {
         crate::shed::refuse_if_data_pool_backed_up(self.pool())?;
         let snapshot = self.live_snapshot()?;
         let caller = self.records_caller(principal, &snapshot);
-        Ok(records::create(caller, object, body).await?)
+        Ok(records::create(caller, object, body, key).await?)
     }
 
     /// Changes the fields a body gives of a record; `if_match` holds the versions the caller

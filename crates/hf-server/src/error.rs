@@ -116,6 +116,8 @@ error_codes! {
     UniqueViolation = "UNIQUE_VIOLATION" => CONFLICT,
     NotUniqueField = "NOT_UNIQUE_FIELD" => BAD_REQUEST,
     PreconditionFailed = "PRECONDITION_FAILED" => PRECONDITION_FAILED,
+    InvalidIdempotencyKey = "INVALID_IDEMPOTENCY_KEY" => BAD_REQUEST,
+    IdempotencyKeyReused = "IDEMPOTENCY_KEY_REUSED" => UNPROCESSABLE_ENTITY,
     RequestTimeout = "REQUEST_TIMEOUT" => REQUEST_TIMEOUT,
     UriTooLong = "URI_TOO_LONG" => URI_TOO_LONG,
     HeadersTooLarge = "HEADERS_TOO_LARGE" => REQUEST_HEADER_FIELDS_TOO_LARGE,
@@ -870,6 +872,8 @@ pub fn record_errors(problems: Vec<hf_storage::records::Problem>) -> ApiError {
             P::UniqueViolation => Code::UniqueViolation,
             P::RuleFailed => Code::RuleFailed,
             P::InUse => Code::InUse,
+            P::InvalidIdempotencyKey => Code::InvalidIdempotencyKey,
+            P::IdempotencyKeyReused => Code::IdempotencyKeyReused,
             _ => Code::Internal,
         };
         let (scope, target) = match problem.target {

@@ -119,12 +119,21 @@ impl Server {
     }
 }
 
-/// Prepares the database for the service: applies the `hf` schema migrations.
+/// Prepares the database for the service: applies the `hf` schema migrations and forgets the
+/// idempotency keys of creates that have expired.
 pub async fn prepare_database(pool: &hf_storage::Pool) -> Result<(), Error> {
     let mut client = pool.get().await?;
     let applied = hf_storage::migrate(&mut client).await?;
     if !applied.is_empty() {
         tracing::info!(?applied, "applied migrations of the hf schema");
+    }
+    drop(client);
+    let forgotten = hf_storage::records::forget_expired_keys(pool).await?;
+    if forgotten > 0 {
+        tracing::info!(
+            forgotten,
+            "forgot expired idempotency keys of record creates"
+        );
     }
     Ok(())
 }

@@ -72,6 +72,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "secret_rotation",
         sql: include_str!("../migrations/0006_secret_rotation.sql"),
     },
+    Migration {
+        version: 7,
+        name: "idempotency_keys",
+        sql: include_str!("../migrations/0007_idempotency_keys.sql"),
+    },
 ];
 
 /// The advisory lock key that serialises migration runs ("hf-migr" in ASCII).

@@ -9,7 +9,7 @@
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{delete, get, patch, post, put, web, HttpRequest, HttpResponse};
-use hf_storage::records::{Body, BodyError, ObjectRef, Outcome, Record};
+use hf_storage::records::{Body, BodyError, IdempotencyKey, ObjectRef, Outcome, Record};
 
 use crate::auth::Authenticated;
 use crate::error::{record_errors, ApiError, Code, ErrorBody, Location};
@@ -21,18 +21,20 @@ type RecordPath = web::Path<(String, String, String)>;
 /// Creates a record of an object from its field values.
 #[utoipa::path(
     tag = "data",
-    params(("moduleKey" = String, Path), ("objectKey" = String, Path)),
+    params(("moduleKey" = String, Path), ("objectKey" = String, Path),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes the create safe to send again (after a lost answer or `COMMIT_OUTCOME_UNKNOWN`): 1 to 255 printable ASCII characters without spaces, new for each record (a UUID, say). A create the caller already made with this key and the same object and values within 24 hours is answered with that record as it is now (201, `Idempotent-Replayed: true`) and creates nothing; the same key with another request is refused 422 `IDEMPOTENCY_KEY_REUSED`. A repeat sent while the first is still under way waits for it.")),
     request_body(content = Object, description = "Field values by field key. Lookups take the target record's id; decimals a string (`\"12.50\"`) or a number a double represents exactly; datetimes RFC 3339 with a zone; `id`, `createdAt`, `updatedAt`, formula and rollup fields are read-only."),
     responses(
-        (status = 201, description = "The record as stored, with its `ETag`.", body = Object),
-        (status = 400, description = "MALFORMED_JSON, INVALID_BODY (not an object, a property twice), INVALID_KEY", body = ErrorBody),
+        (status = 201, description = "The record as stored, with its `ETag`; with `Idempotent-Replayed: true` when an earlier create with the same `Idempotency-Key` made it.", body = Object,
+            headers(("Idempotent-Replayed" = String, description = "`true` when the record was made by an earlier request with the same `Idempotency-Key`."))),
+        (status = 400, description = "MALFORMED_JSON, INVALID_BODY (not an object, a property twice), INVALID_KEY, INVALID_IDEMPOTENCY_KEY", body = ErrorBody),
         (status = 401, description = "UNAUTHENTICATED", body = ErrorBody),
         (status = 403, description = "FORBIDDEN: the caller's database role may not insert the record, or may not read the record it inserted (grants, row-level security)", body = ErrorBody),
         (status = 404, description = "MODULE_NOT_FOUND, OBJECT_NOT_FOUND", body = ErrorBody),
         (status = 409, description = "UNIQUE_VIOLATION", body = ErrorBody),
         (status = 413, description = "PAYLOAD_TOO_LARGE", body = ErrorBody),
         (status = 415, description = "UNSUPPORTED_MEDIA_TYPE", body = ErrorBody),
-        (status = 422, description = "Every problem at once: REQUIRED, INVALID_VALUE, READ_ONLY_FIELD, UNKNOWN_FIELD, INVALID_REFERENCE, RULE_FAILED (with `rule`); ABSTRACT_OBJECT", body = ErrorBody),
+        (status = 422, description = "Every problem at once: REQUIRED, INVALID_VALUE, READ_ONLY_FIELD, UNKNOWN_FIELD, INVALID_REFERENCE, RULE_FAILED (with `rule`); ABSTRACT_OBJECT; IDEMPOTENCY_KEY_REUSED", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]
@@ -45,12 +47,46 @@ pub async fn create_record(
     bytes: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let (module, object) = path.into_inner();
+    let key = idempotency_key(&req)?;
     let body = record_body(&req, &bytes)?;
     let outcome = state
         .app
-        .create_record(&principal, object_ref(&module, &object), &body)
+        .create_record(
+            &principal,
+            object_ref(&module, &object),
+            &body,
+            key.as_ref(),
+        )
         .await?;
-    respond(outcome, StatusCode::CREATED)
+    match outcome {
+        Outcome::Done(created) => {
+            let mut response = record_response(created.record, StatusCode::CREATED);
+            if created.replayed {
+                response.headers_mut().insert(
+                    header::HeaderName::from_static("idempotent-replayed"),
+                    HeaderValue::from_static("true"),
+                );
+            }
+            Ok(response)
+        }
+        Outcome::Rejected(problems) => Err(record_errors(problems)),
+    }
+}
+
+/// The create's `Idempotency-Key`, if it sent one.
+fn idempotency_key(req: &HttpRequest) -> Result<Option<IdempotencyKey>, ApiError> {
+    let mut values = req.headers().get_all("idempotency-key");
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    let text = match (value.to_str(), values.next()) {
+        (Ok(text), None) => text,
+        // Not ASCII, or the header twice: no key of the grammar.
+        _ => "",
+    };
+    IdempotencyKey::parse(text)
+        .map(Some)
+        .map_err(|problem| record_errors(vec![problem]))
 }
 
 /// Reads a record by id. A parent object's records include its subtypes'.

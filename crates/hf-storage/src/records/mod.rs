@@ -18,6 +18,7 @@
 //! and `If-Match`, is the `updatedAt` text, which moves on every update that changes a value.
 
 mod body;
+mod idempotency;
 mod input;
 mod plan;
 
@@ -33,6 +34,7 @@ use crate::run_as::{self, Ran, Step};
 use crate::{Pool, Result};
 pub use body::{Body, BodyError};
 pub use hf_model::MAX_JSON_DEPTH;
+pub use idempotency::{forget_expired_keys, IdempotencyKey, KEPT_HOURS, MAX_KEY_BYTES};
 use input::{Input, Mode};
 pub use plan::PlanCache;
 use plan::{Check, ObjectPlan, Statement};
@@ -153,6 +155,21 @@ pub enum ProblemCode {
     RuleFailed,
     /// The record is still referenced by other records' lookups.
     InUse,
+    /// `Idempotency-Key` is not a key (see [`IdempotencyKey::parse`]).
+    InvalidIdempotencyKey,
+    /// `Idempotency-Key` was used by an earlier create of the principal with another request
+    /// (another object or other values).
+    IdempotencyKeyReused,
+}
+
+/// What a create made: the record, and whether it was made by an earlier request with the same
+/// idempotency key (this one then made nothing).
+#[derive(Debug, Clone)]
+pub struct Created {
+    /// The record as stored (when replayed: as it is now).
+    pub record: Record,
+    /// Whether an earlier create with the same idempotency key made it.
+    pub replayed: bool,
 }
 
 /// Reads one record by id. An object's records include those of its subtypes.
@@ -180,12 +197,15 @@ pub async fn read(caller: Caller<'_>, object: ObjectRef<'_>, id: &str) -> Result
     }
 }
 
-/// Creates a record from a body of field values.
+/// Creates a record from a body of field values. With an idempotency key, a create the
+/// principal already made with the same key and request is answered with that record instead
+/// (see [`idempotency`]).
 pub async fn create(
     caller: Caller<'_>,
     object: ObjectRef<'_>,
     body: &Body,
-) -> Result<Outcome<Record>> {
+    key: Option<&IdempotencyKey>,
+) -> Result<Outcome<Created>> {
     let plan = match resolve(caller.plans, caller.snapshot, object)? {
         Ok(plan) => plan,
         Err(problem) => return Ok(rejected(problem)),
@@ -193,7 +213,60 @@ pub async fn create(
     let Some(writes) = &plan.writes else {
         return Ok(rejected(abstract_object(&plan)));
     };
-    let input = input::read(&plan, body, Mode::Create);
+    let fingerprint = key.map(|_| idempotency::fingerprint(&plan.name.to_string(), body));
+    // A key taken by a create that has expired since it was looked for is tried once more.
+    for _ in 0..2 {
+        match create_once(caller, &plan, writes, body, key.zip(fingerprint.as_deref())).await? {
+            Attempt::Made(outcome) => return Ok(outcome),
+            Attempt::KeyTaken => {}
+        }
+        let (Some(key), Some(fingerprint)) = (key, &fingerprint) else {
+            break;
+        };
+        let Some(remembered) =
+            idempotency::remembered(caller.pool, caller.principal_id, key).await?
+        else {
+            continue;
+        };
+        if remembered.fingerprint != *fingerprint {
+            return Ok(rejected(request_problem(
+                ProblemCode::IdempotencyKeyReused,
+                "This `Idempotency-Key` was used with another request (another object or other values); use a new key for a new create.".to_owned(),
+            )));
+        }
+        let record = read(caller, object, &remembered.record_id.to_string()).await?;
+        return Ok(match record {
+            Outcome::Done(record) => Outcome::Done(Created {
+                record,
+                replayed: true,
+            }),
+            Outcome::Rejected(problems) => Outcome::Rejected(problems),
+        });
+    }
+    Err(unexpected(
+        &plan,
+        "the idempotency key was taken, then not found, twice",
+    ))
+}
+
+/// What one attempt of a create came to.
+enum Attempt {
+    /// Made here, or refused.
+    Made(Outcome<Created>),
+    /// The idempotency key is taken by an earlier create.
+    KeyTaken,
+}
+
+/// Creates the record, and stores `key` (with the request's fingerprint) in the same
+/// transaction if the record was made.
+async fn create_once(
+    caller: Caller<'_>,
+    plan: &ObjectPlan,
+    writes: &plan::Writes,
+    body: &Body,
+    key: Option<(&IdempotencyKey, &str)>,
+) -> Result<Attempt> {
+    let input = input::read(plan, body, Mode::Create);
     let id = uuid::Uuid::new_v4().hyphenated().to_string();
     let write = &writes.create;
     let own = write_params(&input, &id, None);
@@ -202,19 +275,31 @@ pub async fn create(
     if input.problems.is_empty() && !write.returns_record {
         steps.push(read_step(&writes.read_own, &id));
     }
+    if let Some((key, fingerprint)) = key.filter(|_| input.problems.is_empty()) {
+        let params = vec![
+            Some(key.as_str().to_owned()),
+            Some(fingerprint.to_owned()),
+            Some(id.clone()),
+        ];
+        steps.push((&writes.remember_key, params));
+    }
     let ran = run(caller, Access::Write, &steps).await?;
     let rows = match ran {
         Ran::Rows(rows) => rows,
+        Ran::Failed { error, .. } if key.is_some() && idempotency::is_key_taken(&error) => {
+            return Ok(Attempt::KeyTaken)
+        }
         Ran::Failed { step, error } => {
-            return statement_failure(&plan, Op::Write, step, error, None).map(Outcome::Rejected)
+            return statement_failure(plan, Op::Write, step, error, None)
+                .map(|problems| Attempt::Made(Outcome::Rejected(problems)))
         }
     };
     let Some(result) = rows.first().and_then(|rows| rows.first()) else {
-        return Err(unexpected(&plan, "the create statement returned no row"));
+        return Err(unexpected(plan, "the create statement returned no row"));
     };
     let mut problems = input.problems.clone();
     problems.extend(failed_checks(
-        &plan,
+        plan,
         &write.checks,
         result,
         &input,
@@ -222,17 +307,26 @@ pub async fn create(
         false,
     )?);
     if !problems.is_empty() {
-        return Ok(Outcome::Rejected(problems));
+        return Ok(Attempt::Made(Outcome::Rejected(problems)));
     }
+    let made = |record| {
+        Attempt::Made(Outcome::Done(Created {
+            record,
+            replayed: false,
+        }))
+    };
     if !write.returns_record {
-        return written_record(&plan, &rows, &id);
+        return Ok(match written_record(plan, &rows, &id)? {
+            Outcome::Done(record) => made(record),
+            Outcome::Rejected(problems) => Attempt::Made(Outcome::Rejected(problems)),
+        });
     }
     let json: Option<String> = result.try_get("record")?;
     let version: Option<String> = result.try_get("version")?;
     match json.zip(version) {
-        Some((json, version)) => Ok(Outcome::Done(Record { json, version })),
+        Some((json, version)) => Ok(made(Record { json, version })),
         None => Err(unexpected(
-            &plan,
+            plan,
             &format!("the create of record {id} returned no record"),
         )),
     }

@@ -109,6 +109,10 @@ pub(crate) struct Writes {
     pub(crate) delete: Statement,
     /// Upserts, by unique field key.
     pub(crate) upserts: BTreeMap<String, Upsert>,
+    /// Stores a create's idempotency key once the record is there (in the create's own
+    /// transaction): `$1` the key, `$2` the request's fingerprint, `$3` the record id. A
+    /// refused create stored nothing, so it stores no key either.
+    pub(crate) remember_key: Statement,
 }
 
 /// The upsert by one unique field.
@@ -336,12 +340,21 @@ impl Builder<'_> {
                 },
             );
         }
+        let remember_key = Statement {
+            sql: format!(
+                "SELECT hf_caller.remember_idempotency_key($1::text, $2::text, $3::uuid) \
+                 FROM {table} WHERE \"id\" = $3::uuid"
+            ),
+            params: vec![None; 3],
+            own: 3,
+        };
         Ok(Writes {
             read_own,
             create,
             update,
             delete,
             upserts,
+            remember_key,
         })
     }
 
@@ -941,6 +954,7 @@ mod tests {
             show("create", &writes.create.statement);
             show("update", &writes.update.statement);
             show("delete", &writes.delete);
+            show("remember_key", &writes.remember_key);
             for (key, upsert) in &writes.upserts {
                 show(&format!("upsert by {key}"), &upsert.write.statement);
                 show(&format!("read by {key}"), &upsert.read);

@@ -892,12 +892,18 @@ async fn a_connection_cut_during_commit_answers_commit_outcome_unknown() {
         )
         .await
         .unwrap();
-    let write = tokio::spawn({
-        let request = server
+    // The client names its create, so that it can send it again safely.
+    let key = "a0c4e1b2-commit-or-not";
+    let create = || {
+        server
             .http
             .post(server.url("/data/crm/account"))
             .bearer_auth(&token)
-            .json(&json!({"name": "Committed or not"}));
+            .header("Idempotency-Key", key)
+            .json(&json!({"name": "Committed or not"}))
+    };
+    let write = tokio::spawn({
+        let request = create();
         async move { request.send().await.unwrap() }
     });
     let mut terminated = false;
@@ -953,5 +959,25 @@ async fn a_connection_cut_during_commit_answers_commit_outcome_unknown() {
         .await
         .unwrap();
     assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+
+    // The client sends its create again with the same key: the key went with the rolled-back
+    // record, so this one creates it; sent once more, it is answered with that record.
+    let response = create().send().await.unwrap();
+    assert_eq!(response.status(), 201);
+    assert!(!response.headers().contains_key("idempotent-replayed"));
+    let made: Value = response.json().await.unwrap();
+    let response = create().send().await.unwrap();
+    assert_eq!(response.status(), 201);
+    assert_eq!(response.headers()["idempotent-replayed"], "true");
+    let replayed: Value = response.json().await.unwrap();
+    assert_eq!(replayed, made);
+    let rows = admin
+        .query_one(
+            "SELECT count(*) FROM crm.account WHERE name = 'Committed or not'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.get::<_, i64>(0), 1, "one record for the key");
     server.stop().await;
 }

@@ -1267,3 +1267,135 @@ async fn a_value_that_cannot_be_computed_is_the_records_problem() {
     assert_eq!(body["errors"][0]["target"], id_of(&fine).as_str());
     ctx.server.stop().await;
 }
+
+/// A create sent with `Idempotency-Key` can be sent again safely: the repeat is answered with
+/// the record the first made (201, `Idempotent-Replayed: true`) and makes nothing, however
+/// the repeat orders its properties. The key is the principal's own, bound to its object and
+/// values; a create that was refused stores no key; a malformed key is refused up front.
+#[tokio::test]
+async fn a_create_sent_again_with_its_idempotency_key_makes_one_record() {
+    let ctx = Ctx::start().await;
+    let create_as = |token: &str, object: &str, key: &str, body: Value| {
+        ctx.server
+            .http
+            .post(ctx.server.url(&format!("/data/crm/{object}")))
+            .bearer_auth(token)
+            .header("Idempotency-Key", key)
+            .json(&body)
+            .send()
+    };
+    let create = |key: &'static str, body: Value| create_as(&ctx.token, "account", key, body);
+
+    let first = create("key-1", json!({"name": "Once", "phone": "1"}))
+        .await
+        .unwrap();
+    assert!(!first.headers().contains_key("idempotent-replayed"));
+    let etag = first.headers()["etag"].clone();
+    let made = json_of(first, 201, "first create").await;
+    let again = create("key-1", json!({"phone": "1", "name": "Once"}))
+        .await
+        .unwrap();
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(again.headers()["etag"], etag);
+    assert_eq!(json_of(again, 201, "repeat").await, made);
+    assert_eq!(ctx.count("crm.account").await, 1);
+
+    // The same key with other values, or for another object, is refused and makes nothing.
+    let other = create("key-1", json!({"name": "Once", "phone": "2"}))
+        .await
+        .unwrap();
+    assert_envelope(other, 422, "IDEMPOTENCY_KEY_REUSED").await;
+    let elsewhere = create_as(
+        &ctx.token,
+        "contact",
+        "key-1",
+        json!({"name": "Once", "phone": "1"}),
+    )
+    .await
+    .unwrap();
+    assert_envelope(elsewhere, 422, "IDEMPOTENCY_KEY_REUSED").await;
+    assert_eq!(ctx.count("crm.account").await, 1);
+
+    // The answer is the record as it is now.
+    let path = format!("/data/crm/account/{}", id_of(&made));
+    ctx.expect(Method::PATCH, &path, Some(json!({"phone": "9"})), 200)
+        .await;
+    let again = create("key-1", json!({"name": "Once", "phone": "1"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        json_of(again, 201, "repeat after an update").await["phone"],
+        "9"
+    );
+
+    // Keys are each principal's own.
+    let user = principal(&ctx, "rec_idem").await;
+    let theirs = create_as(
+        &user.token,
+        "account",
+        "key-1",
+        json!({"name": "Once", "phone": "1"}),
+    )
+    .await
+    .unwrap();
+    assert!(!theirs.headers().contains_key("idempotent-replayed"));
+    let theirs = json_of(theirs, 201, "another principal's key").await;
+    assert_ne!(id_of(&theirs), id_of(&made));
+
+    // A refused create stores no key: the corrected request with the same key creates.
+    let refused = create("key-2", json!({"phone": "3"})).await.unwrap();
+    assert_envelope(refused, 422, "REQUIRED").await;
+    let corrected = create("key-2", json!({"name": "Second", "phone": "3"}))
+        .await
+        .unwrap();
+    assert!(!corrected.headers().contains_key("idempotent-replayed"));
+    json_of(corrected, 201, "corrected create").await;
+
+    // A deleted record's key answers that the record is gone, and creates nothing.
+    ctx.expect(Method::DELETE, &path, None, 204).await;
+    let gone = create("key-1", json!({"name": "Once", "phone": "1"}))
+        .await
+        .unwrap();
+    assert_envelope(gone, 404, "RECORD_NOT_FOUND").await;
+
+    let before = ctx.count("crm.account").await;
+    let long = "k".repeat(256);
+    for key in ["", "with space", long.as_str()] {
+        let response = create_as(&ctx.token, "account", key, json!({"name": "Bad key"}))
+            .await
+            .unwrap();
+        assert_envelope(response, 400, "INVALID_IDEMPOTENCY_KEY").await;
+    }
+    assert_eq!(ctx.count("crm.account").await, before);
+    ctx.server.stop().await;
+}
+
+/// Copies of one create with one key sent at once make one record: the copies wait for the
+/// first to commit and are answered with its record.
+#[tokio::test]
+async fn concurrent_copies_of_a_create_with_one_key_make_one_record() {
+    let ctx = Ctx::start().await;
+    let copies = (0..8).map(|_| {
+        ctx.server
+            .http
+            .post(ctx.server.url("/data/crm/account"))
+            .bearer_auth(&ctx.token)
+            .header("Idempotency-Key", "same-for-all")
+            .json(&json!({"name": "Concurrent"}))
+            .send()
+    });
+    let responses = futures_util::future::join_all(copies).await;
+    let mut ids = std::collections::BTreeSet::new();
+    let mut made = 0;
+    for response in responses {
+        let response = response.unwrap();
+        if !response.headers().contains_key("idempotent-replayed") {
+            made += 1;
+        }
+        ids.insert(id_of(&json_of(response, 201, "a copy").await));
+    }
+    assert_eq!(made, 1);
+    assert_eq!(ids.len(), 1);
+    assert_eq!(ctx.count("crm.account").await, 1);
+    ctx.server.stop().await;
+}
