@@ -24,6 +24,7 @@ use futures_util::StreamExt;
 use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::error::{ApiError, Code, Location};
+use crate::objects_only::ObjectsOnly;
 
 /// The largest request body accepted, in bytes; set per application from the configuration.
 #[derive(Debug, Clone, Copy)]
@@ -211,8 +212,9 @@ fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     })?;
     // Valid JSON: deserialise the bytes themselves (every error now concerns the shape), so
     // bodies may keep values as raw JSON text (`RawValue`, exact numbers).
+    // Structs are read from objects only (see `objects_only`).
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+    serde_path_to_error::deserialize(ObjectsOnly(&mut deserializer)).map_err(|error| {
         // The position serde_json appends to its message is noise for a shape error.
         let position = format!(
             " at line {} column {}",
@@ -304,18 +306,19 @@ impl<'de> Visitor<'de> for UniqueKeysVisitor {
 
 /// Deserialises an already parsed body, naming the property a shape error concerns.
 pub fn from_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ApiError> {
-    serde_path_to_error::deserialize(value)
+    serde_path_to_error::deserialize(ObjectsOnly(value))
         .map_err(|error| shape_error(&error.path().to_string(), &error.inner().to_string()))
 }
 
 /// A shape error (`INVALID_BODY`) at a property path, naming the property it concerns.
 fn shape_error(path: &str, inner: &str) -> ApiError {
     let target = property_target(path, inner);
-    ApiError::field(
-        Code::InvalidBody,
-        format!("The request body has the wrong shape: {inner}."),
-        target,
-    )
+    let message = format!("The request body has the wrong shape: {inner}.");
+    if target.is_empty() {
+        // The body as a whole (an array where an object belongs): no property to name.
+        return ApiError::new(Code::InvalidBody, message);
+    }
+    ApiError::field(Code::InvalidBody, message, target)
 }
 
 /// Names the property a shape error concerns. serde reports unknown and missing properties at

@@ -16,6 +16,7 @@ pub mod error;
 pub mod extract;
 pub mod limits;
 pub mod middleware;
+pub mod objects_only;
 pub mod openapi;
 pub mod public_access;
 pub mod request_heads;

@@ -103,6 +103,56 @@ async fn wrong_shapes_name_the_property() {
     server.stop().await;
 }
 
+/// An array is never read as an object, its items taken as the properties in order (serde's
+/// habit): a login with `[name, password]`, a principal's `[true]`, a module's identity as
+/// `[colour, icon]` are each refused 400 `INVALID_BODY`, and nothing happens.
+#[tokio::test]
+async fn an_array_is_never_an_object() {
+    let server = TestServer::start_demo().await;
+    let password = server.admin_password.clone().unwrap();
+    let positional = json!([server.admin_name, password]).to_string();
+    let response = login_raw(&server, Some("application/json"), positional).await;
+    let envelope = assert_envelope(response, 400, "INVALID_BODY").await;
+    assert_eq!(envelope["errors"][0]["scope"], "request", "{envelope}");
+    assert_eq!(envelope["errors"][0]["target"], serde_json::Value::Null);
+
+    let name = format!("body_array_{}", std::process::id());
+    let user = server.create_principal(&name, false).await;
+    let token = server.admin_token().await;
+    let response = server
+        .http
+        .patch(server.url(&format!("/iam/principals/{}", user.id)))
+        .bearer_auth(&token)
+        .json(&json!([true]))
+        .send()
+        .await
+        .unwrap();
+    assert_envelope(response, 400, "INVALID_BODY").await;
+    let principal: serde_json::Value = server
+        .http
+        .get(server.url(&format!("/iam/principals/{}", user.id)))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(principal["isAdmin"], false, "{principal}");
+
+    let response = server
+        .http
+        .put(server.url("/metadata@main/crm?dryRun=true"))
+        .bearer_auth(&token)
+        .json(&json!({"label": "CRM", "identity": ["teal", "user"]}))
+        .send()
+        .await
+        .unwrap();
+    let envelope = assert_envelope(response, 400, "INVALID_BODY").await;
+    assert_eq!(envelope["errors"][0]["target"], "identity", "{envelope}");
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn a_two_mebibyte_body_is_too_large() {
     let server = TestServer::start().await;

@@ -104,6 +104,8 @@ async fn schemathesis_finds_the_document_trustworthy() {
     let report = reports.join("report.json");
     let config = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("schemathesis/schemathesis.toml");
     let url = server.url("/openapi.json");
+    let max_examples = std::env::var("HF_ST_MAX_EXAMPLES").unwrap_or_else(|_| "15".to_owned());
+    let seed = std::env::var("HF_ST_SEED").unwrap_or_else(|_| "1".to_owned());
     let run = {
         let report = report.clone();
         let reports = reports.clone();
@@ -114,10 +116,18 @@ async fn schemathesis_finds_the_document_trustworthy() {
                 .arg(config)
                 .args(["run", &url, "--checks", "all"])
                 .args(["--phases", "examples,coverage,fuzzing,stateful"])
-                // Bounded: a few minutes on a busy CI machine.
+                // Bounded: a few minutes on a busy CI machine. A deeper search on a developer's
+                // machine: `HF_ST_MAX_EXAMPLES=300 HF_ST_SEED=7 cargo test conformance`.
                 // One worker: hypothesis on Python 3.11 can fail parsing its own sources when two
                 // threads do at once ("AST constructor recursion depth mismatch").
-                .args(["--max-examples", "15", "--workers", "1", "--seed", "1"])
+                .args([
+                    "--max-examples",
+                    &max_examples,
+                    "--workers",
+                    "1",
+                    "--seed",
+                    &seed,
+                ])
                 // No example database: runs stay independent and write nothing into the tree.
                 .args(["--generation-database", "none"])
                 .args(["--no-color", "--report", "json", "--report-json-path"])
