@@ -213,6 +213,23 @@ fn runtime_modules_take_the_cookie() {
 }
 
 #[test]
+fn record_creates_document_their_idempotency_key() {
+    let doc = crate::app::openapi();
+    let create = &doc["paths"]["/data/{moduleKey}/{objectKey}"]["post"];
+    let parameters = create["parameters"].as_array().unwrap();
+    let key = parameters
+        .iter()
+        .find(|p| p["name"] == "Idempotency-Key")
+        .unwrap();
+    assert_eq!(key["in"], "header", "{key}");
+    assert_ne!(key["required"], true, "{key}");
+    assert_eq!(key["schema"]["pattern"], "^[!-~]+$", "{key}");
+    assert_eq!(key["schema"]["maxLength"], 255, "{key}");
+    let replayed = &create["responses"]["201"]["headers"]["Idempotent-Replayed"];
+    assert!(replayed.is_object(), "{create}");
+}
+
+#[test]
 fn a_required_query_parameter_is_documented_as_required() {
     let doc = crate::app::openapi();
     let parameters = doc["paths"]["/auth/session/exchange"]["get"]["parameters"]
