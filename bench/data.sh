@@ -7,6 +7,7 @@
 #   - POST /data/query (filter, sort, lookup path, 50 rows)
 #                                        vs  the same JOIN … WHERE … ORDER BY … LIMIT 50
 #   - POST /data/crm/opportunity         vs  INSERT … RETURNING
+#     (and the same create with an Idempotency-Key against without, hf alone)
 # Each kind runs BENCH_ROUNDS rounds (default 3) of hf and pgbench, alternating which goes first,
 # and prints the medians of the rounds' throughput and p99 ratios (the machine is shared, and
 # its speed drifts from one run to the next: single pairs of runs gave ratios up to 0.16 apart), and
@@ -219,6 +220,50 @@ query=$(compare "$DATA/query.sql" -s "$DATA/query.lua" "$BASE/data/query")
 report "HOQS filter+sort+lookup, 50 rows" "$query"
 create=$(compare "$DATA/create.sql" -s "$DATA/create.lua" "$BASE/data/crm/opportunity")
 report "create a record" "$create"
+# The same create with an Idempotency-Key (a new key for every request, as a client sends), next
+# to it without, alternating which goes first: what keeping the key costs.
+keyed_create() {  # round
+  cat > "$DATA/create_keyed.lua" <<LUA
+wrk.method = "POST"
+wrk.body = [==[$BODY]==]
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer $TOKEN"
+local threads = 0
+function setup(thread)
+  threads = threads + 1
+  thread:set("tid", threads)
+end
+local counter = 0
+request = function()
+  counter = counter + 1
+  wrk.headers["Idempotency-Key"] = string.format("bench-$1-%d-%d", tid, counter)
+  return wrk.format()
+end
+LUA
+  run_wrk -s "$DATA/create_keyed.lua" "$BASE/data/crm/opportunity"
+}
+keyed=""
+for round in $(seq 1 "$ROUNDS"); do
+  if [ $((round % 2)) = 1 ]; then
+    k=$(keyed_create "$round"); p=$(run_wrk -s "$DATA/create.lua" "$BASE/data/crm/opportunity")
+  else
+    p=$(run_wrk -s "$DATA/create.lua" "$BASE/data/crm/opportunity"); k=$(keyed_create "$round")
+  fi
+  keyed+="$k|$p"$'\n'
+done
+python3 - "$keyed" <<'PY'
+import statistics, sys
+rounds = [line.split("|") for line in sys.argv[1].splitlines() if line]
+keyed = [[float(x) for x in a.split()] for a, _ in rounds]
+plain = [[float(x) for x in b.split()] for _, b in rounds]
+ratios = [k[0] / p[0] for k, p in zip(keyed, plain)]
+med = statistics.median
+cpu = lambda rows: med([row[2] + row[3] for row in rows])
+print(f"create with Idempotency-Key against without: ratio {med(ratios):.2f} "
+      f"[{' '.join(f'{r:.2f}' for r in ratios)}], {med([k[0] for k in keyed]):.0f} against "
+      f"{med([p[0] for p in plain]):.0f} req/s; hf + PostgreSQL CPU µs per create "
+      f"{cpu(keyed):.0f} against {cpu(plain):.0f} (medians of {len(rounds)} rounds)")
+PY
 echo "RSS after the runs: $(awk '/VmRSS/ {print $2}' "/proc/$pid/status") KiB"
 echo "load average (1, 5, 15 min) after the runs: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 

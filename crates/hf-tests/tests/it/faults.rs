@@ -936,14 +936,17 @@ async fn a_connection_cut_during_commit_answers_commit_outcome_unknown() {
     );
 
     // Here the server rolled the transaction back: reading shows no such record.
-    let rows = admin
-        .query_one(
-            "SELECT count(*) FROM crm.account WHERE name = 'Committed or not'",
-            &[],
-        )
-        .await
-        .unwrap();
-    assert_eq!(rows.get::<_, i64>(0), 0);
+    let stored = || async {
+        let row = admin
+            .query_one(
+                "SELECT count(*) FROM crm.account WHERE name = 'Committed or not'",
+                &[],
+            )
+            .await
+            .unwrap();
+        row.get::<_, i64>(0)
+    };
+    assert_eq!(stored().await, 0);
 
     // The service is normal afterwards.
     admin
@@ -971,13 +974,6 @@ async fn a_connection_cut_during_commit_answers_commit_outcome_unknown() {
     assert_eq!(response.headers()["idempotent-replayed"], "true");
     let replayed: Value = response.json().await.unwrap();
     assert_eq!(replayed, made);
-    let rows = admin
-        .query_one(
-            "SELECT count(*) FROM crm.account WHERE name = 'Committed or not'",
-            &[],
-        )
-        .await
-        .unwrap();
-    assert_eq!(rows.get::<_, i64>(0), 1, "one record for the key");
+    assert_eq!(stored().await, 1, "one record for the key");
     server.stop().await;
 }
