@@ -2,14 +2,15 @@
 //!
 //! A create whose answer was lost (a dropped connection, a timeout, `COMMIT_OUTCOME_UNKNOWN`)
 //! cannot be told apart by the client from one that did nothing, and sending it again would make
-//! a second record. With a key, the create stores the key, the request's fingerprint and the new
-//! record's id in its own transaction (`hf.idempotency_keys`, through the only function a
-//! caller's role may run of the service's, `hf_caller.remember_idempotency_key`): either both
-//! are there or neither. The same create sent again with the same key then fails on the key's
-//! primary key, and is answered with the record the first one made; a concurrent repeat waits
-//! for the first to commit or roll back, so two copies never both create. The same key with
-//! another request (another object or other values) is refused. Keys belong to the principal
-//! that sent them and are kept 24 hours.
+//! a second record. With a key, the create's own statement also stores the key, the request's
+//! fingerprint and the new record's id (`hf_caller.idempotency_keys`, whose key columns are all a
+//! caller's role may write of the service's), from the row it inserted: either both are there
+//! or neither, and a refused create stores no key. The same create sent again with the same key
+//! then fails on the key's primary key, and is answered with the record the first one made; a
+//! concurrent repeat waits for the first to commit or roll back, so two copies never both
+//! create. The same key with another request (another object or other values) is refused. Keys
+//! belong to the principal that sent them and are kept 24 hours: an older one is deleted when
+//! it is met again, and all of them when an instance starts.
 
 use sha2::{Digest, Sha256};
 
@@ -17,7 +18,7 @@ use super::{request_problem, Body, Problem, ProblemCode};
 use crate::{Pool, Result};
 
 /// How long a key is remembered.
-pub const KEPT_HOURS: u32 = 24;
+pub const KEPT_HOURS: i32 = 24;
 
 /// The longest key accepted, in bytes.
 pub const MAX_KEY_BYTES: usize = 255;
@@ -75,20 +76,28 @@ pub(super) struct Remembered {
     pub(super) record_id: uuid::Uuid,
 }
 
-/// The key as stored for `principal_id`, if it is there and younger than [`KEPT_HOURS`]
-/// (read on the service's own connection: a caller's role may not read the table).
+/// The key as stored for `principal_id`, if it is there and younger than [`KEPT_HOURS`]; an
+/// older one is deleted, so that the create may store it anew (on the service's own
+/// connection: a caller's role may neither read nor delete keys).
 pub(super) async fn remembered(
     pool: &Pool,
     principal_id: uuid::Uuid,
     key: &IdempotencyKey,
 ) -> Result<Option<Remembered>> {
     let client = pool.get().await?;
+    client
+        .execute(
+            "DELETE FROM hf_caller.idempotency_keys \
+             WHERE principal_id = $1 AND key = $2 \
+               AND created_at < now() - make_interval(hours => $3)",
+            &[&principal_id, &key.as_str(), &KEPT_HOURS],
+        )
+        .await?;
     let row = client
         .query_opt(
-            "SELECT fingerprint, record_id FROM hf.idempotency_keys \
-             WHERE principal_id = $1 AND key = $2 \
-               AND created_at >= now() - make_interval(hours => $3)",
-            &[&principal_id, &key.as_str(), &(KEPT_HOURS as i32)],
+            "SELECT fingerprint, record_id FROM hf_caller.idempotency_keys \
+             WHERE principal_id = $1 AND key = $2",
+            &[&principal_id, &key.as_str()],
         )
         .await?;
     row.map(|row| {
@@ -106,8 +115,9 @@ pub async fn forget_expired_keys(pool: &Pool) -> Result<u64> {
     let client = pool.get().await?;
     let removed = client
         .execute(
-            "DELETE FROM hf.idempotency_keys WHERE created_at < now() - make_interval(hours => $1)",
-            &[&(KEPT_HOURS as i32)],
+            "DELETE FROM hf_caller.idempotency_keys \
+             WHERE created_at < now() - make_interval(hours => $1)",
+            &[&KEPT_HOURS],
         )
         .await?;
     Ok(removed)
@@ -117,6 +127,7 @@ pub async fn forget_expired_keys(pool: &Pool) -> Result<u64> {
 pub(super) fn is_key_taken(error: &tokio_postgres::Error) -> bool {
     error.as_db_error().is_some_and(|db| {
         *db.code() == tokio_postgres::error::SqlState::UNIQUE_VIOLATION
+            && db.schema() == Some("hf_caller")
             && db.table() == Some("idempotency_keys")
     })
 }

@@ -269,19 +269,23 @@ async fn create_once(
     let input = input::read(plan, body, Mode::Create);
     let id = uuid::Uuid::new_v4().hyphenated().to_string();
     let write = &writes.create;
-    let own = write_params(&input, &id, None);
-    let mut steps = vec![(&write.statement, own)];
+    let mut own = write_params(&input, &id, None);
+    // With a key, the statement that stores it too: its parameters are the create's own, its
+    // literals, then the key and the fingerprint.
+    let statement = match (key, &write.keyed) {
+        (Some((key, fingerprint)), Some(keyed)) => {
+            let literals = write.statement.params.get(write.statement.own..);
+            own.extend(literals.unwrap_or_default().iter().cloned());
+            own.push(Some(key.as_str().to_owned()));
+            own.push(Some(fingerprint.to_owned()));
+            keyed
+        }
+        _ => &write.statement,
+    };
+    let mut steps = vec![(statement, own)];
     // A create whose statement returns the record it stored is that one statement alone.
     if input.problems.is_empty() && !write.returns_record {
         steps.push(read_step(&writes.read_own, &id));
-    }
-    if let Some((key, fingerprint)) = key.filter(|_| input.problems.is_empty()) {
-        let params = vec![
-            Some(key.as_str().to_owned()),
-            Some(fingerprint.to_owned()),
-            Some(id.clone()),
-        ];
-        steps.push((&writes.remember_key, params));
     }
     let ran = run(caller, Access::Write, &steps).await?;
     let rows = match ran {

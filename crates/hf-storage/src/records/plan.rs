@@ -109,10 +109,6 @@ pub(crate) struct Writes {
     pub(crate) delete: Statement,
     /// Upserts, by unique field key.
     pub(crate) upserts: BTreeMap<String, Upsert>,
-    /// Stores a create's idempotency key once the record is there (in the create's own
-    /// transaction): `$1` the key, `$2` the request's fingerprint, `$3` the record id. A
-    /// refused create stored nothing, so it stores no key either.
-    pub(crate) remember_key: Statement,
 }
 
 /// The upsert by one unique field.
@@ -145,6 +141,11 @@ pub(crate) struct Write {
     /// explicit transaction around the two) has to follow it. Only creates do, and only when
     /// the record's fields do not read the object's own table (see `Builder::stored_record`).
     pub(crate) returns_record: bool,
+    /// Creates only: the same statement storing an idempotency key as well, in
+    /// `hf_caller.idempotency_keys`, when (and only when) it inserts the record. Its own
+    /// parameters are the create's, then the create's literals, then the key and the request's
+    /// fingerprint, all given per request (`own` counts them all).
+    pub(crate) keyed: Option<Statement>,
 }
 
 /// One check of a write; it holds when its column is true.
@@ -340,21 +341,12 @@ impl Builder<'_> {
                 },
             );
         }
-        let remember_key = Statement {
-            sql: format!(
-                "SELECT hf_caller.remember_idempotency_key($1::text, $2::text, $3::uuid) \
-                 FROM {table} WHERE \"id\" = $3::uuid"
-            ),
-            params: vec![None; 3],
-            own: 3,
-        };
         Ok(Writes {
             read_own,
             create,
             update,
             delete,
             upserts,
-            remember_key,
         })
     }
 
@@ -603,17 +595,35 @@ impl Builder<'_> {
                 ""
             }
         );
+        let mut keyed = None;
         match kind {
             WriteKind::Create => {
-                sql.push_str(&format!(", {insert} "));
-                sql.push_str("SELECT \"check\".*, EXISTS (SELECT FROM \"ins\") AS \"written\"");
+                sql.push_str(&format!(", {insert}"));
+                let mut select = String::from(
+                    " SELECT \"check\".*, EXISTS (SELECT FROM \"ins\") AS \"written\"",
+                );
                 match &stored_record {
-                    Some(select) => sql.push_str(&format!(
+                    Some(stored) => select.push_str(&format!(
                         ", \"stored\".\"record\", \"stored\".\"version\" FROM \"check\" \
-                         LEFT JOIN ({select}) AS \"stored\" ON true"
+                         LEFT JOIN ({stored}) AS \"stored\" ON true"
                     )),
-                    None => sql.push_str(" FROM \"check\""),
+                    None => select.push_str(" FROM \"check\""),
                 }
+                // The key goes in with the record: from the insert's own row, so a refused
+                // create stores no key either.
+                let count = params.values().len();
+                keyed = Some(Statement {
+                    sql: format!(
+                        "{sql}, \"kept\" AS (INSERT INTO hf_caller.idempotency_keys \
+                         (\"key\", \"fingerprint\", \"record_id\") \
+                         SELECT ${key}::text, ${fingerprint}::text, $1::uuid FROM \"ins\"){select}",
+                        key = count + 1,
+                        fingerprint = count + 2,
+                    ),
+                    params: vec![None; count + 2],
+                    own: count + 2,
+                });
+                sql.push_str(&select);
             }
             WriteKind::Update => {
                 sql.push_str(&format!(", {update} "));
@@ -634,6 +644,7 @@ impl Builder<'_> {
             statement: statement(sql, params, own),
             checks,
             returns_record: stored_record.is_some(),
+            keyed,
         })
     }
 
@@ -954,7 +965,9 @@ mod tests {
             show("create", &writes.create.statement);
             show("update", &writes.update.statement);
             show("delete", &writes.delete);
-            show("remember_key", &writes.remember_key);
+            if let Some(keyed) = &writes.create.keyed {
+                show("create with an idempotency key", keyed);
+            }
             for (key, upsert) in &writes.upserts {
                 show(&format!("upsert by {key}"), &upsert.write.statement);
                 show(&format!("read by {key}"), &upsert.read);

@@ -1351,6 +1351,21 @@ async fn a_create_sent_again_with_its_idempotency_key_makes_one_record() {
     assert!(!corrected.headers().contains_key("idempotent-replayed"));
     json_of(corrected, 201, "corrected create").await;
 
+    // A key older than a day is forgotten: it names a new create.
+    ctx.sql(
+        "UPDATE hf_caller.idempotency_keys SET created_at = now() - interval '25 hours' \
+         WHERE key = 'key-2'",
+    )
+    .await;
+    let renewed = create("key-2", json!({"name": "Third", "phone": "4"}))
+        .await
+        .unwrap();
+    assert!(!renewed.headers().contains_key("idempotent-replayed"));
+    assert_eq!(
+        json_of(renewed, 201, "an expired key").await["name"],
+        "Third"
+    );
+
     // A deleted record's key answers that the record is gone, and creates nothing.
     ctx.expect(Method::DELETE, &path, None, 204).await;
     let gone = create("key-1", json!({"name": "Once", "phone": "1"}))
