@@ -998,10 +998,14 @@ export async function request(method, path, body, signal) {
   return (await send(method, path, body, signal)).data;
 }
 
-/** `request`, also giving the response's `ETag` (a record's version) and sending `ifMatch`. */
-async function send(method, path, body, signal, ifMatch) {
+/**
+ * `request`, also giving the response's `ETag` (a record's version) and sending `ifMatch` and a
+ * create's `idempotencyKey`.
+ */
+async function send(method, path, body, signal, ifMatch, idempotencyKey) {
   const headers = { accept: "application/json" };
   if (ifMatch) headers["if-match"] = ifMatch;
+  if (idempotencyKey) headers["idempotency-key"] = idempotencyKey;
   if (body !== undefined) headers["content-type"] = "application/json";
   if (config.token) headers.authorization = "Bearer " + config.token;
   let res;
@@ -1145,9 +1149,17 @@ export function query(ctx, b, parent, slot, get, deps, body) {
 
 const SYSTEM_FIELDS = new Set(["id", "createdAt", "updatedAt"]);
 
+/** A new `Idempotency-Key`: 128 random bits in hex (`crypto.randomUUID` needs HTTPS). */
+function newIdempotencyKey() {
+  const bytes = new Uint8Array(16);
+  crypto.getRandomValues(bytes);
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 /**
  * `{#form module.object[, id] as f}`: a `<form>` bound to one record. Without an id it creates
- * (`POST /data/m/o`), with one it loads and edits (`GET`, then `PATCH` of the changed fields).
+ * (`POST /data/m/o`, with an `Idempotency-Key` kept until the create is known to be made), with
+ * one it loads and edits (`GET`, then `PATCH` of the changed fields).
  * Field-scoped errors go to `f.errors[field]`, the rest to `f.recordErrors`, shown above the form.
  */
 export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, scope, getOptions, body) {
@@ -1162,6 +1174,10 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
   const base = "/data/" + encodeURIComponent(moduleKey) + "/" + encodeURIComponent(objectKey);
   let loaded = {};
   let version = null; // the ETag of the loaded record, sent as If-Match
+  // The create not known to have been made: its body and `Idempotency-Key`. Saving the same
+  // values again (after a lost answer) sends the same key, so the server answers with the record
+  // the first save made instead of making a second; other values get a new key.
+  let pendingCreate = null;
   let seq = 0;
   const url = () => base + "/" + encodeURIComponent(f.id);
   const f = {
@@ -1193,7 +1209,10 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
         if (f.id == null) {
           const body = {};
           for (const [k, v] of Object.entries(f.values)) if (v !== undefined && !SYSTEM_FIELDS.has(k)) body[k] = v;
-          record = (await send("POST", base, body)).data;
+          const sent = JSON.stringify(body);
+          if (!pendingCreate || pendingCreate.body !== sent) pendingCreate = { body: sent, key: newIdempotencyKey() };
+          record = (await send("POST", base, body, undefined, undefined, pendingCreate.key)).data;
+          pendingCreate = null;
           f.values = {};
         } else {
           const body = {};

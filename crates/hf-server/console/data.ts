@@ -195,11 +195,29 @@ export async function loadRecord(m: string, o: string, id: string): Promise<Repl
   return api("GET", "/data/" + encodeURIComponent(m) + "/" + encodeURIComponent(o) + "/" + encodeURIComponent(id));
 }
 
+/**
+ * The create not known to have been made: what was sent and its `Idempotency-Key`. Creating the
+ * same record again (after a lost answer) sends the same key, so the service answers with the
+ * record the first attempt made instead of making a second; another record gets a new key.
+ */
+let pendingCreate: { sent: string; key: string } | null = null;
+
+/** A new `Idempotency-Key`: 128 random bits in hex (`crypto.randomUUID` needs HTTPS). */
+function newIdempotencyKey(): string {
+  const bytes = new Uint8Array(16);
+  crypto.getRandomValues(bytes);
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 /** Creates (`id` null) or updates a record; updates name the version that was loaded. */
 export async function saveRecord(m: string, o: string, id: string | null, body: Record<string, unknown>, etag: string | null): Promise<Reply> {
   const base = "/data/" + encodeURIComponent(m) + "/" + encodeURIComponent(o);
-  if (id === null) return api("POST", base, body);
-  return api("PATCH", base + "/" + encodeURIComponent(id), body, etag ? { "if-match": etag } : {});
+  if (id !== null) return api("PATCH", base + "/" + encodeURIComponent(id), body, etag ? { "if-match": etag } : {});
+  const sent = base + " " + JSON.stringify(body);
+  if (!pendingCreate || pendingCreate.sent !== sent) pendingCreate = { sent, key: newIdempotencyKey() };
+  const reply = await api("POST", base, body, { "idempotency-key": pendingCreate.key });
+  if (reply.ok) pendingCreate = null;
+  return reply;
 }
 
 export async function deleteRecord(m: string, o: string, id: string): Promise<Reply> {

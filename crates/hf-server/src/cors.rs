@@ -56,9 +56,11 @@ impl CorsOrigins {
                 header::IF_MATCH,
                 header::IF_NONE_MATCH,
                 crate::middleware::REQUEST_ID,
+                crate::routes::data::IDEMPOTENCY_KEY,
             ])
             .expose_headers([
                 crate::middleware::REQUEST_ID,
+                crate::routes::data::IDEMPOTENT_REPLAYED,
                 header::ETAG,
                 header::RETRY_AFTER,
                 header::WWW_AUTHENTICATE,

@@ -27,9 +27,9 @@ async function sessionCode() {
 }
 
 /** Opens the rendering frame on `screen`, waits until it has mounted (or failed), runs `body`. */
-async function frame(name, screen, body, { expectFailure = false, expectedStatus = [] } = {}) {
+async function frame(name, screen, body, { expectFailure = false, expectedStatus = [], expectedErrors = [] } = {}) {
   const page = await browser.newPage();
-  const problems = watch(page, { expectedStatus });
+  const problems = watch(page, { expectedStatus, expectedErrors });
   try {
     const response = await page.goto(`${base}/auth/session/exchange?code=${await sessionCode()}&screen=${screen}`);
     check(`${name}: the frame answers 200`, response.status() === 200, String(response.status()));
@@ -344,7 +344,34 @@ const scenarios = {
       await page.click("button[type=submit]");
       check("form: a valid record is created", await eventuallyIn(page, "#saved", "Umbrella"), await text(page, "#saved"));
       check("form: the error is gone", await nameError.isHidden());
-    }, { expectedStatus: [422] });
+
+      // A create whose answer is lost on the way back: the server made the record, the page
+      // saw the connection fail. Saving again sends the same Idempotency-Key, and the server
+      // answers with that record instead of making a second.
+      const keys = [];
+      let lost = false;
+      await page.route("**/data/crm/account", async (route) => {
+        keys.push(route.request().headers()["idempotency-key"]);
+        if (lost) return route.continue();
+        lost = true;
+        await route.fetch();
+        await route.abort("connectionreset");
+      });
+      await page.fill("#name", "Wayne");
+      await page.click("button[type=submit]");
+      check("form: the lost answer shows as a failure", await until(page, () => document.querySelectorAll(".hfx-form-errors li").length === 1));
+      await page.click("button[type=submit]");
+      check("form: saving again shows the record", await eventuallyIn(page, "#saved", "Wayne"), await text(page, "#saved"));
+      check("form: both saves sent one key", keys.length === 2 && /^[0-9a-f]{32}$/.test(keys[0]) && keys[0] === keys[1], JSON.stringify(keys));
+      await page.unroute("**/data/crm/account");
+      const found = await fetch(`${base}/data/query`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify({ query: "SELECT id FROM crm.account WHERE name = :name", params: { name: "Wayne" } }),
+      });
+      const records = (await found.json()).records;
+      check("form: one record was made", records.length === 1, JSON.stringify(records));
+    }, { expectedStatus: [422], expectedErrors: ["ERR_CONNECTION_RESET"] });
   },
 };
 

@@ -15,6 +15,14 @@ use crate::auth::Authenticated;
 use crate::error::{record_errors, ApiError, Code, ErrorBody, Location};
 use crate::state::AppState;
 
+/// The request header that names a create, so that it can be sent again safely.
+pub const IDEMPOTENCY_KEY: header::HeaderName = header::HeaderName::from_static("idempotency-key");
+
+/// The response header of a create answered with the record an earlier request with the same
+/// idempotency key made.
+pub const IDEMPOTENT_REPLAYED: header::HeaderName =
+    header::HeaderName::from_static("idempotent-replayed");
+
 /// The record routes' path: `/data/{moduleKey}/{objectKey}/{idOrFieldKey}`.
 type RecordPath = web::Path<(String, String, String)>;
 
@@ -62,10 +70,9 @@ pub async fn create_record(
         Outcome::Done(created) => {
             let mut response = record_response(created.record, StatusCode::CREATED);
             if created.replayed {
-                response.headers_mut().insert(
-                    header::HeaderName::from_static("idempotent-replayed"),
-                    HeaderValue::from_static("true"),
-                );
+                response
+                    .headers_mut()
+                    .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
             }
             Ok(response)
         }
@@ -75,7 +82,7 @@ pub async fn create_record(
 
 /// The create's `Idempotency-Key`, if it sent one.
 fn idempotency_key(req: &HttpRequest) -> Result<Option<IdempotencyKey>, ApiError> {
-    let mut values = req.headers().get_all("idempotency-key");
+    let mut values = req.headers().get_all(IDEMPOTENCY_KEY);
     let Some(value) = values.next() else {
         return Ok(None);
     };

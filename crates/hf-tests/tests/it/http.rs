@@ -148,7 +148,10 @@ async fn preflight(server: &TestServer, origin: &str) -> reqwest::Response {
         .request(Method::OPTIONS, server.url("/metadata"))
         .header("origin", origin)
         .header("access-control-request-method", "GET")
-        .header("access-control-request-headers", "authorization")
+        .header(
+            "access-control-request-headers",
+            "authorization,idempotency-key",
+        )
         .send()
         .await
         .unwrap()
@@ -169,6 +172,7 @@ async fn cors_answers_listed_origins_only() {
         .unwrap()
         .to_ascii_lowercase();
     assert!(headers.contains("authorization"), "{headers}");
+    assert!(headers.contains("idempotency-key"), "{headers}");
 
     let response = server
         .http
@@ -185,6 +189,7 @@ async fn cors_answers_listed_origins_only() {
         .unwrap()
         .to_ascii_lowercase();
     assert!(exposed.contains("x-request-id"), "{exposed}");
+    assert!(exposed.contains("idempotent-replayed"), "{exposed}");
     assert!(response
         .headers()
         .get("access-control-allow-credentials")
