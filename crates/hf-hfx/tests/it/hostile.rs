@@ -77,6 +77,19 @@ fn nesting_within_the_limit_compiles() {
     assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics.first());
 }
 
+/// A sidecar on which oxc's TypeScript parser backtracks for seconds (found by fuzzing the
+/// compiler: 1 KB of unclosed `[`, `(` and `name<`, each `<` tried as type arguments inside the
+/// others' attempts) is refused by the nesting limit before it is parsed.
+#[test]
+fn a_sidecar_that_would_parse_for_seconds_is_refused_before_parsing() {
+    let sidecar = include_str!("slow_type_arguments.ts");
+    let start = Instant::now();
+    let out = compile("<p>x</p>", Some(sidecar));
+    let took = start.elapsed();
+    assert_eq!(out.diagnostics[0].code, DiagnosticCode::NestingTooDeep);
+    assert!(took < RUNAWAY, "{took:?}");
+}
+
 #[test]
 fn deeply_nested_expressions_are_refused_cleanly() {
     for expr in [
@@ -107,10 +120,11 @@ fn deeply_nested_expressions_are_refused_cleanly() {
 #[test]
 fn nesting_below_the_limit_compiles_on_a_small_stack() {
     // Test threads have 2 MiB stacks, like server worker threads.
-    let expr = "(".repeat(300) + "1" + &")".repeat(300);
+    // Just below the nesting limit (256).
+    let expr = "(".repeat(240) + "1" + &")".repeat(240);
     let out = compile(&format!("<p>{{{expr}}}</p>"), None);
     assert!(out.diagnostics.is_empty(), "{:?}", out.diagnostics.first());
-    let chain = "1".to_string() + &"+1".repeat(900);
+    let chain = "1".to_string() + &"+1".repeat(240);
     let out = compile(
         &format!("<script>let x = {chain};</script><p>{{x}}</p>"),
         None,
