@@ -46,9 +46,7 @@ impl<'a> JsScan<'a> {
                     continue;
                 }
                 b'/' if self.s.get(self.i + 1) == Some(&b'/') => {
-                    while self.i < self.s.len() && self.s[self.i] != b'\n' {
-                        self.i += 1;
-                    }
+                    self.i = line_comment_end(self.s, self.i + 2);
                     continue;
                 }
                 b'/' if self.s.get(self.i + 1) == Some(&b'*') => {
@@ -85,14 +83,15 @@ impl<'a> JsScan<'a> {
         }
     }
 
-    /// Skips a quoted string starting at `self.i`. A raw newline ends it, as in JavaScript (oxc
-    /// reports the unterminated string); only the end of the text makes the scan fail.
+    /// Skips a quoted string starting at `self.i`. A raw line feed or carriage return ends it,
+    /// as in JavaScript (oxc reports the unterminated string); only the end of the text makes
+    /// the scan fail.
     fn skip_string(&mut self, quote: u8) -> bool {
         let mut j = self.i + 1;
         while j < self.s.len() {
             match self.s[j] {
                 b'\\' => j += 2,
-                b'\n' => break,
+                b'\n' | b'\r' => break,
                 c if c == quote => break,
                 _ => j += 1,
             }
@@ -272,7 +271,7 @@ pub(crate) fn js_nesting_estimate(text: &str) -> usize {
                     match s.get(i) {
                         None => return worst,
                         Some(b'\\') => i += 2,
-                        Some(&b) if b == c || b == b'\n' => {
+                        Some(&b) if b == c || b == b'\n' || b == b'\r' => {
                             i += 1;
                             break;
                         }
@@ -287,12 +286,7 @@ pub(crate) fn js_nesting_estimate(text: &str) -> usize {
                     None => return worst,
                 }
             }
-            b'/' if s.get(i + 1) == Some(&b'/') => {
-                i += 2;
-                while i < s.len() && s[i] != b'\n' {
-                    i += 1;
-                }
-            }
+            b'/' if s.get(i + 1) == Some(&b'/') => i = line_comment_end(s, i + 2),
             b'/' if s.get(i + 1) == Some(&b'*') => match find(s, i + 2, b"*/") {
                 Some(end) => i = end + 2,
                 None => return worst,
@@ -389,6 +383,24 @@ fn is_nesting_keyword(word: &[u8]) -> bool {
 
 const fn is_ident_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
+}
+
+/// Where a `//` comment whose text starts at `i` ends: at the next line terminator of
+/// JavaScript (line feed, carriage return, U+2028 or U+2029), or the end of the text. A scanner
+/// that ended it at line feeds only would take the code after a lone carriage return for
+/// comment, where oxc parses it: the nesting estimate was bypassed so (found by fuzzing).
+fn line_comment_end(s: &[u8], mut i: usize) -> usize {
+    while i < s.len() {
+        match s[i] {
+            b'\n' | b'\r' => break,
+            // U+2028 and U+2029 in UTF-8.
+            0xE2 if s.get(i + 1) == Some(&0x80) && matches!(s.get(i + 2), Some(0xA8 | 0xA9)) => {
+                break
+            }
+            _ => i += 1,
+        }
+    }
+    i
 }
 
 /// The deepest [`js_nesting_estimate`] handed to oxc.

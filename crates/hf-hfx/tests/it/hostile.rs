@@ -90,6 +90,32 @@ fn a_sidecar_that_would_parse_for_seconds_is_refused_before_parsing() {
     assert!(took < RUNAWAY, "{took:?}");
 }
 
+/// A `//` comment ends at any JavaScript line terminator, as oxc ends it: the nesting estimate
+/// once ended it at line feeds only, so code after a lone carriage return went to oxc uncounted
+/// (the fuzzer's second slow sidecar, 20 s, hid its brackets so).
+#[test]
+fn code_after_a_comment_ending_in_a_carriage_return_is_counted() {
+    let sidecar = include_str!("slow_type_arguments_after_cr.ts");
+    let out = compile("<p>x</p>", Some(sidecar));
+    assert_eq!(out.diagnostics[0].code, DiagnosticCode::NestingTooDeep);
+    for terminator in ["\r", "\u{2028}", "\u{2029}"] {
+        let sidecar = format!(
+            "// comment{terminator}export const x = {};",
+            "[".repeat(300)
+        );
+        let out = compile("<p>x</p>", Some(&sidecar));
+        assert_eq!(
+            out.diagnostics[0].code,
+            DiagnosticCode::NestingTooDeep,
+            "{terminator:?}"
+        );
+    }
+    // A string still cannot hide brackets behind a carriage return.
+    let sidecar = format!("export const s = 'a\r{}';", "(".repeat(300));
+    let out = compile("<p>x</p>", Some(&sidecar));
+    assert_eq!(out.diagnostics[0].code, DiagnosticCode::NestingTooDeep);
+}
+
 #[test]
 fn deeply_nested_expressions_are_refused_cleanly() {
     for expr in [
