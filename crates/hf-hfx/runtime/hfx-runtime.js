@@ -1149,11 +1149,28 @@ export function query(ctx, b, parent, slot, get, deps, body) {
 
 const SYSTEM_FIELDS = new Set(["id", "createdAt", "updatedAt"]);
 
-/** A new `Idempotency-Key`: 128 random bits in hex (`crypto.randomUUID` needs HTTPS). */
-function newIdempotencyKey() {
-  const bytes = new Uint8Array(16);
-  crypto.getRandomValues(bytes);
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+/**
+ * The `Idempotency-Key` of a create that is not known to have been made: `keyFor(sent)` gives
+ * the same key while the same create (`sent`, its text) is sent again, so the server answers a
+ * repeat after a lost answer with the record the first made; another create gets a new key.
+ * `made()` forgets it once the create's answer arrived.
+ */
+export function createKeys() {
+  let pending = null;
+  return {
+    keyFor(sent) {
+      if (!pending || pending.sent !== sent) {
+        // 128 random bits in hex (`crypto.randomUUID` needs HTTPS).
+        const bytes = new Uint8Array(16);
+        crypto.getRandomValues(bytes);
+        pending = { sent, key: Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("") };
+      }
+      return pending.key;
+    },
+    made() {
+      pending = null;
+    },
+  };
 }
 
 /**
@@ -1174,10 +1191,8 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
   const base = "/data/" + encodeURIComponent(moduleKey) + "/" + encodeURIComponent(objectKey);
   let loaded = {};
   let version = null; // the ETag of the loaded record, sent as If-Match
-  // The create not known to have been made: its body and `Idempotency-Key`. Saving the same
-  // values again (after a lost answer) sends the same key, so the server answers with the record
-  // the first save made instead of making a second; other values get a new key.
-  let pendingCreate = null;
+  // Saving the same values again after a lost answer sends the same key (see `createKeys`).
+  const createKey = createKeys();
   let seq = 0;
   const url = () => base + "/" + encodeURIComponent(f.id);
   const f = {
@@ -1209,10 +1224,9 @@ export function form(ctx, b, parent, slot, moduleKey, objectKey, getId, deps, sc
         if (f.id == null) {
           const body = {};
           for (const [k, v] of Object.entries(f.values)) if (v !== undefined && !SYSTEM_FIELDS.has(k)) body[k] = v;
-          const sent = JSON.stringify(body);
-          if (!pendingCreate || pendingCreate.body !== sent) pendingCreate = { body: sent, key: newIdempotencyKey() };
-          record = (await send("POST", base, body, undefined, undefined, pendingCreate.key)).data;
-          pendingCreate = null;
+          const key = createKey.keyFor(JSON.stringify(body));
+          record = (await send("POST", base, body, undefined, undefined, key)).data;
+          createKey.made();
           f.values = {};
         } else {
           const body = {};

@@ -1,6 +1,7 @@
 // The Data area: any object's records, paged, sorted and filtered on the server through HOQS,
 // and a record editor that writes through /data with If-Match.
 export { formatValue, plural, messages, fieldErrors } from "./lib.js";
+import { createKeys } from "hfx";
 import { api } from "./lib.js";
 import type { Reply } from "./lib.js";
 
@@ -195,28 +196,16 @@ export async function loadRecord(m: string, o: string, id: string): Promise<Repl
   return api("GET", "/data/" + encodeURIComponent(m) + "/" + encodeURIComponent(o) + "/" + encodeURIComponent(id));
 }
 
-/**
- * The create not known to have been made: what was sent and its `Idempotency-Key`. Creating the
- * same record again (after a lost answer) sends the same key, so the service answers with the
- * record the first attempt made instead of making a second; another record gets a new key.
- */
-let pendingCreate: { sent: string; key: string } | null = null;
-
-/** A new `Idempotency-Key`: 128 random bits in hex (`crypto.randomUUID` needs HTTPS). */
-function newIdempotencyKey(): string {
-  const bytes = new Uint8Array(16);
-  crypto.getRandomValues(bytes);
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-}
+/** The key of a create not known to have been made (see the runtime's `createKeys`). */
+const createKey = createKeys();
 
 /** Creates (`id` null) or updates a record; updates name the version that was loaded. */
 export async function saveRecord(m: string, o: string, id: string | null, body: Record<string, unknown>, etag: string | null): Promise<Reply> {
   const base = "/data/" + encodeURIComponent(m) + "/" + encodeURIComponent(o);
   if (id !== null) return api("PATCH", base + "/" + encodeURIComponent(id), body, etag ? { "if-match": etag } : {});
-  const sent = base + " " + JSON.stringify(body);
-  if (!pendingCreate || pendingCreate.sent !== sent) pendingCreate = { sent, key: newIdempotencyKey() };
-  const reply = await api("POST", base, body, { "idempotency-key": pendingCreate.key });
-  if (reply.ok) pendingCreate = null;
+  const key = createKey.keyFor(base + " " + JSON.stringify(body));
+  const reply = await api("POST", base, body, { "idempotency-key": key });
+  if (reply.ok) createKey.made();
   return reply;
 }
 
