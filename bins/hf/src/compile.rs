@@ -68,6 +68,20 @@ pub fn run(args: &CompileArgs) -> ExitCode {
     }
 }
 
+/// Runs `hf compile-worker`, the process `hf serve` compiles one screen in (see
+/// `hf_app::compile`): the screen as JSON on stdin, the result as JSON on stdout. Exits with 1,
+/// saying why on stderr, when it could not answer.
+pub fn run_worker() -> ExitCode {
+    match hf_app::compile::run_worker(std::io::stdin().lock(), std::io::stdout().lock()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // Nothing useful remains to do if stderr is closed.
+            let _ = writeln!(std::io::stderr(), "hf compile-worker: {error}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 /// Reads a source file, refusing bytes that are not UTF-8 with the offset of the first bad one.
 fn read(path: &Path) -> Result<String, String> {
     let bytes =

@@ -46,7 +46,14 @@ enum Command {
     Compile(compile::CompileArgs),
     /// Export the metadata (every branch, full history) as a git repository, or import one.
     Metadata(metadata::MetadataArgs),
+    /// Compile one screen read as JSON on stdin, answering on stdout: how `hf serve` compiles
+    /// screens, each in a process of its own it can kill (not for people).
+    #[command(name = "compile-worker", hide = true)]
+    CompileWorker,
 }
+
+/// The name of the hidden subcommand that runs a compile worker.
+pub const COMPILE_WORKER: &str = "compile-worker";
 
 /// Where the database is: shared by `hf serve` and the tools, so they always find the same one.
 #[derive(Debug, Clone, Args)]
@@ -133,6 +140,11 @@ pub struct ServeArgs {
     /// Seconds between returns of freed heap memory to the operating system (0: never).
     #[arg(long, env = "HF_MEMORY_TRIM_INTERVAL", default_value_t = 10)]
     pub memory_trim_interval: u64,
+    /// Seconds a screen's compile may take, its wait for a free core included; the compile is
+    /// stopped after it (504 `TIMEOUT`).
+    #[arg(long, env = "HF_COMPILE_TIMEOUT", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub compile_timeout: u64,
     /// Load the demo CRM (`fixtures/demo`) into an empty live branch and apply it.
     #[arg(long)]
     pub demo: bool,
@@ -140,8 +152,10 @@ pub struct ServeArgs {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    if let Command::Compile(args) = &cli.command {
-        return compile::run(args);
+    match &cli.command {
+        Command::Compile(args) => return compile::run(args),
+        Command::CompileWorker => return compile::run_worker(),
+        _ => {}
     }
     init_tracing(matches!(cli.command, Command::Serve(_)));
     let result = match cli.command {
@@ -152,7 +166,7 @@ fn main() -> std::process::ExitCode {
         Command::Plan(args) => plan::run_plan(args),
         Command::Apply(args) => plan::run_apply(args),
         Command::Query(args) => query::run(args),
-        Command::Compile(_) => Ok(()),
+        Command::Compile(_) | Command::CompileWorker => Ok(()),
         Command::Metadata(args) => metadata::run(args),
     };
     match result {

@@ -109,7 +109,9 @@ async fn serve(
         ms = opened.elapsed().as_millis() as u64,
         "metadata store open"
     );
-    let app = hf_app::App::new(pool, store);
+    let compiler =
+        hf_app::Compiler::new(compile_worker()?, Duration::from_secs(args.compile_timeout));
+    let app = hf_app::App::with_compiler(pool, store, compiler);
     if args.demo {
         load_demo(&app).await?;
     }
@@ -201,6 +203,22 @@ fn demo_files() -> Vec<(String, Vec<u8>)> {
 }
 
 /// Loads the demo metadata into an empty live branch and applies it, as one live write.
+/// Screens compile in processes of their own, this very executable run as `hf compile-worker`
+/// (see `hf_app::compile`): `/proc/self/exe` where there is one, so the worker is this build
+/// even after the file was replaced by an upgrade, since the two speak an unversioned protocol.
+fn compile_worker() -> anyhow::Result<hf_app::compile::Isolation> {
+    let own = std::path::Path::new("/proc/self/exe");
+    let program = if own.exists() {
+        own.to_path_buf()
+    } else {
+        std::env::current_exe().context("finding the hf executable to compile screens with")?
+    };
+    Ok(hf_app::compile::Isolation::Process {
+        program,
+        args: vec![crate::COMPILE_WORKER.to_owned()],
+    })
+}
+
 async fn load_demo(app: &hf_app::App) -> anyhow::Result<()> {
     let seeded = app
         .seed_live(demo_files(), "the demo")

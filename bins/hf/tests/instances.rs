@@ -1350,3 +1350,69 @@ async fn connections_cut_under_load(metadata: bool) {
     assert_eq!(status, 200, "{plan}");
     assert_eq!(plan["changes"], json!([]), "{plan}");
 }
+
+/// `hf serve` compiles screens in processes of its own (`hf compile-worker`): what a caller
+/// gets back is the same as ever, errors with their locations included, and no worker is left
+/// behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn screens_are_compiled_in_processes_the_service_leaves_none_of() {
+    let fleet = Fleet::start(1).await;
+    let token = fleet.admin_token(0).await;
+    let url = fleet.url(0, "/hfx/compile");
+    let source = "<script>import { f } from './sidecar';</script>\n<p>{f()}</p>\n";
+    let body = json!({"source": source, "sidecar": "export const f = (): number => 1;\n"});
+    let (status, compiled) = call(&fleet.http, Method::POST, &url, Some(&token), Some(body)).await;
+    assert_eq!(status, 200, "{compiled}");
+    assert!(compiled["compiledJs"]
+        .as_str()
+        .unwrap()
+        .contains("./sidecar"));
+    assert!(compiled["compiledSidecar"]
+        .as_str()
+        .unwrap()
+        .contains("=> 1"));
+
+    let body = json!({"source": "<p>ok</p>\n<p>{</p>\n"});
+    let (status, refused) = call(&fleet.http, Method::POST, &url, Some(&token), Some(body)).await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(
+        refused["errors"][0]["code"], "HFX_COMPILE_ERROR",
+        "{refused}"
+    );
+    let location = &refused["errors"][0]["location"];
+    assert_eq!(location["line"], 2, "{refused}");
+    assert_eq!(location["frame"], "<p>{</p>", "{refused}");
+
+    let pid = fleet.instances[0].child.id();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !workers_of(pid).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "workers left: {:?}",
+            workers_of(pid)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The process ids of the compile workers `pid` started that are still there.
+fn workers_of(pid: u32) -> Vec<u32> {
+    let mut workers = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let parent = stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().nth(1));
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if parent == Some(&pid.to_string())
+            && String::from_utf8_lossy(&cmdline).contains("compile-worker")
+        {
+            workers.push(child);
+        }
+    }
+    workers
+}

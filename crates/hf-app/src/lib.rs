@@ -63,11 +63,17 @@ impl App {
     /// The application over a pool and a metadata store; the store's live branch is the one the
     /// database reflects.
     pub fn new(pool: Pool, store: Arc<Store>) -> Self {
+        Self::with_compiler(pool, store, Compiler::default())
+    }
+
+    /// [`App::new`] with a compiler of the host's making: `hf serve` compiles screens in
+    /// processes of their own (see [`compile::Isolation`]).
+    pub fn with_compiler(pool: Pool, store: Arc<Store>, compiler: Compiler) -> Self {
         Self {
             pool,
             inner: Arc::new(Inner {
                 store,
-                compiler: Compiler::default(),
+                compiler,
                 plans: hf_storage::records::PlanCache::default(),
                 secrets: secrets::SecretCache::default(),
             }),

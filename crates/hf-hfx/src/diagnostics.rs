@@ -8,6 +8,7 @@ use std::fmt;
 
 /// Which input a diagnostic points into, because a screen is compiled together with its sidecar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum SourceFile {
     /// The HFX source of the screen.
     Screen,
@@ -17,6 +18,7 @@ pub enum SourceFile {
 
 /// Stable machine-readable kinds of compile problems, so callers and tests never match on text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub enum DiagnosticCode {
     /// A JavaScript or TypeScript syntax error reported by oxc (script, sidecar or `{expression}`).
@@ -113,6 +115,7 @@ impl fmt::Display for DiagnosticCode {
 
 /// One compile problem with its position, ready for the error envelope's `location`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Diagnostic {
     /// What kind of problem this is.
     pub code: DiagnosticCode,

@@ -78,6 +78,7 @@ pub enum Error {
 
 /// The result of compiling one screen.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct CompileOutput {
     /// The ES module (`compiledJs`); `None` when there are diagnostics.
     pub js: Option<String>,
@@ -102,6 +103,7 @@ pub struct CompileOutput {
 /// One `import … from "<path>"` (or `export … from`) of a vendored module in a screen's script or
 /// in its sidecar.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct VendorImport {
     /// The specifier as written (`chart.js`).
     pub specifier: String,
@@ -131,6 +133,7 @@ impl VendorImport {
 
 /// One `import X from "screen:<module>/<screen>"` of a screen.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ScreenImport {
     /// The module key.
     pub module: String,
@@ -142,6 +145,7 @@ pub struct ScreenImport {
 
 /// The HOQS text of one `{#query}` block, as written in the screen.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct QueryText {
     /// The query (the literal's content; literals with escapes or `${}` are not reported).
     pub text: String,
@@ -157,6 +161,7 @@ pub struct QueryText {
 /// A `{#query}` parameter whose value is written as a literal in the block's parameter object,
 /// so it is the same on every run.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct QueryParam {
     /// The parameter's name (`:name` in the query).
     pub name: String,
@@ -168,6 +173,7 @@ pub struct QueryParam {
 
 /// Settings for [`compile_with`]; the defaults are what the HTTP contract describes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct CompileOptions {
     /// What `import ... from "./sidecar"` becomes in the compiled module. `None` keeps
     /// `./sidecar`; a server that serves every screen's modules from one directory sets a
