@@ -234,11 +234,26 @@ pub async fn not_found(req: HttpRequest) -> HttpResponse {
     if allowed.is_empty() {
         return not_found_error(&req).error_response();
     }
-    let mut response = error::for_status(StatusCode::METHOD_NOT_ALLOWED).error_response();
+    let refused = if is_live_metadata_write(&req) {
+        ApiError::new(
+            Code::MethodNotAllowed,
+            "The live branch's metadata path takes reads only; metadata writes name their \
+             branch: send this to /metadata@<branchId>/… (`GET /branches` says which is live).",
+        )
+    } else {
+        error::for_status(StatusCode::METHOD_NOT_ALLOWED)
+    };
+    let mut response = refused.error_response();
     if let Ok(value) = HeaderValue::from_str(&allowed.join(", ")) {
         response.headers_mut().insert(header::ALLOW, value);
     }
     response
+}
+
+/// A write (`POST`, `PUT`, `DELETE`) under `/metadata/…`, the live branch's read path.
+fn is_live_metadata_write(req: &HttpRequest) -> bool {
+    let is_write = matches!(*req.method(), Method::POST | Method::PUT | Method::DELETE);
+    is_write && req.path().starts_with("/metadata/")
 }
 
 /// Whether one path segment fits one template segment. The document's `metadata@{branch}`
@@ -276,10 +291,12 @@ impl RouteTable {
         Self { routes }
     }
 
-    /// The methods served at a concrete path, sorted.
+    /// The methods served at a concrete path, sorted. Where templates overlap, the one with a
+    /// literal segment where the other has a parameter (earliest first) is the path's, as in the
+    /// router: `/metadata@main/fields` is the list of fields, not a module named `fields`.
     pub fn methods_for(&self, path: &str) -> Vec<String> {
         let segments: Vec<&str> = path.split('/').collect();
-        let mut methods: Vec<String> = self
+        let matching: Vec<&(String, Vec<String>)> = self
             .routes
             .iter()
             .filter(|(_, template)| {
@@ -289,6 +306,14 @@ impl RouteTable {
                         .zip(&segments)
                         .all(|(t, s)| segment_matches(t, s))
             })
+            .collect();
+        let literals = |template: &[String]| -> Vec<bool> {
+            template.iter().map(|t| !t.starts_with('{')).collect()
+        };
+        let most_literal = matching.iter().map(|(_, t)| literals(t)).max();
+        let mut methods: Vec<String> = matching
+            .iter()
+            .filter(|(_, template)| Some(literals(template)) == most_literal)
             .map(|(method, _)| method.clone())
             .collect();
         methods.sort();
@@ -393,5 +418,9 @@ mod tests {
         );
         assert!(table.methods_for("/metadata@a..b/crm").is_empty());
         assert!(table.methods_for("/nothing").is_empty());
+        // A literal segment outranks a parameter: these are lists, not modules.
+        assert_eq!(table.methods_for("/metadata@main/fields"), ["GET"]);
+        assert_eq!(table.methods_for("/metadata@main/objects"), ["GET"]);
+        assert_eq!(table.methods_for("/metadata/objects"), ["GET"]);
     }
 }

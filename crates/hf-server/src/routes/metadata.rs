@@ -47,6 +47,32 @@ pub fn metadata_root(ctx: &GuardContext<'_>) -> bool {
             .is_some_and(hf_model::key::is_valid_branch_id)
 }
 
+/// Serves a metadata write only under a branch root (`metadata@<branchId>`, the one write form):
+/// a write to the live read path `/metadata/…` falls through to the router's 405, which lists the
+/// methods the document gives that path (`GET`) and says where writes go.
+pub fn metadata_write_root(ctx: &GuardContext<'_>) -> bool {
+    first_segments(ctx)
+        .0
+        .strip_prefix("metadata@")
+        .is_some_and(hf_model::key::is_valid_branch_id)
+}
+
+/// [`metadata_write_root`] for a module's own path (`/metadata@<branchId>/<moduleKey>`), except
+/// where that path is a cross-module list (`/metadata@<branchId>/objects`, `…/fields`): those
+/// take `GET` only, and a write there is a 405 as the document says, not a module write refused
+/// for its reserved key.
+pub fn module_write_root(ctx: &GuardContext<'_>) -> bool {
+    let (_, second) = first_segments(ctx);
+    metadata_write_root(ctx) && !matches!(second, "objects" | "fields")
+}
+
+/// The first two segments of a request's path (empty when missing).
+fn first_segments<'a>(ctx: &'a GuardContext<'_>) -> (&'a str, &'a str) {
+    let mut segments = ctx.head().uri.path().trim_start_matches('/').split('/');
+    let first = segments.next().unwrap_or("");
+    (first, segments.next().unwrap_or(""))
+}
+
 /// The branch a first path segment names: `metadata` is the live branch (for reads).
 pub(crate) fn read_branch(state: &AppState, root: &str) -> Result<String, ApiError> {
     if root == "metadata" {
@@ -547,7 +573,7 @@ async fn write(
 #[utoipa::path(tag = "metadata", security(("bearer" = [])), request_body = ModuleBody,
         params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), WriteQuery),
         responses((status = 201, body = WriteResponse), (status = 409, description = "ALREADY_EXISTS, or another write got there first (METADATA_CONFLICT), or the live apply would lose data (DESTRUCTIVE_CHANGE)", body = ErrorBody)))]
-#[post("/{branchRoot}/{moduleKey}", guard = "metadata_root")]
+#[post("/{branchRoot}/{moduleKey}", guard = "module_write_root")]
 pub async fn create_module(
     state: web::Data<AppState>,
     writer: MetadataWriter,
@@ -566,7 +592,7 @@ pub async fn create_module(
 #[utoipa::path(tag = "metadata", security(("bearer" = [])), request_body = ModuleBody,
         params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), WriteQuery),
         responses((status = 200, body = WriteResponse), (status = 404, description = "MODULE_NOT_FOUND", body = ErrorBody)))]
-#[put("/{branchRoot}/{moduleKey}", guard = "metadata_root")]
+#[put("/{branchRoot}/{moduleKey}", guard = "module_write_root")]
 pub async fn replace_module(
     state: web::Data<AppState>,
     writer: MetadataWriter,
@@ -585,7 +611,7 @@ pub async fn replace_module(
 #[utoipa::path(tag = "metadata", security(("bearer" = [])),
         params(("branchRoot" = String, Path, description = "`metadata@<branchId>`"), ("moduleKey" = String, Path), WriteQuery),
         responses((status = 200, body = WriteResponse), (status = 404, description = "MODULE_NOT_FOUND", body = ErrorBody), (status = 409, description = "IN_USE: the module still has objects", body = ErrorBody)))]
-#[delete("/{branchRoot}/{moduleKey}", guard = "metadata_root")]
+#[delete("/{branchRoot}/{moduleKey}", guard = "module_write_root")]
 pub async fn delete_module(
     state: web::Data<AppState>,
     writer: MetadataWriter,
@@ -611,7 +637,7 @@ pub async fn delete_module(
         responses((status = 201, body = WriteResponse), (status = 404, description = "MODULE_NOT_FOUND", body = ErrorBody), (status = 409, description = "ALREADY_EXISTS", body = ErrorBody)))]
 #[post(
     "/{branchRoot}/{moduleKey}/objects/{objectKey}",
-    guard = "metadata_root"
+    guard = "metadata_write_root"
 )]
 pub async fn create_object(
     state: web::Data<AppState>,
@@ -644,7 +670,7 @@ pub async fn create_object(
         responses((status = 200, body = WriteResponse), (status = 404, description = "MODULE_NOT_FOUND or OBJECT_NOT_FOUND", body = ErrorBody)))]
 #[put(
     "/{branchRoot}/{moduleKey}/objects/{objectKey}",
-    guard = "metadata_root"
+    guard = "metadata_write_root"
 )]
 pub async fn replace_object(
     state: web::Data<AppState>,
@@ -677,7 +703,7 @@ pub async fn replace_object(
         responses((status = 200, body = WriteResponse), (status = 404, description = "MODULE_NOT_FOUND or OBJECT_NOT_FOUND", body = ErrorBody), (status = 409, description = "IN_USE: extended, looked up or rolled up over", body = ErrorBody)))]
 #[delete(
     "/{branchRoot}/{moduleKey}/objects/{objectKey}",
-    guard = "metadata_root"
+    guard = "metadata_write_root"
 )]
 pub async fn delete_object(
     state: web::Data<AppState>,
@@ -699,7 +725,7 @@ pub async fn delete_object(
         responses((status = 201, body = WriteResponse), (status = 404, description = "MODULE_NOT_FOUND or OBJECT_NOT_FOUND", body = ErrorBody), (status = 409, description = "ALREADY_EXISTS", body = ErrorBody)))]
 #[post(
     "/{branchRoot}/{moduleKey}/objects/{objectKey}/fields/{fieldKey}",
-    guard = "metadata_root"
+    guard = "metadata_write_root"
 )]
 pub async fn create_field(
     state: web::Data<AppState>,
@@ -734,7 +760,7 @@ pub async fn create_field(
         responses((status = 200, body = WriteResponse), (status = 404, description = "MODULE_NOT_FOUND, OBJECT_NOT_FOUND or FIELD_NOT_FOUND", body = ErrorBody)))]
 #[put(
     "/{branchRoot}/{moduleKey}/objects/{objectKey}/fields/{fieldKey}",
-    guard = "metadata_root"
+    guard = "metadata_write_root"
 )]
 pub async fn replace_field(
     state: web::Data<AppState>,
@@ -769,7 +795,7 @@ pub async fn replace_field(
         responses((status = 200, body = WriteResponse), (status = 404, description = "MODULE_NOT_FOUND, OBJECT_NOT_FOUND or FIELD_NOT_FOUND", body = ErrorBody), (status = 409, description = "IN_USE: a rollup, a rule or a screen uses it", body = ErrorBody)))]
 #[delete(
     "/{branchRoot}/{moduleKey}/objects/{objectKey}/fields/{fieldKey}",
-    guard = "metadata_root"
+    guard = "metadata_write_root"
 )]
 pub async fn delete_field(
     state: web::Data<AppState>,
@@ -802,7 +828,7 @@ pub async fn delete_field(
         responses((status = 201, body = WriteResponse), (status = 404, description = "MODULE_NOT_FOUND", body = ErrorBody), (status = 409, description = "ALREADY_EXISTS", body = ErrorBody), (status = 422, description = "HFX_COMPILE_ERROR, each with its `location`", body = ErrorBody)))]
 #[post(
     "/{branchRoot}/{moduleKey}/screens/{screenKey}",
-    guard = "metadata_root"
+    guard = "metadata_write_root"
 )]
 pub async fn create_screen(
     state: web::Data<AppState>,
@@ -835,7 +861,7 @@ pub async fn create_screen(
         responses((status = 200, body = WriteResponse), (status = 404, description = "MODULE_NOT_FOUND or SCREEN_NOT_FOUND", body = ErrorBody), (status = 422, description = "HFX_COMPILE_ERROR, each with its `location`", body = ErrorBody)))]
 #[put(
     "/{branchRoot}/{moduleKey}/screens/{screenKey}",
-    guard = "metadata_root"
+    guard = "metadata_write_root"
 )]
 pub async fn replace_screen(
     state: web::Data<AppState>,
@@ -868,7 +894,7 @@ pub async fn replace_screen(
         responses((status = 200, body = WriteResponse), (status = 404, description = "MODULE_NOT_FOUND or SCREEN_NOT_FOUND", body = ErrorBody)))]
 #[delete(
     "/{branchRoot}/{moduleKey}/screens/{screenKey}",
-    guard = "metadata_root"
+    guard = "metadata_write_root"
 )]
 pub async fn delete_screen(
     state: web::Data<AppState>,

@@ -18,7 +18,7 @@ use crate::dto::metadata::WriteResponse;
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::JavaScriptBody;
 use crate::routes::metadata::{
-    blocking, key, metadata_root, module, read_branch, snapshot, write_branch,
+    blocking, key, metadata_root, metadata_write_root, module, read_branch, snapshot, write_branch,
 };
 use crate::state::AppState;
 use serde::Deserialize;
@@ -46,7 +46,10 @@ pub struct VendorWriteQuery {
         (status = 413, description = "PAYLOAD_TOO_LARGE: over 2 MiB", body = ErrorBody),
         (status = 415, description = "UNSUPPORTED_MEDIA_TYPE: not `text/javascript`", body = ErrorBody),
     ))]
-#[put("/{branchRoot}/{moduleKey}/vendor/{path:.*}", guard = "metadata_root")]
+#[put(
+    "/{branchRoot}/{moduleKey}/vendor/{path:.*}",
+    guard = "metadata_write_root"
+)]
 pub async fn put_vendor(
     state: web::Data<AppState>,
     writer: MetadataWriter,
@@ -156,7 +159,10 @@ pub async fn get_vendor(
         (status = 404, description = "MODULE_NOT_FOUND or FILE_NOT_FOUND", body = ErrorBody),
         (status = 409, description = "IN_USE: a screen of the module imports the file", body = ErrorBody),
     ))]
-#[delete("/{branchRoot}/{moduleKey}/vendor/{path:.*}", guard = "metadata_root")]
+#[delete(
+    "/{branchRoot}/{moduleKey}/vendor/{path:.*}",
+    guard = "metadata_write_root"
+)]
 pub async fn delete_vendor(
     state: web::Data<AppState>,
     writer: MetadataWriter,

@@ -19,6 +19,63 @@ async fn unknown_route_is_route_not_found() {
     server.stop().await;
 }
 
+/// The live branch's metadata path takes reads only, and the cross-module lists
+/// (`/metadata@<branch>/objects`, `…/fields`) are lists, not modules: a write to either is 405
+/// with the methods the document gives the path, before its body or query is read, and the live
+/// path's answer says where writes go.
+#[tokio::test]
+async fn writes_where_the_document_has_only_reads_are_method_not_allowed() {
+    let server = TestServer::start().await;
+    let token = server.admin_token().await;
+    let cases = [
+        ("POST", "/metadata/crm2", Some(r#"{"label":"x"}"#)),
+        ("PUT", "/metadata/crm", None),
+        ("DELETE", "/metadata/crm", None),
+        ("PUT", "/metadata/fields?moduleKey=crm", None),
+        ("PUT", "/metadata/crm/objects/account", Some("[")),
+        ("PUT", "/metadata/crm/vendor/chart.js", Some("export {}")),
+        ("PUT", "/metadata@main/fields", Some(r#"{"label":"x"}"#)),
+        ("POST", "/metadata@main/objects", Some(r#"{"label":"x"}"#)),
+        ("DELETE", "/metadata@main/objects", None),
+        ("OPTIONS", "/metadata@main/fields", None),
+    ];
+    for (method, path, body) in cases {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut request = server
+            .http
+            .request(method.clone(), server.url(path))
+            .bearer_auth(&token)
+            .header("content-type", "application/json");
+        if let Some(body) = body {
+            request = request.body(body);
+        }
+        let response = request.send().await.unwrap();
+        let allow = response.headers().get("allow").cloned();
+        let envelope = assert_envelope(response, 405, "METHOD_NOT_ALLOWED").await;
+        assert_eq!(
+            allow.as_ref().map(|v| v.to_str().unwrap()),
+            Some("GET"),
+            "{method} {path}"
+        );
+        let message = envelope["errors"][0]["message"].as_str().unwrap();
+        let live_write = path.starts_with("/metadata/") && method != reqwest::Method::OPTIONS;
+        assert_eq!(
+            message.contains("/metadata@<branchId>/"),
+            live_write,
+            "{path}: {message}"
+        );
+    }
+    // A module's own path still takes writes.
+    let response = server
+        .http
+        .request(reqwest::Method::OPTIONS, server.url("/metadata@main/crm"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["allow"], "DELETE, GET, POST, PUT");
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn wrong_method_is_method_not_allowed() {
     let server = TestServer::start().await;
