@@ -11,8 +11,8 @@
 //!   worker ([`run_worker`]), which reads the screen as JSON on stdin and writes the result as
 //!   JSON on stdout. At the time limit the process is killed, so its core and its place come back
 //!   at once, and whatever the compiler does (an input on which the TypeScript parser
-//!   backtracks for minutes, a crash, memory it keeps) ends with the process. Starting one costs
-//!   about 3 ms, and the module cache keeps most compiles from happening twice.
+//!   backtracks for minutes, a crash, memory it keeps) ends with the process. A process adds
+//!   about 5–6 ms to a compile, and the module cache keeps most compiles from happening twice.
 //!
 //! Compiled modules are cached under `hf_hfx::cache_key`, a hash of everything the output
 //! depends on, in one bounded cache per [`crate::App`]: compiling is a pure function of its
