@@ -33,6 +33,15 @@ pub(crate) const SYSTEM_FIELDS: [(&str, &str, Type); 5] = [
 /// formulas twice could otherwise double the text at every level.
 const MAX_EXPANDED_BYTES: usize = 1024 * 1024;
 
+/// How many bytes of SQL fragments one compile may build, every fragment counted as it is made
+/// (so an expression's text counts once for itself and once more in each expression around it).
+/// Functions and operators paste an argument's SQL more than once (`LN(x)` is
+/// `ln(CASE WHEN x > 0 THEN x END)`, `DATEVALUE(t)` holds `t` seven times), so nesting them
+/// multiplies the text at every level: `LN(` twenty-six deep, 143 bytes of query, built
+/// gigabytes and ended the process with an allocation failure. Counting what is built bounds the
+/// time and memory of every such shape, present or future; a real query builds a few kilobytes.
+const MAX_BUILT_BYTES: usize = 4 * 1024 * 1024;
+
 /// What an expression is for; decides whether parameters and aggregates are allowed and how
 /// messages name the place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,6 +140,8 @@ pub(crate) struct Compiler<'a> {
     /// itself.
     computing: Vec<(QualifiedName, String)>,
     expanded_bytes: usize,
+    /// What the fragments built so far add up to (see [`MAX_BUILT_BYTES`]).
+    built_bytes: usize,
     relations: HashMap<QualifiedName, String>,
     /// The objects whose tables the compiled SQL reads, when asked for (the records layer
     /// needs to know whether a record's fields read its own table); `None` for queries, which
@@ -169,6 +180,7 @@ impl<'a> Compiler<'a> {
             next_alias: alias_prefix_start,
             computing: Vec::new(),
             expanded_bytes: 0,
+            built_bytes: 0,
             relations: HashMap::new(),
             tables_read: None,
             time_zone: None,
@@ -536,6 +548,20 @@ impl<'a> Compiler<'a> {
         let over_before = self.expanded_bytes > MAX_EXPANDED_BYTES;
         self.expanded_bytes = self.expanded_bytes.saturating_add(added);
         if self.expanded_bytes > MAX_EXPANDED_BYTES {
+            if !over_before {
+                self.report(diag::too_complex(span));
+            }
+            return false;
+        }
+        true
+    }
+
+    /// Counts a fragment just built against [`MAX_BUILT_BYTES`]; `false` (reported once) when
+    /// over, and the expressions around it are then not built.
+    pub(crate) fn within_built_budget(&mut self, added: usize, span: Span) -> bool {
+        let over_before = self.built_bytes > MAX_BUILT_BYTES;
+        self.built_bytes = self.built_bytes.saturating_add(added);
+        if self.built_bytes > MAX_BUILT_BYTES {
             if !over_before {
                 self.report(diag::too_complex(span));
             }

@@ -397,7 +397,8 @@ pub(crate) fn rollup_field_type(
 
 pub(crate) fn too_complex(span: Span) -> Diagnostic {
     shape_error(
-        "the query expands to too much SQL (formulas inlined into formulas): simplify it"
+        "the query expands to too much SQL (functions or formulas nested in each other repeat \
+         what they contain): simplify it"
             .to_owned(),
         span,
     )

@@ -58,6 +58,23 @@ impl Compiler<'_> {
         cx: Cx,
         hint: Option<Type>,
     ) -> Option<Frag> {
+        let frag = self.expr_of_kind(level, row, expr, cx, hint)?;
+        // Many fragments paste their arguments' SQL more than once: what nesting them builds
+        // is bounded here, one fragment at a time (see `MAX_BUILT_BYTES`).
+        if !self.within_built_budget(frag.sql.len(), expr.span) {
+            return None;
+        }
+        Some(frag)
+    }
+
+    fn expr_of_kind(
+        &mut self,
+        level: &mut Level,
+        row: &Row,
+        expr: &Expr,
+        cx: Cx,
+        hint: Option<Type>,
+    ) -> Option<Frag> {
         match &expr.kind {
             ExprKind::Literal(literal) => self.literal_expr(literal, expr.span, hint),
             ExprKind::Param(name) => self.param(name, expr.span, cx, hint),

@@ -642,6 +642,19 @@ async fn oversized_and_deep_queries_get_clean_errors() {
     );
     let response = post_query(&server, &token, &deep, json!({})).await;
     assert_envelope(response, 400, "HOQS_SYNTAX_ERROR").await;
+    // Functions that repeat their argument's SQL, nested: 143 bytes that would build gigabytes
+    // of SQL (and end the service on an allocation failure) are refused, located.
+    for (open, close) in [("LN(", ")"), ("DATEVALUE(TEXT(", "))")] {
+        let nested = format!(
+            "SELECT {}amount{} AS x FROM crm.opportunity",
+            open.repeat(26),
+            close.repeat(26)
+        );
+        let response = post_query(&server, &token, &nested, json!({})).await;
+        let body = assert_envelope(response, 400, "HOQS_SYNTAX_ERROR").await;
+        let message = body["errors"][0]["message"].as_str().unwrap();
+        assert!(message.contains("too much SQL"), "{message}");
+    }
     // A 1 MiB query: over the body limit.
     let huge = format!(
         "SELECT name FROM crm.account WHERE name = '{}'",
