@@ -140,10 +140,10 @@ pub struct ServeArgs {
     /// Seconds between returns of freed heap memory to the operating system (0: never).
     #[arg(long, env = "HF_MEMORY_TRIM_INTERVAL", default_value_t = 10)]
     pub memory_trim_interval: u64,
-    /// Seconds a screen's compile may take, its wait for a free core included; the compile is
-    /// stopped after it (504 `TIMEOUT`).
+    /// Seconds a screen's compile may take, its wait for a free core included (1 to 3 600); the
+    /// compile is stopped after it (504 `TIMEOUT`).
     #[arg(long, env = "HF_COMPILE_TIMEOUT", default_value_t = 10,
-          value_parser = clap::value_parser!(u64).range(1..))]
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub compile_timeout: u64,
     /// Load the demo CRM (`fixtures/demo`) into an empty live branch and apply it.
     #[arg(long)]

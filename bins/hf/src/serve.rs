@@ -202,7 +202,6 @@ fn demo_files() -> Vec<(String, Vec<u8>)> {
     files
 }
 
-/// Loads the demo metadata into an empty live branch and applies it, as one live write.
 /// Screens compile in processes of their own, this very executable run as `hf compile-worker`
 /// (see `hf_app::compile`): `/proc/self/exe` where there is one, so the worker is this build
 /// even after the file was replaced by an upgrade, since the two speak an unversioned protocol.
@@ -219,6 +218,7 @@ fn compile_worker() -> anyhow::Result<hf_app::compile::Isolation> {
     })
 }
 
+/// Loads the demo metadata into an empty live branch and applies it, as one live write.
 async fn load_demo(app: &hf_app::App) -> anyhow::Result<()> {
     let seeded = app
         .seed_live(demo_files(), "the demo")

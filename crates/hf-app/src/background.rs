@@ -330,6 +330,13 @@ pub fn serve_with_short_slices() {
     }
 }
 
+/// Runs the calling thread, and the threads it starts after this, as background work:
+/// [`NICE`] with the default time slice. A compile worker process calls it first, since it
+/// inherits the short slice and the priority of the request thread that started it.
+pub fn run_as_background_work() {
+    lower_priority();
+}
+
 /// Lowers the calling thread's priority to [`NICE`] with the default time slice, whatever slice
 /// the thread that started it had asked for. On Linux both belong to each thread, so this
 /// leaves the rest of the process as it is. A failure only costs the priority, so it is logged

@@ -81,18 +81,41 @@ struct WorkerInput {
     source: String,
     sidecar: Option<String>,
     options: CompileOptions,
+    /// The caller's time limit in whole seconds, which bounds the worker's CPU time too.
+    seconds: u64,
 }
 
 /// The compile worker: reads one screen as JSON from `input`, compiles it on a thread with a
 /// large stack, and writes the [`CompileOutput`] as JSON to `output`. A host's executable runs
 /// this when [`Isolation::Process`] starts it; its exit ends the compile.
+///
+/// The worker runs as background work (it inherits the short time slice of the request thread
+/// that started it) and limits its own CPU time to a second past the caller's time limit, so a
+/// worker whose service died before it could kill it still ends.
 pub fn run_worker(input: impl Read, mut output: impl Write) -> Result<()> {
     let input: WorkerInput = serde_json::from_reader(input)
         .map_err(|error| Error::Internal(format!("the compile worker's input: {error}")))?;
+    crate::background::run_as_background_work();
+    limit_cpu_seconds(input.seconds.saturating_add(1));
     let compiled = compile_on_thread(&input.source, input.sidecar.as_deref(), &input.options)?;
     serde_json::to_writer(&mut output, &compiled)
         .and_then(|()| output.flush().map_err(serde_json::Error::io))
         .map_err(|error| Error::Internal(format!("the compile worker's answer: {error}")))
+}
+
+/// Ends the calling process (SIGXCPU, then SIGKILL) once it has used `seconds` of CPU time. A
+/// failure leaves the process unbounded, which the service's own kill still covers.
+fn limit_cpu_seconds(seconds: u64) {
+    let limit = libc::rlimit {
+        rlim_cur: seconds,
+        rlim_max: seconds,
+    };
+    // SAFETY: `setrlimit` reads the limit, which lives until it returns.
+    let failed = unsafe { libc::setrlimit(libc::RLIMIT_CPU, &limit) } != 0;
+    if failed {
+        let error = std::io::Error::last_os_error();
+        let _ = writeln!(std::io::stderr(), "compile worker: no CPU limit: {error}");
+    }
 }
 
 /// The compile limiter and the module cache of one application.
@@ -157,6 +180,7 @@ impl Compiler {
                     source,
                     sidecar,
                     options,
+                    seconds: self.time_limit.as_secs().max(1),
                 };
                 let outcome =
                     tokio::time::timeout_at(deadline, compile_in_process(program, args, &input))
@@ -343,6 +367,7 @@ mod tests {
                 source: source.to_owned(),
                 sidecar: sidecar.map(str::to_owned),
                 options: CompileOptions::default(),
+                seconds: 10,
             })
             .unwrap();
             let mut answer = Vec::new();

@@ -556,6 +556,14 @@ impl<'a> Compiler<'a> {
         true
     }
 
+    /// Starts the size budgets afresh: an [`crate::ExprCompiler`] compiles each of an object's
+    /// fields and rules with one compiler, and each of them has the whole budget (sharing it,
+    /// the last fields of a large object would find it spent and read as NULL).
+    pub(crate) fn new_budgets(&mut self) {
+        self.expanded_bytes = 0;
+        self.built_bytes = 0;
+    }
+
     /// Counts a fragment just built against [`MAX_BUILT_BYTES`]; `false` (reported once) when
     /// over, and the expressions around it are then not built.
     pub(crate) fn within_built_budget(&mut self, added: usize, span: Span) -> bool {

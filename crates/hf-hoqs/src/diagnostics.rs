@@ -440,6 +440,10 @@ pub(crate) fn too_many_items(max: usize, span: Span) -> Diagnostic {
     shape_error(format!("a query selects at most {max} items"), span)
 }
 
+pub(crate) fn too_many_sort_items(max: usize, span: Span) -> Diagnostic {
+    shape_error(format!("a query sorts by at most {max} items"), span)
+}
+
 pub(crate) fn subquery_in_grouped(span: Span) -> Diagnostic {
     shape_error(
         "a child-relationship subquery cannot be combined with GROUP BY or aggregates".to_owned(),

@@ -43,7 +43,7 @@ use hf_model::{Model, QualifiedName, ScalarType};
 
 pub use hf_hoqs_syntax::{Code, Diagnostic};
 pub use params::{Params, RequestParams};
-pub use query::{DEFAULT_LIMIT, MAX_LIMIT, MAX_SELECT_ITEMS};
+pub use query::{DEFAULT_LIMIT, MAX_LIMIT, MAX_ORDER_ITEMS, MAX_SELECT_ITEMS};
 pub use types::Type;
 
 use compile::{cast_to, Compiler, Cx, Level, Purpose, Row};
@@ -282,6 +282,7 @@ impl<'m> ExprCompiler<'m> {
 
     /// Compiles one expression's text for `usage`.
     pub fn compile(&mut self, source: &str, usage: ExprUse) -> Result<ExprOutput, Error> {
+        self.compiler.new_budgets();
         let parsed = parse_expression(source);
         let Some(expr) = parsed.expr else {
             return Ok(expr_problems(parsed.diagnostics));
@@ -354,6 +355,7 @@ impl<'m> ExprCompiler<'m> {
             name: key.to_owned(),
             span: Default::default(),
         };
+        self.compiler.new_budgets();
         let before = self.compiler.diagnostics.len();
         let frag = self
             .compiler

@@ -36,6 +36,11 @@ pub const MAX_LIMIT: u64 = 10_000;
 /// arguments: a key and a value per item).
 pub const MAX_SELECT_ITEMS: usize = 50;
 
+/// The most items one ORDER BY may have. A keyset page's condition repeats every earlier sort
+/// key in each alternative (`k1 > v1 OR (k1 = v1 AND k2 > v2) OR …`), so it grows with the
+/// square of their number; no real sort needs more.
+pub const MAX_ORDER_ITEMS: usize = 32;
+
 /// One ORDER BY item, compiled.
 struct Order {
     /// The value sorted by.
@@ -94,7 +99,7 @@ impl Compiler<'_> {
                 self.report(diag::paging_offset(offset.span));
                 return None;
             }
-            self.page_keys(&mut body, &row, after)?;
+            self.page_keys(&mut body, &row, after, query.span)?;
             return Some((self.assemble_page(body), keys));
         }
         Some((self.assemble_top(body), keys))
@@ -109,6 +114,7 @@ impl Compiler<'_> {
         body: &mut Body,
         row: &Row,
         after: Option<&[Box<serde_json::value::RawValue>]>,
+        span: Span,
     ) -> Option<()> {
         body.order.push(Order {
             sql: format!("{}.\"id\"", row.alias),
@@ -160,7 +166,12 @@ impl Compiler<'_> {
                 if let Some(after) = after {
                     let mut parts = equal_so_far.clone();
                     parts.push(after);
-                    alternatives.push(format!("({})", parts.join(" AND ")));
+                    let alternative = format!("({})", parts.join(" AND "));
+                    // Each alternative repeats the keys before it: counted as built.
+                    if !self.within_built_budget(alternative.len(), span) {
+                        return None;
+                    }
+                    alternatives.push(alternative);
                 }
                 equal_so_far.push(format!("{k} IS NOT DISTINCT FROM {v}"));
             }
@@ -253,6 +264,10 @@ impl Compiler<'_> {
     fn body(&mut self, query: &Query, row: &Row, correlation: Option<String>) -> Option<Body> {
         if query.select.len() > MAX_SELECT_ITEMS {
             self.report(diag::too_many_items(MAX_SELECT_ITEMS, query.span));
+            return None;
+        }
+        if query.order_by.len() > MAX_ORDER_ITEMS {
+            self.report(diag::too_many_sort_items(MAX_ORDER_ITEMS, query.span));
             return None;
         }
         let mut ok = true;

@@ -250,9 +250,30 @@ pub async fn not_found(req: HttpRequest) -> HttpResponse {
     response
 }
 
-/// A write (`POST`, `PUT`, `DELETE`) under `/metadata/…`, the live branch's read path.
+/// Whether a path's segments fit a template's. A trailing `{path}` (a vendored file's path)
+/// takes one segment or more, as its route does (`{path:.*}`).
+fn template_matches(template: &[String], segments: &[&str]) -> bool {
+    let absorbs_rest = template.last().is_some_and(|last| last == "{path}");
+    let fits_length = if absorbs_rest {
+        segments.len() >= template.len()
+    } else {
+        segments.len() == template.len()
+    };
+    let (head, tail) = segments.split_at(template.len().min(segments.len()));
+    fits_length
+        && template
+            .iter()
+            .zip(head)
+            .all(|(t, s)| segment_matches(t, s))
+        && tail.iter().all(|s| !s.is_empty())
+}
+
+/// A write (`POST`, `PUT`, `PATCH`, `DELETE`) under `/metadata/…`, the live branch's read path.
 fn is_live_metadata_write(req: &HttpRequest) -> bool {
-    let is_write = matches!(*req.method(), Method::POST | Method::PUT | Method::DELETE);
+    let is_write = matches!(
+        *req.method(),
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    );
     is_write && req.path().starts_with("/metadata/")
 }
 
@@ -299,13 +320,7 @@ impl RouteTable {
         let matching: Vec<&(String, Vec<String>)> = self
             .routes
             .iter()
-            .filter(|(_, template)| {
-                template.len() == segments.len()
-                    && template
-                        .iter()
-                        .zip(&segments)
-                        .all(|(t, s)| segment_matches(t, s))
-            })
+            .filter(|(_, template)| template_matches(template, &segments))
             .collect();
         let literals = |template: &[String]| -> Vec<bool> {
             template.iter().map(|t| !t.starts_with('{')).collect()
@@ -422,5 +437,17 @@ mod tests {
         assert_eq!(table.methods_for("/metadata@main/fields"), ["GET"]);
         assert_eq!(table.methods_for("/metadata@main/objects"), ["GET"]);
         assert_eq!(table.methods_for("/metadata/objects"), ["GET"]);
+        // A vendored file's path may have several segments.
+        assert_eq!(
+            table.methods_for("/metadata/crm/vendor/dist/chart.js"),
+            ["GET"]
+        );
+        assert_eq!(
+            table.methods_for("/metadata@main/crm/vendor/dist/chart.js"),
+            ["DELETE", "GET", "PUT"]
+        );
+        assert!(table
+            .methods_for("/metadata/crm/vendor/dist//chart.js")
+            .is_empty());
     }
 }

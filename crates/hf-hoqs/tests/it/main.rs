@@ -5,6 +5,7 @@
     reason = "test helpers outside #[test] functions may panic on a broken fixture"
 )]
 
+mod budget;
 mod database;
 mod docs;
 mod fixtures;

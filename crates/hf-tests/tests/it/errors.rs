@@ -34,6 +34,12 @@ async fn writes_where_the_document_has_only_reads_are_method_not_allowed() {
         ("PUT", "/metadata/fields?moduleKey=crm", None),
         ("PUT", "/metadata/crm/objects/account", Some("[")),
         ("PUT", "/metadata/crm/vendor/chart.js", Some("export {}")),
+        (
+            "PUT",
+            "/metadata/crm/vendor/dist/chart.js",
+            Some("export {}"),
+        ),
+        ("PATCH", "/metadata/crm", Some(r#"{"label":"x"}"#)),
         ("PUT", "/metadata@main/fields", Some(r#"{"label":"x"}"#)),
         ("POST", "/metadata@main/objects", Some(r#"{"label":"x"}"#)),
         ("DELETE", "/metadata@main/objects", None),
