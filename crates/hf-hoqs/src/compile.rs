@@ -42,6 +42,26 @@ const MAX_EXPANDED_BYTES: usize = 1024 * 1024;
 /// time and memory of every such shape, present or future; a real query builds a few kilobytes.
 const MAX_BUILT_BYTES: usize = 4 * 1024 * 1024;
 
+/// When a budget was found spent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Crossed {
+    /// By the bytes just added.
+    Now,
+    /// Before them.
+    Before,
+}
+
+/// Adds `added` bytes to a budget's `used`; `None` while within `limit`.
+fn charge(used: &mut usize, limit: usize, added: usize) -> Option<Crossed> {
+    let over_before = *used > limit;
+    *used = used.saturating_add(added);
+    match (over_before, *used > limit) {
+        (_, false) => None,
+        (false, true) => Some(Crossed::Now),
+        (true, true) => Some(Crossed::Before),
+    }
+}
+
 /// What an expression is for; decides whether parameters and aggregates are allowed and how
 /// messages name the place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -545,15 +565,8 @@ impl<'a> Compiler<'a> {
 
     /// Counts inlined SQL against [`MAX_EXPANDED_BYTES`]; `false` (reported once) when over.
     fn within_budget(&mut self, added: usize, span: Span) -> bool {
-        let over_before = self.expanded_bytes > MAX_EXPANDED_BYTES;
-        self.expanded_bytes = self.expanded_bytes.saturating_add(added);
-        if self.expanded_bytes > MAX_EXPANDED_BYTES {
-            if !over_before {
-                self.report(diag::too_complex(span));
-            }
-            return false;
-        }
-        true
+        let over = charge(&mut self.expanded_bytes, MAX_EXPANDED_BYTES, added);
+        self.settle(over, span)
     }
 
     /// Starts the size budgets afresh: an [`crate::ExprCompiler`] compiles each of an object's
@@ -567,15 +580,21 @@ impl<'a> Compiler<'a> {
     /// Counts a fragment just built against [`MAX_BUILT_BYTES`]; `false` (reported once) when
     /// over, and the expressions around it are then not built.
     pub(crate) fn within_built_budget(&mut self, added: usize, span: Span) -> bool {
-        let over_before = self.built_bytes > MAX_BUILT_BYTES;
-        self.built_bytes = self.built_bytes.saturating_add(added);
-        if self.built_bytes > MAX_BUILT_BYTES {
-            if !over_before {
-                self.report(diag::too_complex(span));
+        let over = charge(&mut self.built_bytes, MAX_BUILT_BYTES, added);
+        self.settle(over, span)
+    }
+
+    /// `true` within a budget; over it, `false`, and the diagnostic once, where it ran out.
+    fn settle(&mut self, over: Option<Crossed>, span: Span) -> bool {
+        match over {
+            None => true,
+            Some(crossed) => {
+                if crossed == Crossed::Now {
+                    self.report(diag::too_complex(span));
+                }
+                false
             }
-            return false;
         }
-        true
     }
 
     /// Inlines a formula field, compiled against the same row, as its declared type.
