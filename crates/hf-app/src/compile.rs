@@ -159,7 +159,7 @@ impl Compiler {
         let deadline = tokio::time::Instant::now() + self.time_limit;
         let timed_out = || Error::Timeout {
             what: "Compiling",
-            seconds: self.time_limit.as_secs().max(1),
+            seconds: self.limit_seconds(),
         };
         let permit = self.permits.enter().await?;
         match &self.isolation {
@@ -180,7 +180,7 @@ impl Compiler {
                     source,
                     sidecar,
                     options,
-                    seconds: self.time_limit.as_secs().max(1),
+                    seconds: self.limit_seconds(),
                 };
                 let outcome =
                     tokio::time::timeout_at(deadline, compile_in_process(program, args, &input))
@@ -191,6 +191,12 @@ impl Compiler {
                 outcome.map_err(|_| timed_out())?
             }
         }
+    }
+
+    /// The time limit in whole seconds, at least one: what a timeout reports and what bounds a
+    /// worker's CPU time.
+    fn limit_seconds(&self) -> u64 {
+        self.time_limit.as_secs().max(1)
     }
 
     /// [`Compiler::compile`] through the module cache.

@@ -17,6 +17,7 @@ use futures_util::FutureExt;
 use crate::client_stream::AnswerCount;
 use crate::error::{self, ApiError, Code};
 use crate::limits::Limits;
+use crate::routes::metadata::branch_of_root;
 
 /// The request id header, echoed when the client sends a sensible one.
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -281,9 +282,7 @@ fn is_live_metadata_write(req: &HttpRequest) -> bool {
 /// fits only a valid branch id, as the `metadata_root` guard of the served routes admits.
 fn segment_matches(template: &str, segment: &str) -> bool {
     match template {
-        "metadata@{branch}" => segment
-            .strip_prefix("metadata@")
-            .is_some_and(hf_model::key::is_valid_branch_id),
+        "metadata@{branch}" => branch_of_root(segment).is_some(),
         t if t.starts_with('{') => !segment.is_empty(),
         t => t == segment,
     }
@@ -345,9 +344,7 @@ fn not_found_error(req: &HttpRequest) -> ApiError {
         .next()
         .unwrap_or("");
     let decoded = percent_decode(first_segment);
-    let valid_root = decoded
-        .strip_prefix("metadata@")
-        .is_some_and(hf_model::key::is_valid_branch_id);
+    let valid_root = branch_of_root(&decoded).is_some();
     if decoded.contains('@') && !valid_root {
         return ApiError::new(
             Code::InvalidBranch,

@@ -31,30 +31,17 @@ use crate::state::AppState;
 /// Serves a route only when the first path segment names the metadata (`metadata` or
 /// `metadata@…`); other paths fall through to the router's 404/405.
 pub fn metadata_root(ctx: &GuardContext<'_>) -> bool {
-    let first = ctx
-        .head()
-        .uri
-        .path()
-        .trim_start_matches('/')
-        .split('/')
-        .next()
-        .unwrap_or("");
+    let (first, _) = first_segments(ctx);
     // An invalid branch root falls through to the router's fallback, which answers 400
     // `INVALID_BRANCH` before any authentication.
-    first == "metadata"
-        || first
-            .strip_prefix("metadata@")
-            .is_some_and(hf_model::key::is_valid_branch_id)
+    first == "metadata" || branch_of_root(first).is_some()
 }
 
 /// Serves a metadata write only under a branch root (`metadata@<branchId>`, the one write form):
 /// a write to the live read path `/metadata/…` falls through to the router's 405, which lists the
 /// methods the document gives that path (`GET`) and says where writes go.
 pub fn metadata_write_root(ctx: &GuardContext<'_>) -> bool {
-    first_segments(ctx)
-        .0
-        .strip_prefix("metadata@")
-        .is_some_and(hf_model::key::is_valid_branch_id)
+    branch_of_root(first_segments(ctx).0).is_some()
 }
 
 /// [`metadata_write_root`] for a module's own path (`/metadata@<branchId>/<moduleKey>`), except
@@ -73,6 +60,13 @@ fn first_segments<'a>(ctx: &'a GuardContext<'_>) -> (&'a str, &'a str) {
     (first, segments.next().unwrap_or(""))
 }
 
+/// The branch a branch root names (`metadata@<branchId>` with a valid id), or `None`.
+pub(crate) fn branch_of_root(segment: &str) -> Option<&str> {
+    segment
+        .strip_prefix("metadata@")
+        .filter(|branch| hf_model::key::is_valid_branch_id(branch))
+}
+
 /// The branch a first path segment names: `metadata` is the live branch (for reads).
 pub(crate) fn read_branch(state: &AppState, root: &str) -> Result<String, ApiError> {
     if root == "metadata" {
@@ -83,8 +77,7 @@ pub(crate) fn read_branch(state: &AppState, root: &str) -> Result<String, ApiErr
 
 /// The branch of a write: the first segment must be `metadata@<branchId>`.
 pub(crate) fn write_branch(root: &str) -> Result<String, ApiError> {
-    let branch = root.strip_prefix("metadata@").unwrap_or("");
-    if hf_model::key::is_valid_branch_id(branch) {
+    if let Some(branch) = branch_of_root(root) {
         Ok(branch.to_owned())
     } else {
         Err(ApiError::new(
