@@ -115,6 +115,18 @@ export async function api(method: string, path: string, body?: unknown, headers?
   return { ok: false, status: res.status, data, errors, etag: null };
 }
 
+/**
+ * The name of the live branch, as `GET /branches` reports it: a deployment names it
+ * (`main` unless told otherwise), so writes meant for the live branch ask rather than assume.
+ * A [`Reply`] with the errors when the list cannot be read.
+ */
+export async function liveBranch(): Promise<{ name: string } | Reply> {
+  const reply = await api("GET", "/branches");
+  if (!reply.ok) return reply;
+  const live = (reply.data as { branch: string; live: boolean }[]).find((b) => b.live);
+  return live ? { name: live.branch } : failure(0, "NO_LIVE_BRANCH", "The service reports no live branch.");
+}
+
 function failure(status: number, code: string, message: string): Reply {
   return { ok: false, status, data: null, errors: [{ code, message, scope: "request", target: null }], etag: null };
 }

@@ -3,7 +3,7 @@
 // edited in the rendering frame (`POST /auth/session`, then `/auth/session/exchange?…#preview`
 // in an iframe, which runs the compiled text the console sends it).
 export { messages, fieldErrors, underline, plural } from "./lib.js";
-import { api } from "./lib.js";
+import { api, liveBranch } from "./lib.js";
 import type { Reply } from "./lib.js";
 
 /** Every screen of every module of the live branch. */
@@ -30,11 +30,20 @@ export async function check(source: string, sidecar: string, moduleKey: string):
 
 /** Writes a screen to the live branch (create or replace). */
 export async function saveScreen(m: string, s: string, isNew: boolean, body: Record<string, unknown>): Promise<Reply> {
-  return api(isNew ? "POST" : "PUT", "/metadata@main/" + encodeURIComponent(m) + "/screens/" + encodeURIComponent(s), body);
+  const path = await livePath(m, s);
+  return typeof path === "string" ? api(isNew ? "POST" : "PUT", path, body) : path;
 }
 
 export async function deleteScreen(m: string, s: string): Promise<Reply> {
-  return api("DELETE", "/metadata@main/" + encodeURIComponent(m) + "/screens/" + encodeURIComponent(s));
+  const path = await livePath(m, s);
+  return typeof path === "string" ? api("DELETE", path) : path;
+}
+
+/** The write path of screen `s` of module `m` on the live branch, or why it is not known. */
+async function livePath(m: string, s: string): Promise<string | Reply> {
+  const live = await liveBranch();
+  if (!("name" in live)) return live;
+  return "/metadata@" + encodeURIComponent(live.name) + "/" + encodeURIComponent(m) + "/screens/" + encodeURIComponent(s);
 }
 
 /**

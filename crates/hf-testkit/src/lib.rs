@@ -324,6 +324,8 @@ struct Options {
     network_path: bool,
     /// The database's default tablespace, where every table the service creates goes.
     tablespace: Option<String>,
+    /// The live branch's name, when not `main`.
+    live_branch: Option<String>,
 }
 
 /// A running hf server on a free loopback port, backed by its own fresh database.
@@ -387,6 +389,20 @@ impl TestServer {
             Options {
                 demo: true,
                 tablespace: Some(disk.name().to_owned()),
+                ..Options::default()
+            },
+            |_| {},
+        )
+        .await
+    }
+
+    /// Starts the server with the demo CRM on a live branch named `live_branch` (a deployment's
+    /// `HF_LIVE_BRANCH`).
+    pub async fn start_demo_on_live_branch(live_branch: &str) -> Self {
+        Self::launch(
+            Options {
+                demo: true,
+                live_branch: Some(live_branch.to_owned()),
                 ..Options::default()
             },
             |_| {},
@@ -462,7 +478,7 @@ impl TestServer {
         let store = hf_storage::metadata::open_store(
             &database_url,
             &metadata,
-            "main",
+            options.live_branch.as_deref().unwrap_or("main"),
             &hf_storage::metadata::SharedOptions::default(),
         )
         .await

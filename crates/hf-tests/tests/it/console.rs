@@ -16,9 +16,9 @@ fn screenshot_dir() -> std::path::PathBuf {
     target.join("console-screenshots")
 }
 
-/// Runs `crates/hf-tests/browser/console.mjs` with `env`; `None` when node or Chromium is
-/// missing (the caller skips with a message).
-fn run_console_browser(base_url: &str, env: &[(&str, &str)]) -> Option<String> {
+/// Runs `crates/hf-tests/browser/console.mjs` with `env` (every scenario, or those of
+/// `scenarios`); `None` when node or Chromium is missing (the caller skips with a message).
+fn run_console_browser(base_url: &str, env: &[(&str, &str)], scenarios: &[&str]) -> Option<String> {
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
     let node = Command::new("node").arg("--version").output();
     if !node.is_ok_and(|o| o.status.success()) || !std::path::Path::new(&chromium).exists() {
@@ -38,6 +38,7 @@ fn run_console_browser(base_url: &str, env: &[(&str, &str)]) -> Option<String> {
     command
         .arg("console.mjs")
         .arg(base_url)
+        .args(scenarios)
         .env("CHROMIUM", &chromium)
         .env("HF_SCREENSHOTS", screenshot_dir())
         .current_dir(&dir);
@@ -143,7 +144,7 @@ async fn the_console_works_in_chromium() {
         let base = server.base_url.clone();
         move || {
             let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            run_console_browser(&base, &env)
+            run_console_browser(&base, &env, &[])
         }
     })
     .await
@@ -151,5 +152,64 @@ async fn the_console_works_in_chromium() {
         return;
     };
     assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+    server.stop().await;
+}
+
+/// A deployment may name its live branch other than `main` (`HF_LIVE_BRANCH`): the console's
+/// screen editor saves to the branch the service reports as live, and creates no other.
+#[tokio::test]
+async fn the_console_saves_screens_to_a_live_branch_not_named_main() {
+    let server = TestServer::start_demo_on_live_branch("prod").await;
+    let admin = server.admin_token().await;
+    let env = [
+        ("HF_ADMIN_NAME", server.admin_name.clone()),
+        ("HF_ADMIN_PASSWORD", server.admin_password.clone().unwrap()),
+    ];
+    let Some(stdout) = tokio::task::spawn_blocking({
+        let base = server.base_url.clone();
+        move || {
+            let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            run_console_browser(&base, &env, &["screens"])
+        }
+    })
+    .await
+    .unwrap() else {
+        return;
+    };
+    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+    let branches: serde_json::Value = server
+        .http
+        .get(server.url("/branches"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let names: Vec<&str> = branches
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["branch"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["prod"], "{branches}");
+    let saved: serde_json::Value = server
+        .http
+        .get(server.url("/metadata/crm/screens/counter"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        saved["hfxSource"]
+            .as_str()
+            .unwrap()
+            .contains("Pressed {count}"),
+        "{saved}"
+    );
     server.stop().await;
 }
