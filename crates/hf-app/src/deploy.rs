@@ -11,7 +11,7 @@
 use hf_model::Model;
 use hf_storage::deploy::{Applied, BranchPlan, Drift};
 
-use crate::metadata::broken_screens;
+use crate::metadata::{broken_screens, CompiledScreens};
 use crate::{App, Error, Result};
 
 impl App {
@@ -27,10 +27,19 @@ impl App {
     /// screen, or lose data without `allow_destructive`.
     pub async fn apply(&self, branch: Option<&str>, allow_destructive: bool) -> Result<Applied> {
         let branch = branch.unwrap_or(self.live_branch()).to_owned();
+        // The screens of the branch and of the live branch (which the database reflects unless
+        // it has drifted) are compiled first, where compiles are bounded.
+        let mut compiled = CompiledScreens::default();
+        for name in [branch.as_str(), self.live_branch()] {
+            let snapshot = self.branch_or_live(name).await?;
+            self.compile_ruled_screens(&snapshot.model, &mut compiled)
+                .await?;
+        }
         // The rule is checked under the lock that serialises live writes, so a concurrent write
         // cannot change what the database reflects between the check and the apply.
-        let screen_rule =
-            |target: &Model, reflected: &Model| keeps_screens(&branch, target, reflected);
+        let screen_rule = |target: &Model, reflected: &Model| {
+            keeps_screens(&branch, target, reflected, &compiled)
+        };
         hf_storage::deploy::apply_checked(
             self.pool(),
             self.store(),
@@ -60,10 +69,16 @@ impl App {
 
 /// The screen rule of every write to the live branch: `target` (what the live branch would hold)
 /// may not break a screen that resolved in `reflected` (what the database reflects). Refused as
-/// [`Error::BreaksScreens`], naming each screen as `module/screen`.
-pub(crate) fn keeps_screens(branch: &str, target: &Model, reflected: &Model) -> Result<()> {
-    let broken: Vec<String> = broken_screens(target)
-        .difference(&broken_screens(reflected))
+/// [`Error::BreaksScreens`], naming each screen as `module/screen`. The screens come compiled
+/// in `compiled` where the caller could compile them first.
+pub(crate) fn keeps_screens(
+    branch: &str,
+    target: &Model,
+    reflected: &Model,
+    compiled: &CompiledScreens,
+) -> Result<()> {
+    let broken: Vec<String> = broken_screens(target, compiled)
+        .difference(&broken_screens(reflected, compiled))
         .map(|(module, screen)| format!("{module}/{screen}"))
         .collect();
     if broken.is_empty() {

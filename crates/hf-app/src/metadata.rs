@@ -9,7 +9,9 @@
 //!   a write may not add a validation problem;
 //! - a write that breaks another screen (a query that named only existing things now names a
 //!   missing one, or an import of a screen the write deletes) is refused as `IN_USE`, naming the
-//!   screen; screens already broken do not block other writes;
+//!   screen; screens already broken do not block other writes. The screens this rule reads are
+//!   compiled before the write takes its lock, through the application's compiler and module
+//!   cache, so the rule compiles nothing under the lock;
 //! - on the live branch, the DDL runs with the commit (`hf_storage::deploy::write_live`) and a
 //!   plan that loses data needs `allow_destructive`.
 //!
@@ -179,11 +181,18 @@ impl App {
         edit: Edit,
         options: WriteOptions,
     ) -> Result<MetadataWritten> {
+        let mut compiled = CompiledScreens::default();
         if let Some((module, screen)) = edit.written_screen() {
             let output = self.check_compiles(screen).await?;
             self.check_queries(branch, module, &output, screen).await?;
+            compiled.insert(screen, Some(output));
         }
-        let edit = keeping_screen_queries(move |model: &mut Model| Ok(edit.apply(model)?));
+        let base = self.branch_or_live(branch).await?;
+        self.compile_ruled_screens(&base.model, &mut compiled)
+            .await?;
+        let edit = keeping_screen_queries(Arc::new(compiled), move |model: &mut Model| {
+            Ok(edit.apply(model)?)
+        });
         let live = branch == self.live_branch();
         if options.dry_run {
             return self.dry_run(branch, live, options, edit).await;
@@ -290,7 +299,7 @@ impl App {
                     module: module.to_owned(),
                 })?;
         if content.is_none() {
-            if let Some(screen) = importing_screen(found, path) {
+            if let Some(screen) = self.importing_screen(found, path).await? {
                 return Err(Error::FileInUse {
                     module: module.to_owned(),
                     screen,
@@ -340,12 +349,12 @@ impl App {
     }
 
     /// A screen whose HFX does not compile is not written.
-    async fn check_compiles(&self, screen: &Screen) -> Result<hf_hfx::CompileOutput> {
+    async fn check_compiles(&self, screen: &Screen) -> Result<Arc<hf_hfx::CompileOutput>> {
         let output = self
             .compiler()
-            .compile(
-                screen.hfx_source.clone(),
-                screen.sidecar.clone(),
+            .compile_cached(
+                &screen.hfx_source,
+                screen.sidecar.as_deref(),
                 hf_hfx::CompileOptions::default(),
             )
             .await?;
@@ -353,9 +362,75 @@ impl App {
             Ok(output)
         } else {
             Err(Error::Hfx {
-                diagnostics: output.diagnostics,
+                diagnostics: output.diagnostics.clone(),
             })
         }
+    }
+
+    /// Adds to `compiled` every screen of `model` the screen rules read ([`ruled`]), each
+    /// compiled like any other compile: within the compiler's limit and time limit, in a worker
+    /// process where the host isolates compiles, and through the module cache, so a screen
+    /// compiles once however many writes check it. A screen whose compile fails or runs out of
+    /// time is recorded as one that does not compile; a busy compiler refuses the write
+    /// ([`Error::Overloaded`]) rather than let a rule go unchecked.
+    pub(crate) async fn compile_ruled_screens(
+        &self,
+        model: &Model,
+        compiled: &mut CompiledScreens,
+    ) -> Result<()> {
+        let screens = model.modules.values().flat_map(|m| m.screens.values());
+        for screen in screens.filter(|screen| ruled(screen)) {
+            if compiled.outputs.contains_key(&CompiledScreens::key(screen)) {
+                continue;
+            }
+            let output = match self
+                .compiler()
+                .compile_cached(
+                    &screen.hfx_source,
+                    screen.sidecar.as_deref(),
+                    hf_hfx::CompileOptions::default(),
+                )
+                .await
+            {
+                Ok(output) => Some(output),
+                Err(overloaded @ Error::Overloaded { .. }) => return Err(overloaded),
+                Err(failed) => {
+                    tracing::warn!(error = %failed, "a stored screen does not compile; the screen rules take it as broken");
+                    None
+                }
+            };
+            compiled.insert(screen, output);
+        }
+        Ok(())
+    }
+
+    /// The first screen of `module` whose script or sidecar imports the vendored `path`. A
+    /// screen is compiled only when its source or sidecar mentions the path at all, and through
+    /// the compiler like any compile. (A screen written at the same moment may slip past this
+    /// check; it then fails at its next write, as an import of a missing file.)
+    async fn importing_screen(&self, module: &Module, path: &str) -> Result<Option<String>> {
+        let mentioning = module.screens.iter().filter(|(_, screen)| {
+            screen.hfx_source.contains(path)
+                || screen.sidecar.as_deref().is_some_and(|s| s.contains(path))
+        });
+        for (key, screen) in mentioning {
+            let output = self
+                .compiler()
+                .compile_cached(
+                    &screen.hfx_source,
+                    screen.sidecar.as_deref(),
+                    hf_hfx::CompileOptions::default(),
+                )
+                .await?;
+            if output
+                .vendor_imports
+                .iter()
+                .any(|import| import.specifier == path)
+            {
+                return Ok(Some(key.clone()));
+            }
+        }
+        Ok(None)
     }
 
     /// A screen that imports a screen the branch does not have, or a vendored file its module
@@ -463,15 +538,16 @@ impl App {
 /// Screens already broken do not block other writes, and a write of the screen itself is checked
 /// by `check_queries`.
 fn keeping_screen_queries<F>(
+    compiled: Arc<CompiledScreens>,
     mut edit: F,
 ) -> impl FnMut(&mut Model) -> Result<Change, hf_metastore::Error> + Clone + Send + 'static
 where
     F: FnMut(&mut Model) -> Result<Change, hf_metastore::Error> + Clone + Send + 'static,
 {
     move |model: &mut Model| {
-        let before = broken_screens(model);
+        let before = broken_screens(model, &compiled);
         let change = edit(model)?;
-        let after = broken_screens(model);
+        let after = broken_screens(model, &compiled);
         let written = |module: &str, screen: &str| matches!(&change.target, Target::Screen { module: m, screen: s } if m == module && s == screen);
         let newly_broken = after
             .difference(&before)
@@ -490,15 +566,21 @@ where
 /// The screens of `model` (module, screen) that it breaks: a literal `{#query}` that names an
 /// object or field `model` does not have, or binds a parameter written as a literal to a value of
 /// the wrong type (a field's type changed under `WHERE amount > :min` with `{ min: 10 }`), or an
-/// import of a screen it does not have.
-pub(crate) fn broken_screens(model: &Model) -> BTreeSet<(String, String)> {
+/// import of a screen it does not have. A screen that does not compile counts as broken.
+pub(crate) fn broken_screens(
+    model: &Model,
+    compiled: &CompiledScreens,
+) -> BTreeSet<(String, String)> {
     let mut broken = BTreeSet::new();
     for (module_key, module) in &model.modules {
         for (screen_key, screen) in &module.screens {
-            if !screen.hfx_source.contains("{#query") && !screen.hfx_source.contains("screen:") {
+            if !ruled(screen) {
                 continue;
             }
-            let output = hf_hfx::compile(&screen.hfx_source, screen.sidecar.as_deref());
+            let Some(output) = compiled.get(screen) else {
+                broken.insert((module_key.clone(), screen_key.clone()));
+                continue;
+            };
             let missing_import = output.screen_imports.iter().any(|import| {
                 !model
                     .modules
@@ -516,6 +598,48 @@ pub(crate) fn broken_screens(model: &Model) -> BTreeSet<(String, String)> {
         }
     }
     broken
+}
+
+/// Whether the screen rules read `screen`: only a screen with a literal `{#query}` or a
+/// `screen:` import can be broken by another write.
+fn ruled(screen: &Screen) -> bool {
+    screen.hfx_source.contains("{#query") || screen.hfx_source.contains("screen:")
+}
+
+/// The screens the screen rules read, compiled before the rules run ([`App::compile_ruled_screens`]).
+///
+/// The rules run under the lock that serialises live writes, so they compile nothing there: a
+/// compile is bounded and isolated only where it can be awaited. A screen that is not here (one
+/// that changed between the compiles and the lock, or a tool's import that compiled nothing
+/// first) is compiled on a thread with a large stack, as a tool compiles.
+#[derive(Debug, Default)]
+pub(crate) struct CompiledScreens {
+    /// Compile results by cache key; `None` for a screen that does not compile.
+    outputs: std::collections::HashMap<String, Option<Arc<hf_hfx::CompileOutput>>>,
+}
+
+impl CompiledScreens {
+    fn key(screen: &Screen) -> String {
+        hf_hfx::cache_key(
+            &screen.hfx_source,
+            screen.sidecar.as_deref(),
+            &hf_hfx::CompileOptions::default(),
+        )
+    }
+
+    fn insert(&mut self, screen: &Screen, output: Option<Arc<hf_hfx::CompileOutput>>) {
+        self.outputs.insert(Self::key(screen), output);
+    }
+
+    /// `screen` compiled, or `None` when it does not compile.
+    fn get(&self, screen: &Screen) -> Option<Arc<hf_hfx::CompileOutput>> {
+        match self.outputs.get(&Self::key(screen)) {
+            Some(found) => found.clone(),
+            None => crate::compile::compile_screen(&screen.hfx_source, screen.sidecar.as_deref())
+                .ok()
+                .map(Arc::new),
+        }
+    }
 }
 
 /// What is wrong with a screen's literal `{#query}` against `model`, found by one compile with
@@ -600,24 +724,4 @@ pub fn check_vendor_path(path: &str) -> Result<()> {
 /// The file of a vendored module in the branch, relative to the metadata directory.
 pub fn vendor_file(module_key: &str, path: &str) -> String {
     format!("{module_key}/vendor/{path}")
-}
-
-/// The first screen of `module` whose script or sidecar imports the vendored `path`. A screen is
-/// compiled only when its source or sidecar mentions the path at all. (A screen written at the same moment may slip
-/// past this check; it then fails at its next write, as an import of a missing file.)
-fn importing_screen(module: &Module, path: &str) -> Option<String> {
-    module
-        .screens
-        .iter()
-        .filter(|(_, screen)| {
-            screen.hfx_source.contains(path)
-                || screen.sidecar.as_deref().is_some_and(|s| s.contains(path))
-        })
-        .find(|(_, screen)| {
-            hf_hfx::compile(&screen.hfx_source, screen.sidecar.as_deref())
-                .vendor_imports
-                .iter()
-                .any(|import| import.specifier == path)
-        })
-        .map(|(key, _)| key.clone())
 }

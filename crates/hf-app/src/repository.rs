@@ -15,13 +15,16 @@ use hf_storage::metadata::{ExportReport, ImportMode, ImportReport};
 use hf_storage::Pool;
 
 use crate::deploy::keeps_screens;
+use crate::metadata::CompiledScreens;
 use crate::Result;
 
 /// Loads the branches of the git repository at `dir` into the database with their commit ids,
 /// in one transaction; `live_branch` names the branch the database reflects.
 pub async fn import_repository(pool: &Pool, dir: &Path, live_branch: &str) -> Result<ImportReport> {
+    // A tool's import: its screens compile where the rule reads them, on a thread.
+    let compiled = CompiledScreens::default();
     let screen_rule =
-        |target: &Model, previous: &Model| keeps_screens(live_branch, target, previous);
+        |target: &Model, previous: &Model| keeps_screens(live_branch, target, previous, &compiled);
     hf_storage::metadata::import_checked(
         pool,
         dir,

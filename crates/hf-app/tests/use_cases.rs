@@ -188,6 +188,93 @@ async fn breaking_a_screen_query_is_in_use_with_or_without_a_dry_run() {
     assert_eq!((diagnostics[0].line, diagnostics[0].column), (1, 21));
 }
 
+/// The screen rules read compiled screens: the service compiles them as it compiles any screen
+/// (bounded, timed, in a worker process where it isolates compiles, and through the module
+/// cache), never on the lock-holding thread. A stand-in worker counts its runs and answers the
+/// compile of the seeded screen; one marked `SLOW` it never answers.
+#[tokio::test]
+async fn the_screen_rules_compile_each_screen_once_through_the_compiler() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let worker = dir.path().join("worker");
+    let screen = "{#query \"SELECT id, name FROM crm.account\" as q}{q.records.length}{/query}";
+    let answer = hf_app::compile::compile_screen(screen, None).unwrap();
+    std::fs::write(
+        worker.with_extension("answer"),
+        serde_json::to_vec(&answer).unwrap(),
+    )
+    .unwrap();
+    let script = r#"cat > "$0.in"; echo run >> "$0.runs"; if grep -q SLOW "$0.in"; then sleep 30; fi; cat "$0.answer""#;
+    let compiler = hf_app::Compiler::new(
+        hf_app::compile::Isolation::Process {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into(), worker.display().to_string()],
+        },
+        std::time::Duration::from_secs(2),
+    );
+    let (plain, _metadata) = app(&db).await;
+    let app = App::with_compiler(plain.pool().clone(), Arc::clone(plain.store()), compiler);
+    let runs = || {
+        std::fs::read_to_string(worker.with_extension("runs"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    seed(&app, "main").await;
+    for key in ["a", "b"] {
+        let edit = Edit::CreateField {
+            object: account(),
+            field: text_field(key),
+        };
+        app.write_metadata("main", "tester", edit, WRITE)
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        runs(),
+        1,
+        "the screen compiled once, however many writes read it"
+    );
+    // What the rule knows of the screen came from the worker: its query reads `name`.
+    let delete_name = Edit::DeleteField {
+        object: account(),
+        field: "name".into(),
+    };
+    let error = app
+        .write_metadata("main", "tester", delete_name.clone(), WRITE)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Conflict, "{error}");
+    assert_eq!(runs(), 1);
+
+    // A stored screen that does not compile within the time limit (committed around the use
+    // cases) counts as broken: it neither hangs nor blocks the branch's writes.
+    Arc::clone(app.store())
+        .write("feature", "someone", |model: &mut hf_model::Model| {
+            let slow = Screen::new(
+                "slow",
+                "{#query \"SELECT id FROM crm.account\" as q}SLOW{/query}",
+            );
+            model
+                .create_screen("crm", slow)
+                .map_err(hf_metastore::Error::from)
+        })
+        .unwrap();
+    let started = std::time::Instant::now();
+    app.write_metadata("feature", "tester", delete_name, WRITE)
+        .await
+        .expect_err("the seeded screen still reads `name`");
+    let edit = Edit::CreateField {
+        object: account(),
+        field: text_field("c"),
+    };
+    app.write_metadata("feature", "tester", edit, WRITE)
+        .await
+        .unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert_eq!(runs(), 3, "the slow screen was tried once per write");
+}
+
 #[tokio::test]
 async fn applying_a_branch_that_breaks_a_screen_is_refused() {
     let db = TestDb::new().await;
