@@ -348,16 +348,21 @@ impl App {
         .await??)
     }
 
-    /// A screen whose HFX does not compile is not written.
-    async fn check_compiles(&self, screen: &Screen) -> Result<Arc<hf_hfx::CompileOutput>> {
-        let output = self
-            .compiler()
+    /// `screen` compiled as the write rules read it (default options), through the compiler and
+    /// its module cache.
+    async fn compile_checked(&self, screen: &Screen) -> Result<Arc<hf_hfx::CompileOutput>> {
+        self.compiler()
             .compile_cached(
                 &screen.hfx_source,
                 screen.sidecar.as_deref(),
                 hf_hfx::CompileOptions::default(),
             )
-            .await?;
+            .await
+    }
+
+    /// A screen whose HFX does not compile is not written.
+    async fn check_compiles(&self, screen: &Screen) -> Result<Arc<hf_hfx::CompileOutput>> {
+        let output = self.compile_checked(screen).await?;
         if output.diagnostics.is_empty() {
             Ok(output)
         } else {
@@ -383,15 +388,7 @@ impl App {
             if compiled.outputs.contains_key(&CompiledScreens::key(screen)) {
                 continue;
             }
-            let output = match self
-                .compiler()
-                .compile_cached(
-                    &screen.hfx_source,
-                    screen.sidecar.as_deref(),
-                    hf_hfx::CompileOptions::default(),
-                )
-                .await
-            {
+            let output = match self.compile_checked(screen).await {
                 Ok(output) => Some(output),
                 Err(overloaded @ Error::Overloaded { .. }) => return Err(overloaded),
                 Err(failed) => {
@@ -414,14 +411,7 @@ impl App {
                 || screen.sidecar.as_deref().is_some_and(|s| s.contains(path))
         });
         for (key, screen) in mentioning {
-            let output = self
-                .compiler()
-                .compile_cached(
-                    &screen.hfx_source,
-                    screen.sidecar.as_deref(),
-                    hf_hfx::CompileOptions::default(),
-                )
-                .await?;
+            let output = self.compile_checked(screen).await?;
             if output
                 .vendor_imports
                 .iter()
