@@ -177,16 +177,11 @@ async fn the_console_saves_screens_to_a_live_branch_not_named_main() {
         return;
     };
     assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
-    let branches: serde_json::Value = server
-        .http
-        .get(server.url("/branches"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let get = |path: &'static str| {
+        let request = server.http.get(server.url(path)).bearer_auth(&admin).send();
+        async move { crate::support::json_with_status(request.await.unwrap(), 200).await }
+    };
+    let branches = get("/branches").await;
     let names: Vec<&str> = branches
         .as_array()
         .unwrap()
@@ -194,22 +189,8 @@ async fn the_console_saves_screens_to_a_live_branch_not_named_main() {
         .map(|b| b["branch"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["prod"], "{branches}");
-    let saved: serde_json::Value = server
-        .http
-        .get(server.url("/metadata/crm/screens/counter"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert!(
-        saved["hfxSource"]
-            .as_str()
-            .unwrap()
-            .contains("Pressed {count}"),
-        "{saved}"
-    );
+    let saved = get("/metadata/crm/screens/counter").await;
+    let source = saved["hfxSource"].as_str().unwrap();
+    assert!(source.contains("Pressed {count}"), "{saved}");
     server.stop().await;
 }
