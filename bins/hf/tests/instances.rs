@@ -1414,3 +1414,45 @@ fn workers_of(pid: u32) -> Vec<u32> {
     }
     workers
 }
+
+/// The service writes its log on a thread of its own, in batches: every request still gets its
+/// line, and a service told to stop (SIGTERM) writes the lines still queued before it exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_is_logged_and_a_stopped_service_writes_what_it_queued() {
+    let mut fleet = Fleet::start(1).await;
+    let url = fleet.url(0, "/health");
+    let run = unique();
+    let ids: Vec<String> = (0..2000).map(|i| format!("log-{run}-{i}")).collect();
+    for batch in ids.chunks(50) {
+        let mut sent = tokio::task::JoinSet::new();
+        for id in batch {
+            sent.spawn(fleet.http.get(&url).header("x-request-id", id).send());
+        }
+        while let Some(answer) = sent.join_next().await {
+            assert_eq!(answer.unwrap().unwrap().status(), 200);
+        }
+    }
+    let instance = &mut fleet.instances[0];
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    let result = unsafe { libc::kill(instance.child.id() as i32, libc::SIGTERM) };
+    assert_eq!(result, 0);
+    let status = tokio::task::block_in_place(|| instance.child.wait()).unwrap();
+    assert!(status.success(), "{status}");
+    let log = instance.log();
+    let logged: BTreeSet<&str> = log
+        .lines()
+        .filter_map(|line| line.split("request_id=\"").nth(1)?.split('"').next())
+        .collect();
+    let missing: Vec<&String> = ids
+        .iter()
+        .filter(|id| !logged.contains(id.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {} requests not logged, e.g. {:?}",
+        missing.len(),
+        ids.len(),
+        missing.first()
+    );
+    assert!(log.contains("shutting down"), "{log}");
+}
