@@ -127,6 +127,25 @@ impl Frag {
     pub(crate) fn new(sql: String, ty: Type) -> Frag {
         Frag { sql, ty }
     }
+
+    /// This fragment with a type PostgreSQL can resolve where it needs one. An expression of
+    /// type `null` (`NULL`, `COALESCE(NULL, NULL)`, `IF(c, NULL, NULL)`) is untyped or text to
+    /// PostgreSQL, which refuses it as a condition ("argument of WHERE must be type boolean"),
+    /// as an operand it cannot choose an operator for (`- NULL`) and as a sort or group key ("non-integer
+    /// constant in ORDER BY"): it is cast to `ty` and takes that type. Other fragments are
+    /// returned as they are.
+    pub(crate) fn typed_as(self, ty: Type) -> Frag {
+        if self.ty == Type::Null && ty != Type::Null {
+            let sql = if self.sql == "NULL" {
+                format!("NULL::{}", ty.sql_type())
+            } else {
+                format!("({})::{}", self.sql, ty.sql_type())
+            };
+            Frag::new(sql, ty)
+        } else {
+            self
+        }
+    }
 }
 
 /// A record that expressions refer to: its object and its quoted SQL alias.

@@ -59,6 +59,11 @@ impl Compiler<'_> {
         hint: Option<Type>,
     ) -> Option<Frag> {
         let frag = self.expr_of_kind(level, row, expr, cx, hint)?;
+        // A null whose context says what it should be takes that type (see `Frag::typed_as`).
+        let frag = match hint {
+            Some(ty) => frag.typed_as(ty),
+            None => frag,
+        };
         // Many fragments paste their arguments' SQL more than once: what nesting them builds
         // is bounded here, one fragment at a time (see `MAX_BUILT_BYTES`).
         if !self.within_built_budget(frag.sql.len(), expr.span) {
@@ -150,7 +155,7 @@ impl Compiler<'_> {
             ExprKind::Case {
                 branches,
                 otherwise,
-            } => self.case(level, row, branches, otherwise.as_deref(), cx, hint),
+            } => self.case(level, row, branches, otherwise.as_deref(), cx),
             ExprKind::User(field) => self.user(field, cx),
             ExprKind::Includes {
                 operand,
@@ -308,7 +313,6 @@ impl Compiler<'_> {
         branches: &[CaseBranch],
         otherwise: Option<&Expr>,
         cx: Cx,
-        hint: Option<Type>,
     ) -> Option<Frag> {
         let mut conditions = Vec::with_capacity(branches.len());
         let mut failed = false;
@@ -334,11 +338,7 @@ impl Compiler<'_> {
             }
         }
         out.push_str(" END)");
-        let ty = if ty == Type::Null {
-            hint.unwrap_or(ty)
-        } else {
-            ty
-        };
+        // Every branch null: the CASE is a null, cast to what its place needs (`Frag::typed_as`).
         Some(Frag::new(out, ty))
     }
 
@@ -568,12 +568,11 @@ impl Compiler<'_> {
                     self.report(diag::operand_type("-", "", "numeric", frag.ty, span));
                     return None;
                 }
-                let ty = if frag.ty == Type::Null {
-                    Type::Null
-                } else {
-                    frag.ty
-                };
-                Some(Frag::new(format!("(- {})", frag.sql), ty))
+                // Negating a null is a null, and PostgreSQL has no `-` for an untyped one.
+                if frag.ty == Type::Null {
+                    return Some(Frag::new("NULL".to_owned(), Type::Null));
+                }
+                Some(Frag::new(format!("(- {})", frag.sql), frag.ty))
             }
             UnaryOp::Not => {
                 if !frag.ty.fits(Type::Boolean) {

@@ -340,11 +340,7 @@ impl Compiler<'_> {
                 let [then, otherwise] = branches.as_slice() else {
                     return None;
                 };
-                let ty = if ty == Type::Null {
-                    hint.unwrap_or(ty)
-                } else {
-                    ty
-                };
+                // Both branches null: a null, cast to what its place needs (`Frag::typed_as`).
                 Some(Frag::new(
                     format!(
                         "(CASE WHEN {} THEN {then} ELSE {otherwise} END)",

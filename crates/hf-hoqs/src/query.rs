@@ -323,7 +323,7 @@ impl Compiler<'_> {
                 aggregates: Aggregates::Forbidden("GROUP BY"),
             };
             match self.expr(&mut level, row, expr, cx, None) {
-                Some(frag) => group_by.push(frag.sql),
+                Some(frag) => group_by.push(frag.typed_as(Type::Text).sql),
                 None => ok = false,
             }
         }
@@ -367,6 +367,7 @@ impl Compiler<'_> {
             };
             match self.expr(&mut level, row, expr, anywhere, None) {
                 Some(frag) => {
+                    let frag = frag.typed_as(Type::Text);
                     let ascending = item.direction != Some(Direction::Desc);
                     // PostgreSQL's default: NULLs last ascending, first descending.
                     let nulls_last = match item.nulls {
