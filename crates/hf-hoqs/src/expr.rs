@@ -162,7 +162,7 @@ impl Compiler<'_> {
                 items,
                 negated,
             } => self.includes(level, row, operand, items, *negated, cx),
-            ExprKind::Call { name, args } => self.call(level, row, expr, name, args, cx, hint),
+            ExprKind::Call { name, args } => self.call(level, row, expr, name, args, cx),
         }
     }
 

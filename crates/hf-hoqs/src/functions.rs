@@ -143,7 +143,6 @@ impl Compiler<'_> {
         name: &Ident,
         args: &CallArgs,
         cx: Cx,
-        hint: Option<Type>,
     ) -> Option<Frag> {
         let function = lookup(&name.name)?;
         match function.kind {
@@ -162,7 +161,7 @@ impl Compiler<'_> {
                     }
                     CallArgs::List { items, .. } => items,
                 };
-                self.scalar(level, row, function.name, items, cx, hint, expr.span)
+                self.scalar(level, row, function.name, items, cx, expr.span)
             }
         }
     }
@@ -313,7 +312,6 @@ impl Compiler<'_> {
     }
 
     /// Every per-row function.
-    #[allow(clippy::too_many_arguments)]
     fn scalar(
         &mut self,
         level: &mut Level,
@@ -321,7 +319,6 @@ impl Compiler<'_> {
         name: &'static str,
         items: &[Expr],
         cx: Cx,
-        hint: Option<Type>,
         span: Span,
     ) -> Option<Frag> {
         use Want::{Integer, Numeric, Temporal, Text};
@@ -674,11 +671,7 @@ impl Compiler<'_> {
                 let [value, fallback] = sql.as_slice() else {
                     return None;
                 };
-                let ty = if ty == Type::Null {
-                    hint.unwrap_or(ty)
-                } else {
-                    ty
-                };
+                // Both arguments null: a null, cast to what its place needs (`Frag::typed_as`).
                 let value = if ty == Type::Text {
                     format!("NULLIF({value}, '')")
                 } else {
