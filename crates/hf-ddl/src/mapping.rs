@@ -31,7 +31,7 @@ pub fn map_model(model: &Model) -> (Schema, Vec<Diagnostic>) {
     for module in model.modules.values() {
         let mut namespace = Namespace {
             managed: true,
-            comment: Some(module.label.clone()),
+            comment: label_comment(&module.label),
             grants: BTreeMap::from([(AUTHENTICATED_ROLE.to_owned(), [Privilege::Usage].into())]),
             tables: BTreeMap::new(),
         };
@@ -44,6 +44,13 @@ pub fn map_model(model: &Model) -> (Schema, Vec<Diagnostic>) {
         schema.schemas.insert(module.key.clone(), namespace);
     }
     (schema, diagnostics)
+}
+
+/// The comment that carries a label. PostgreSQL stores an empty comment as none (`COMMENT ON
+/// ... IS ''` drops it), so an empty label wants no comment: wanting `''` would plan the same
+/// `COMMENT` after every apply.
+fn label_comment(label: &str) -> Option<String> {
+    (!label.is_empty()).then(|| label.to_owned())
 }
 
 /// The column type of a scalar type: the model's one mapping ([`ScalarType::sql_type`]), read
@@ -72,7 +79,7 @@ fn object_table(
     let t = name.object.as_str();
     let mut table = Table {
         managed: true,
-        comment: Some(label.to_owned()),
+        comment: label_comment(label),
         primary_key: Some(PrimaryKey {
             name: names::primary_key_name(t),
             columns: vec!["id".to_owned()],
@@ -144,7 +151,7 @@ fn object_table(
             data_type,
             not_null: required,
             default,
-            comment: Some(field.label.clone()),
+            comment: label_comment(&field.label),
             managed: true,
         });
         if unique {
@@ -287,5 +294,29 @@ fn keep_relation_names_unique(
             "the readable name clashed with another table, constraint or index of the schema, so it carries a hash"
                 .to_owned(),
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hf_model::{Module, Object};
+
+    use super::*;
+
+    /// Metadata written before empty labels were refused still plans to a fixed point: an empty
+    /// label wants no comment, which is what PostgreSQL keeps of `COMMENT ... IS ''`.
+    #[test]
+    fn an_empty_label_wants_no_comment() {
+        let mut model = Model::default();
+        let mut module = Module::new("crm", "");
+        module
+            .objects
+            .insert("deal".into(), Object::new("deal", ""));
+        model.modules.insert("crm".into(), module);
+        let (schema, _) = map_model(&model);
+        let namespace = &schema.schemas["crm"];
+        assert_eq!(namespace.comment, None);
+        assert_eq!(namespace.tables["deal"].comment, None);
+        assert_eq!(label_comment("Deal"), Some("Deal".to_owned()));
     }
 }

@@ -43,6 +43,8 @@ pub enum Code {
     InvalidKey,
     /// A label is longer than [`MAX_LABEL_CHARS`].
     LabelTooLong,
+    /// A label is empty or only spaces.
+    EmptyLabel,
     /// A label holds a control character, or a description one other than a line break or tab.
     ControlCharacter,
     /// An identity colour or icon is not a short kebab-case name.
@@ -91,6 +93,7 @@ impl Code {
     pub const ALL: &'static [Code] = &[
         Code::InvalidKey,
         Code::LabelTooLong,
+        Code::EmptyLabel,
         Code::ControlCharacter,
         Code::InvalidIdentity,
         Code::MissingParent,
@@ -118,6 +121,7 @@ impl Code {
         match self {
             Code::InvalidKey => "INVALID_KEY",
             Code::LabelTooLong => "LABEL_TOO_LONG",
+            Code::EmptyLabel => "EMPTY_LABEL",
             Code::ControlCharacter => "CONTROL_CHARACTER",
             Code::InvalidIdentity => "INVALID_IDENTITY",
             Code::MissingParent => "MISSING_PARENT",
@@ -188,6 +192,12 @@ pub(crate) fn invalid_key(
 pub(crate) fn label_too_long(target: Target, property: &'static str, chars: usize) -> Diagnostic {
     let message = format!("{property} has {chars} characters; the limit is {MAX_LABEL_CHARS}");
     diagnostic(Code::LabelTooLong, target, Some(property), message)
+}
+
+pub(crate) fn empty_label(target: Target, property: &'static str) -> Diagnostic {
+    let message =
+        format!("{property}: a label is empty or only spaces; labels name things to people");
+    diagnostic(Code::EmptyLabel, target, Some(property), message)
 }
 
 pub(crate) fn control_character(

@@ -80,6 +80,9 @@ fn check_label(target: &Target, property: &'static str, label: &str, out: &mut V
     if chars > MAX_LABEL_CHARS {
         out.push(diag::label_too_long(target.clone(), property, chars));
     }
+    if label.trim().is_empty() {
+        out.push(diag::empty_label(target.clone(), property));
+    }
     // A label is one line: no control character at all.
     if let Some((index, c)) = label.chars().enumerate().find(|(_, c)| c.is_control()) {
         out.push(diag::control_character(target.clone(), property, index, c));

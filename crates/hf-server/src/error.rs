@@ -75,6 +75,7 @@ error_codes! {
     InvalidMetadata = "INVALID_METADATA" => UNPROCESSABLE_ENTITY,
     // The model's validation diagnostics (`hf_model::diagnostics::Code`), each with its status.
     LabelTooLong = "LABEL_TOO_LONG" => UNPROCESSABLE_ENTITY,
+    EmptyLabel = "EMPTY_LABEL" => UNPROCESSABLE_ENTITY,
     InvalidPicklist = "INVALID_PICKLIST" => UNPROCESSABLE_ENTITY,
     ControlCharacter = "CONTROL_CHARACTER" => UNPROCESSABLE_ENTITY,
     InvalidIdentity = "INVALID_IDENTITY" => UNPROCESSABLE_ENTITY,
@@ -569,6 +570,7 @@ fn model_diagnostic_code(code: hf_model::Code) -> Code {
         D::InvalidKey => Code::InvalidKey,
         D::InvalidPicklist => Code::InvalidPicklist,
         D::LabelTooLong => Code::LabelTooLong,
+        D::EmptyLabel => Code::EmptyLabel,
         D::ControlCharacter => Code::ControlCharacter,
         D::InvalidIdentity => Code::InvalidIdentity,
         D::ExtendsCycle => Code::ExtendsCycle,

@@ -674,6 +674,45 @@ async fn control_characters_in_labels_and_descriptions_are_refused_at_write() {
     server.stop().await;
 }
 
+/// An empty label names nothing, and PostgreSQL keeps no empty comment (a plan wanting one
+/// never settled): refused at write, on objects, fields and picklist choices alike.
+#[tokio::test]
+async fn empty_labels_are_refused_at_write() {
+    let server = Ctx::start().await;
+    seed(&server, "metadata@main").await;
+    let head = git_head(&server, "main").unwrap();
+    let choice = json!({"label": "Stage", "fieldKind": "scalar", "fieldType": "picklist",
+        "values": [{"key": "open", "label": "Open"}, {"key": "won", "label": " "}]});
+    for (path, body, property) in [
+        (
+            "/metadata@main/crm/objects/big",
+            json!({"label": ""}),
+            "label",
+        ),
+        (
+            "/metadata@main/crm/objects/big",
+            json!({"label": "  "}),
+            "label",
+        ),
+        (
+            "/metadata@main/crm/objects/account/fields/stage",
+            choice,
+            "values",
+        ),
+    ] {
+        let response = send_json(&server, Method::POST, path, body.clone()).await;
+        let envelope = assert_envelope(response, 422, "EMPTY_LABEL").await;
+        assert_eq!(envelope["errors"][0]["scope"], "field", "{body}");
+        assert_eq!(envelope["errors"][0]["target"], property, "{body}");
+    }
+    assert_eq!(
+        git_head(&server, "main").unwrap(),
+        head,
+        "nothing committed"
+    );
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn destructive_live_writes_need_consent() {
     let server = Ctx::start().await;
