@@ -17,6 +17,8 @@ export interface Field {
   fieldType: string | null;
   lookupTarget: string | null;
   required: boolean;
+  /** A picklist's or multi-select picklist's choices. */
+  values?: { key: string; label: string }[] | null;
 }
 
 /** Every object of the live branch, for the object list. */
@@ -136,6 +138,7 @@ export function toInput(f: Field, value: unknown): unknown {
   const type = typeOf(f);
   if (type === "boolean") return !!value;
   if (type === "json") return JSON.stringify(value, null, 2);
+  if (type === "multipicklist" && Array.isArray(value)) return value.join(", ");
   if (type === "datetime" && typeof value === "string") {
     const d = new Date(value);
     if (isNaN(d.getTime())) return value;
@@ -143,6 +146,26 @@ export function toInput(f: Field, value: unknown): unknown {
     return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + "T" + pad(d.getHours()) + ":" + pad(d.getMinutes());
   }
   return String(value);
+}
+
+/**
+ * What a save sends: every field the form holds for a new record (empty ones left out), and
+ * for an existing one only the fields whose input changed since it was loaded, so a save never
+ * rewrites a value the person did not touch (an input shows some values less exactly than they
+ * are stored: a datetime to the minute, a large integer or a JSON number as JavaScript reads
+ * it). `errors` holds what an input cannot be, by field.
+ */
+export function changes(fields: Field[], draft: Record<string, unknown>, loaded: Record<string, unknown> | null): { body: Record<string, unknown>; errors: Record<string, string> } {
+  const body: Record<string, unknown> = {};
+  const errors: Record<string, string> = {};
+  for (const f of fields) {
+    if (!editable(f)) continue;
+    if (loaded !== null && draft[f.fieldKey] === loaded[f.fieldKey]) continue;
+    const read = fromInput(f, draft[f.fieldKey]);
+    if (read.error) errors[f.fieldKey] = read.error;
+    else if (!(loaded === null && read.value === null)) body[f.fieldKey] = read.value;
+  }
+  return { body, errors };
 }
 
 /**
@@ -171,6 +194,8 @@ export function fromInput(f: Field, input: unknown): { value?: unknown; error?: 
       const d = new Date(text);
       return isNaN(d.getTime()) ? { error: "Enter a date and time." } : { value: d.toISOString() };
     }
+    case "multipicklist":
+      return { value: text.split(",").map((key) => key.trim()).filter((key) => key !== "") };
     default:
       return { value: text };
   }
