@@ -18,6 +18,7 @@ use hf_model::ScalarType;
 
 use crate::compile::{Compiler, Cx, Frag, Level, Purpose, Row};
 use crate::diagnostics as diag;
+use crate::functions::as_text;
 use crate::params::{array_elements, natural_type, param_text};
 use crate::types::{unify, widest_numeric, Type};
 
@@ -653,6 +654,18 @@ impl Compiler<'_> {
                 Type::Boolean,
             ));
         }
+        if op == BinaryOp::Concat {
+            // `||` joins the text of any two values: a literal stays text whatever the other
+            // side holds (`'Due: ' || close_date`), and each side is written as `TEXT` writes it.
+            let text = Some(Type::Text);
+            let l = self.expr(level, row, left, cx, text);
+            let r = self.expr(level, row, right, cx, text);
+            let (l, r) = (l?, r?);
+            return Some(Frag::new(
+                format!("({} || {})", as_text(&l), as_text(&r)),
+                Type::Text,
+            ));
+        }
         let known = !matches!(op, BinaryOp::Eq | BinaryOp::NotEq)
             || (self.literal_choices(row, left, std::slice::from_ref(right))
                 && self.literal_choices(row, right, std::slice::from_ref(left)));
@@ -664,16 +677,6 @@ impl Compiler<'_> {
         match op {
             BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
                 self.arithmetic(op, l, r, span)
-            }
-            BinaryOp::Concat => {
-                let text = |frag: Frag| match frag.ty {
-                    Type::Text => frag.sql,
-                    _ => format!("({})::text", frag.sql),
-                };
-                Some(Frag::new(
-                    format!("({} || {})", text(l), text(r)),
-                    Type::Text,
-                ))
             }
             _ => self.comparison(op, l, r, span),
         }

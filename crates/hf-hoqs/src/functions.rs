@@ -80,9 +80,9 @@ fn local_date(frag: &Frag, zone: &str) -> String {
     }
 }
 
-/// The text of a value as `TEXT(x)` gives it: numbers exactly, dates `YYYY-MM-DD`, datetimes
-/// RFC 3339 in UTC (as in result records), booleans `true`/`false`.
-fn as_text(frag: &Frag) -> String {
+/// The text of a value as `TEXT(x)`, `CONCAT` and `||` give it: numbers exactly, dates
+/// `YYYY-MM-DD`, datetimes RFC 3339 in UTC (as in result records), booleans `true`/`false`.
+pub(crate) fn as_text(frag: &Frag) -> String {
     match frag.ty {
         Type::Text => frag.sql.clone(),
         Type::Datetime => crate::types::json_value(&frag.sql, Type::Datetime),
@@ -364,7 +364,7 @@ impl Compiler<'_> {
                 }
                 let parts: Option<Vec<String>> = parts
                     .into_iter()
-                    .map(|part| part.map(|frag| frag.sql))
+                    .map(|part| part.map(|frag| as_text(&frag)))
                     .collect();
                 text(format!("concat({})", parts?.join(", ")))
             }
