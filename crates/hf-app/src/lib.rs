@@ -14,6 +14,7 @@ pub mod background;
 pub mod compile;
 pub mod deploy;
 pub mod error;
+mod expressions;
 pub mod iam;
 pub mod metadata;
 pub mod query;

@@ -26,6 +26,7 @@ use hf_ddl::{ApplyStats, Plan};
 use hf_metastore::Snapshot;
 use hf_model::{Change, Field, Model, Module, Object, QualifiedName, Screen, Target};
 
+use crate::expressions::expression_problems;
 use crate::{blocking, App, Error, Result};
 
 /// Longest vendored path, in bytes.
@@ -190,9 +191,9 @@ impl App {
         let base = self.branch_or_live(branch).await?;
         self.compile_ruled_screens(&base.model, &mut compiled)
             .await?;
-        let edit = keeping_screen_queries(Arc::new(compiled), move |model: &mut Model| {
-            Ok(edit.apply(model)?)
-        });
+        let typed =
+            keeping_expressions_typed(branch, move |model: &mut Model| Ok(edit.apply(model)?));
+        let edit = keeping_screen_queries(Arc::new(compiled), typed);
         let live = branch == self.live_branch();
         if options.dry_run {
             return self.dry_run(branch, live, options, edit).await;
@@ -516,6 +517,36 @@ impl App {
         } else {
             Err(Error::Hfx {
                 diagnostics: problems,
+            })
+        }
+    }
+}
+
+/// Wraps a metadata edit so that it is refused as invalid metadata (`INVALID_EXPRESSION` at the
+/// formula, filter or assertion) when it adds an expression that does not compile: a type the
+/// model's validation cannot see (see [`crate::expressions`]). Expressions already broken do
+/// not block other writes.
+fn keeping_expressions_typed<F>(
+    branch: &str,
+    mut edit: F,
+) -> impl FnMut(&mut Model) -> Result<Change, hf_metastore::Error> + Clone + Send + 'static
+where
+    F: FnMut(&mut Model) -> Result<Change, hf_metastore::Error> + Clone + Send + 'static,
+{
+    let branch = branch.to_owned();
+    move |model: &mut Model| {
+        let before = expression_problems(model);
+        let change = edit(model)?;
+        let added: Vec<hf_model::Diagnostic> = expression_problems(model)
+            .into_iter()
+            .filter(|problem| !before.contains(problem))
+            .collect();
+        if added.is_empty() {
+            Ok(change)
+        } else {
+            Err(hf_metastore::Error::Invalid {
+                branch: branch.clone(),
+                diagnostics: added,
             })
         }
     }

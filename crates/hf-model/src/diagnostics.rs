@@ -28,6 +28,13 @@ impl Diagnostic {
     pub fn file(&self) -> String {
         self.target.file()
     }
+
+    /// An `INVALID_EXPRESSION` problem found by a checker outside this crate (the HOQS
+    /// compiler knows the types of expressions; this crate only their syntax and names):
+    /// `problem` says what is wrong and where in the text.
+    pub fn invalid_expression(target: Target, property: &'static str, problem: &str) -> Self {
+        invalid_expression(target, property, problem)
+    }
 }
 
 impl fmt::Display for Diagnostic {

@@ -674,6 +674,69 @@ async fn control_characters_in_labels_and_descriptions_are_refused_at_write() {
     server.stop().await;
 }
 
+/// A formula, rule or filter whose types do not fit is refused at write, dry run included
+/// (the model's own validation knows only the syntax and the names): it would fail every read
+/// or write of its object.
+#[tokio::test]
+async fn expressions_of_the_wrong_type_are_refused_at_write() {
+    let server = Ctx::start().await;
+    seed(&server, "metadata@main").await;
+    let head = git_head(&server, "main").unwrap();
+    let formula = |formula: &str, ty: &str| json!({"label": "F", "fieldKind": "formula", "fieldType": ty, "formula": formula});
+    let rule = json!({"label": "Account", "rules": {"r": {"assert": "name", "message": "m"}}});
+    let cases = [
+        (
+            Method::POST,
+            "/fields/f",
+            formula("'abc'", "integer"),
+            "formula",
+            "declared integer",
+        ),
+        (
+            Method::POST,
+            "/fields/f",
+            formula("ISNEW()", "boolean"),
+            "formula",
+            "ISNEW",
+        ),
+        (
+            Method::POST,
+            "/fields/f",
+            formula("name * 2", "integer"),
+            "formula",
+            "cannot apply",
+        ),
+        (Method::PUT, "", rule, "assert", "boolean"),
+    ];
+    for (method, path, body, property, says) in cases {
+        for dry_run in ["?dryRun=true", ""] {
+            let path = format!("/metadata@main/crm/objects/account{path}{dry_run}");
+            let response = send_json(&server, method.clone(), &path, body.clone()).await;
+            let envelope = assert_envelope(response, 422, "INVALID_EXPRESSION").await;
+            let error = &envelope["errors"][0];
+            assert_eq!(error["target"], property, "{body}");
+            assert!(
+                error["message"].as_str().unwrap().contains(says),
+                "{envelope}"
+            );
+        }
+    }
+    assert_eq!(
+        git_head(&server, "main").unwrap(),
+        head,
+        "nothing committed"
+    );
+    let response = send_json(
+        &server,
+        Method::POST,
+        "/metadata@main/crm/objects/account/fields/shout",
+        formula("UPPER(name) || '!'", "text"),
+    )
+    .await;
+    assert_eq!(response.status(), 201, "{}", response.text().await.unwrap());
+    server.stop().await;
+}
+
 /// An empty label names nothing, and PostgreSQL keeps no empty comment (a plan wanting one
 /// never settled): refused at write, on objects, fields and picklist choices alike.
 #[tokio::test]
