@@ -5,6 +5,26 @@ import { api } from "./lib.js";
 import type { Reply } from "./lib.js";
 
 export const SCALAR_TYPES = ["text", "integer", "decimal", "float", "boolean", "date", "datetime", "uuid", "json"];
+/** The types only a scalar field may have: their values are one (or several) of its choices. */
+export const CHOICE_TYPES = ["picklist", "multipicklist"];
+
+/** A field's choices as the form edits them: one per line, `key: Label` (or a key alone). */
+export function choicesText(values: { key: string; label: string }[] | null | undefined): string {
+  return (values || []).map((v) => (v.label === v.key ? v.key : v.key + ": " + v.label)).join("\n");
+}
+
+/** The choices the form's text holds, in order; blank lines are skipped. */
+export function parseChoices(text: string): { key: string; label: string }[] {
+  return text
+    .split("\n")
+    .map((line) => line.trim())
+    .filter((line) => line !== "")
+    .map((line) => {
+      const colon = line.indexOf(":");
+      if (colon < 0) return { key: line, label: line };
+      return { key: line.slice(0, colon).trim(), label: line.slice(colon + 1).trim() };
+    });
+}
 export const FIELD_KINDS = ["scalar", "formula", "lookup", "rollup"];
 export const ROLLUP_FUNCTIONS = ["count", "sum", "min", "max", "avg"];
 const BRANCH = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
@@ -95,7 +115,7 @@ export function rulesOf(object: any): Record<string, unknown> {
 export function newFieldForm() {
   return {
     fieldKey: "", fieldKind: "scalar", label: "", description: "", fieldType: "text", required: false, uniqueConstraint: false, indexed: false,
-    formula: "", lookupTarget: "", rollupFunction: "count", source: "", field: "", filter: "",
+    formula: "", lookupTarget: "", rollupFunction: "count", source: "", field: "", filter: "", choices: "", defaultValue: null,
   };
 }
 
@@ -106,6 +126,7 @@ export function fieldForm(f: any) {
     fieldKey: f.fieldKey, fieldKind: f.fieldKind, label: f.label, description: f.description || "", fieldType: f.fieldType || "text",
     required: !!f.required, uniqueConstraint: !!f.uniqueConstraint, indexed: !!f.indexed, formula: f.formula || "", lookupTarget: f.lookupTarget || "",
     rollupFunction: f.rollupFunction || "count", source: f.source || "", field: f.field || "", filter: f.filter || "",
+    choices: choicesText(f.values), defaultValue: f.defaultValue ?? null,
   };
 }
 
@@ -116,6 +137,9 @@ export function fieldBody(form: any) {
   switch (form.fieldKind) {
     case "scalar":
       Object.assign(body, { fieldType: form.fieldType, required: form.required, uniqueConstraint: form.uniqueConstraint, indexed: form.indexed });
+      if (CHOICE_TYPES.includes(form.fieldType)) body.values = parseChoices(form.choices);
+      // A write replaces the field: what the form does not edit is sent back as it was read.
+      if (form.defaultValue !== null && form.defaultValue !== undefined) body.defaultValue = form.defaultValue;
       break;
     case "formula":
       Object.assign(body, { formula: form.formula, fieldType: form.fieldType });

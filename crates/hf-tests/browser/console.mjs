@@ -783,7 +783,35 @@ const scenarios = {
       const saved = JSON.parse(await stored());
       check("editing: as a list of keys (in the choices' order) and a key", JSON.stringify(saved.tags) === '["hot","cold"]' && saved.status === "vip", JSON.stringify(saved));
       await shot(page, "editing");
-    });
+
+      // The Schema area edits a picklist's choices, keeps them when something else changes, and
+      // shows a problem with them beside them.
+      await page.goto(`${base}/#/schema/main`);
+      await page.locator(".side").getByRole("link", { name: "Ticket" }).click();
+      await page.getByRole("button", { name: "Edit field status" }).click();
+      check("editing: a picklist's choices are shown one per line", (await page.locator("#field-choices").inputValue()) === "hot: Hot\nvip: VIP\ncold: Cold", await page.locator("#field-choices").inputValue());
+      await page.getByLabel("Label").fill("State");
+      await page.getByRole("button", { name: "Save field" }).click();
+      check("editing: a picklist saves with its choices kept", await eventually(page.locator("p.notice"), /^Field status saved/), await page.locator("main").textContent());
+      await page.getByRole("button", { name: "Edit field status" }).click();
+      await page.locator("#field-choices").fill("hot: Hot\nvip: VIP\ncold: Cold\nhot: Again");
+      await page.getByRole("button", { name: "Save field" }).click();
+      check("editing: a repeated key is shown beside the choices", await eventually(page.locator('.field-error[data-field="values"]'), /hot/), await page.locator(".panel").textContent());
+      await page.locator("#field-choices").fill("hot: Hot\nvip: VIP\ncold: Cold\nlater: Later");
+      await page.getByRole("button", { name: "Save field" }).click();
+      check("editing: a choice is added", await eventually(page.locator("p.notice"), /^Field status saved/), await page.locator("main").textContent());
+      const status = (await call(admin, "GET", "/metadata/crm/objects/ticket/fields/status")).body;
+      check("editing: as the service keeps it", status.label === "State" && JSON.stringify(status.values.map((v) => v.key)) === '["hot","vip","cold","later"]', JSON.stringify(status));
+      await page.getByRole("button", { name: "Add field" }).click();
+      await page.getByLabel("Key").fill("priority");
+      await page.getByLabel("Label").fill("Priority");
+      await page.getByLabel("Type").selectOption("picklist");
+      await page.locator("#field-choices").fill("low\nhigh: High");
+      await page.getByRole("button", { name: "Create field" }).click();
+      check("editing: a picklist field is created", await eventually(page.locator("p.notice"), /^Field priority created/), await page.locator("main").textContent());
+      const priority = (await call(admin, "GET", "/metadata/crm/objects/ticket/fields/priority")).body;
+      check("editing: with its choices", JSON.stringify(priority.values) === '[{"key":"low","label":"low"},{"key":"high","label":"High"}]', JSON.stringify(priority));
+    }, { expectedStatus: [422] });
   },
 };
 
