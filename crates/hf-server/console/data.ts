@@ -63,10 +63,18 @@ function typeOf(f: Field): string {
   return f.fieldKind === "lookup" ? "uuid" : f.fieldType || "text";
 }
 
-/** The filter's condition and parameter for `text` typed into the filter of field `f`. */
-function condition(f: Field, text: string): { where: string; value: unknown } {
+/**
+ * The filter's condition and parameter for `text` typed into the filter of field `f`, or why
+ * that text cannot filter it. Text is found anywhere in the value, `%` and `_` as themselves;
+ * a lookup whose target has a name is filtered by that name (`names` holds the paths).
+ */
+function condition(f: Field, text: string, names: Record<string, string>): { where: string; value: unknown } | { error: string } {
   const type = typeOf(f);
-  if (type === "text") return { where: f.fieldKey + " ILIKE :filter", value: "%" + text + "%" };
+  const contains = (path: string) => ({ where: path + " ILIKE :filter", value: "%" + text.replace(/[\\%_]/g, (c) => "\\" + c) + "%" });
+  if (type === "text") return contains(f.fieldKey);
+  if (f.fieldKind === "lookup" && names[f.fieldKey] && !/^[0-9a-f-]{36}$/i.test(text.trim())) return contains(names[f.fieldKey]);
+  if (type === "integer" && !/^-?\d+$/.test(text.trim())) return { error: "Enter a whole number to filter " + f.fieldKey + " by." };
+  if ((type === "float" || type === "decimal") && !/^-?\d+(\.\d+)?$/.test(text.trim())) return { error: "Enter a number to filter " + f.fieldKey + " by." };
   if (type === "integer" || type === "float") return { where: f.fieldKey + " = :filter", value: Number(text) };
   if (type === "boolean") return { where: f.fieldKey + " = :filter", value: /^(true|yes|1)$/i.test(text.trim()) };
   return { where: f.fieldKey + " = :filter", value: text.trim() };
@@ -102,7 +110,8 @@ export async function loadPage(m: string, o: string, page: Page) {
   const params: Record<string, unknown> = {};
   const filtered = page.fields.find((f) => f.fieldKey === page.filterField);
   if (filtered && page.filterText.trim() !== "") {
-    const c = condition(filtered, page.filterText);
+    const c = condition(filtered, page.filterText, page.names);
+    if ("error" in c) return { records: [], next: null, total: 0, errors: [{ code: "INVALID_FILTER", message: c.error, scope: "request", target: null }], query: "" };
     where = " WHERE " + c.where;
     params.filter = c.value;
   }

@@ -784,6 +784,27 @@ const scenarios = {
       check("editing: as a list of keys (in the choices' order) and a key", JSON.stringify(saved.tags) === '["hot","cold"]' && saved.status === "vip", JSON.stringify(saved));
       await shot(page, "editing");
 
+      // The filter finds `%` and `_` as themselves, and says what a number filter needs.
+      await page.getByLabel("Filter").selectOption("code");
+      await page.locator("#filter-text").fill("_");
+      await page.locator("#filter-text").press("Enter");
+      check("editing: _ in a text filter is an underscore, not any character", await eventually(page.locator("p.meta[role=status]"), /^No records matching the filter/), await page.locator("main").textContent());
+      await page.locator("#filter-text").fill("DG");
+      await page.locator("#filter-text").press("Enter");
+      check("editing: and text is found inside the value", await eventually(page.locator("p.meta[role=status]"), /^Records 1–1 of 1 record matching/), await page.locator("main").textContent());
+      await page.getByLabel("Filter").selectOption("big");
+      await page.locator("#filter-text").fill("abc");
+      await page.locator("#filter-text").press("Enter");
+      check("editing: a number filter says what it needs", await eventually(page.locator("p.error[role=alert]"), "Enter a whole number to filter big by."), await page.locator("main").textContent());
+      // A lookup is filtered by the name of the record it points to.
+      const owner = await call(admin, "POST", "/data/crm/account", { name: "Filterable Owner" });
+      await call(admin, "POST", "/data/crm/contact", { name: "Filtered Contact", account: owner.body.id });
+      await page.goto(`${base}/#/data/crm/contact`);
+      await page.getByLabel("Filter").selectOption("account");
+      await page.locator("#filter-text").fill("filterable");
+      await page.locator("#filter-text").press("Enter");
+      check("editing: a lookup filters by its target's name", await eventually(page.locator("table.records tbody tr td button.link"), "Filtered Contact"), await page.locator("main").textContent());
+
       // The Schema area edits a picklist's choices, keeps them when something else changes, and
       // shows a problem with them beside them.
       await page.goto(`${base}/#/schema/main`);
