@@ -323,8 +323,10 @@ fn date(text: &str) -> Result<String, String> {
 fn datetime(text: &str) -> Result<String, String> {
     use chrono::Datelike;
     match chrono::DateTime::parse_from_rfc3339(text).map(|t| t.with_timezone(&chrono::Utc)) {
-        // PostgreSQL has no year 0: `0001-01-01T00:00:00+01:00` is out of its range.
-        Ok(instant) if instant.year() >= 1 => {
+        // PostgreSQL has no year 0: `0001-01-01T00:00:00+01:00` is out of its range. Years are
+        // those of dates (1 to 9999) in UTC: `9999-12-31T23:59:59-05:00` is in the year 10000,
+        // whose text (`+10000-…`) PostgreSQL would refuse.
+        Ok(instant) if (1..=9999).contains(&instant.year()) => {
             Ok(instant.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string())
         }
         _ => Err(format!(
@@ -621,6 +623,8 @@ mod tests {
         bad("\"2024-01-31\"", ScalarType::Datetime);
         bad("1706695200", ScalarType::Datetime);
         bad("\"0001-01-01T00:00:00+01:00\"", ScalarType::Datetime);
+        bad("\"9999-12-31T23:59:59-05:00\"", ScalarType::Datetime);
+        ok("\"9999-12-31T23:59:59+05:00\"", ScalarType::Datetime);
     }
 
     #[test]
