@@ -72,7 +72,10 @@ function condition(f: Field, text: string, names: Record<string, string>): { whe
   const type = typeOf(f);
   const contains = (path: string) => ({ where: path + " ILIKE :filter", value: "%" + text.replace(/[\\%_]/g, (c) => "\\" + c) + "%" });
   if (type === "text") return contains(f.fieldKey);
-  if (f.fieldKind === "lookup" && names[f.fieldKey] && !/^[0-9a-f-]{36}$/i.test(text.trim())) return contains(names[f.fieldKey]);
+  if (f.fieldKind === "lookup" && !/^[0-9a-f-]{36}$/i.test(text.trim())) {
+    if (names[f.fieldKey]) return contains(names[f.fieldKey]);
+    return { error: "Enter the id of a " + f.lookupTarget + " record to filter " + f.fieldKey + " by." };
+  }
   if (type === "integer" && !/^-?\d+$/.test(text.trim())) return { error: "Enter a whole number to filter " + f.fieldKey + " by." };
   if ((type === "float" || type === "decimal") && !/^-?\d+(\.\d+)?$/.test(text.trim())) return { error: "Enter a number to filter " + f.fieldKey + " by." };
   if (type === "integer" || type === "float") return { where: f.fieldKey + " = :filter", value: Number(text) };
