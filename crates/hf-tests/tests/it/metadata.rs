@@ -633,35 +633,57 @@ async fn huge_labels_are_refused() {
     server.stop().await;
 }
 
+/// A write of the seeded `main` branch refused with 422 `code` at `property` (scope `field`).
+struct Refused {
+    method: Method,
+    path: String,
+    body: Value,
+    property: &'static str,
+}
+
+impl Refused {
+    fn post(path: &str, body: Value, property: &'static str) -> Self {
+        Refused {
+            method: Method::POST,
+            path: path.to_owned(),
+            body,
+            property,
+        }
+    }
+}
+
+/// Sends every write, expects each refused with 422 `code` at its property, and the branch not
+/// moved; returns the envelopes.
+async fn expect_refused(server: &Ctx, code: &str, writes: Vec<Refused>) -> Vec<Value> {
+    let head = git_head(server, "main").unwrap();
+    let mut envelopes = Vec::new();
+    for write in writes {
+        let response = send_json(server, write.method, &write.path, write.body.clone()).await;
+        let envelope = assert_envelope(response, 422, code).await;
+        let body = &write.body;
+        assert_eq!(envelope["errors"][0]["scope"], "field", "{body}");
+        assert_eq!(envelope["errors"][0]["target"], write.property, "{body}");
+        envelopes.push(envelope);
+    }
+    assert_eq!(git_head(server, "main").unwrap(), head, "nothing committed");
+    envelopes
+}
+
 #[tokio::test]
 async fn control_characters_in_labels_and_descriptions_are_refused_at_write() {
     let server = Ctx::start().await;
     seed(&server, "metadata@main").await;
-    let head = git_head(&server, "main").unwrap();
-    for (body, property) in [
-        (json!({"label": "Bi\u{0}g"}), "label"),
-        (
+    let big = "/metadata@main/crm/objects/big";
+    let writes = vec![
+        Refused::post(big, json!({"label": "Bi\u{0}g"}), "label"),
+        Refused::post(
+            big,
             json!({"label": "Big", "description": "a bell \u{7}"}),
             "description",
         ),
-        (json!({"label": "Two\nlines"}), "label"),
-    ] {
-        let response = send_json(
-            &server,
-            Method::POST,
-            "/metadata@main/crm/objects/big",
-            body.clone(),
-        )
-        .await;
-        let envelope = assert_envelope(response, 422, "CONTROL_CHARACTER").await;
-        assert_eq!(envelope["errors"][0]["scope"], "field", "{body}");
-        assert_eq!(envelope["errors"][0]["target"], property, "{body}");
-    }
-    assert_eq!(
-        git_head(&server, "main").unwrap(),
-        head,
-        "nothing committed"
-    );
+        Refused::post(big, json!({"label": "Two\nlines"}), "label"),
+    ];
+    expect_refused(&server, "CONTROL_CHARACTER", writes).await;
     // Line breaks and tabs are fine in a description, and the live write applies.
     let response = send_json(
         &server,
@@ -681,51 +703,29 @@ async fn control_characters_in_labels_and_descriptions_are_refused_at_write() {
 async fn expressions_of_the_wrong_type_are_refused_at_write() {
     let server = Ctx::start().await;
     seed(&server, "metadata@main").await;
-    let head = git_head(&server, "main").unwrap();
     let formula = |formula: &str, ty: &str| json!({"label": "F", "fieldKind": "formula", "fieldType": ty, "formula": formula});
     let rule = json!({"label": "Account", "rules": {"r": {"assert": "name", "message": "m"}}});
-    let cases = [
-        (
-            Method::POST,
-            "/fields/f",
-            formula("'abc'", "integer"),
-            "formula",
-            "declared integer",
-        ),
-        (
-            Method::POST,
-            "/fields/f",
-            formula("ISNEW()", "boolean"),
-            "formula",
-            "ISNEW",
-        ),
-        (
-            Method::POST,
-            "/fields/f",
-            formula("name * 2", "integer"),
-            "formula",
-            "cannot apply",
-        ),
-        (Method::PUT, "", rule, "assert", "boolean"),
-    ];
-    for (method, path, body, property, says) in cases {
-        for dry_run in ["?dryRun=true", ""] {
-            let path = format!("/metadata@main/crm/objects/account{path}{dry_run}");
-            let response = send_json(&server, method.clone(), &path, body.clone()).await;
-            let envelope = assert_envelope(response, 422, "INVALID_EXPRESSION").await;
-            let error = &envelope["errors"][0];
-            assert_eq!(error["target"], property, "{body}");
-            assert!(
-                error["message"].as_str().unwrap().contains(says),
-                "{envelope}"
-            );
+    let says = ["declared integer", "ISNEW", "cannot apply", "boolean"];
+    for dry_run in ["?dryRun=true", ""] {
+        let field = format!("/metadata@main/crm/objects/account/fields/f{dry_run}");
+        let object = format!("/metadata@main/crm/objects/account{dry_run}");
+        let writes = vec![
+            Refused::post(&field, formula("'abc'", "integer"), "formula"),
+            Refused::post(&field, formula("ISNEW()", "boolean"), "formula"),
+            Refused::post(&field, formula("name * 2", "integer"), "formula"),
+            Refused {
+                method: Method::PUT,
+                path: object,
+                body: rule.clone(),
+                property: "assert",
+            },
+        ];
+        let envelopes = expect_refused(&server, "INVALID_EXPRESSION", writes).await;
+        for (envelope, says) in envelopes.iter().zip(says) {
+            let message = envelope["errors"][0]["message"].as_str().unwrap();
+            assert!(message.contains(says), "{envelope}");
         }
     }
-    assert_eq!(
-        git_head(&server, "main").unwrap(),
-        head,
-        "nothing committed"
-    );
     let response = send_json(
         &server,
         Method::POST,
@@ -743,36 +743,19 @@ async fn expressions_of_the_wrong_type_are_refused_at_write() {
 async fn empty_labels_are_refused_at_write() {
     let server = Ctx::start().await;
     seed(&server, "metadata@main").await;
-    let head = git_head(&server, "main").unwrap();
     let choice = json!({"label": "Stage", "fieldKind": "scalar", "fieldType": "picklist",
         "values": [{"key": "open", "label": "Open"}, {"key": "won", "label": " "}]});
-    for (path, body, property) in [
-        (
-            "/metadata@main/crm/objects/big",
-            json!({"label": ""}),
-            "label",
-        ),
-        (
-            "/metadata@main/crm/objects/big",
-            json!({"label": "  "}),
-            "label",
-        ),
-        (
+    let big = "/metadata@main/crm/objects/big";
+    let writes = vec![
+        Refused::post(big, json!({"label": ""}), "label"),
+        Refused::post(big, json!({"label": "  "}), "label"),
+        Refused::post(
             "/metadata@main/crm/objects/account/fields/stage",
             choice,
             "values",
         ),
-    ] {
-        let response = send_json(&server, Method::POST, path, body.clone()).await;
-        let envelope = assert_envelope(response, 422, "EMPTY_LABEL").await;
-        assert_eq!(envelope["errors"][0]["scope"], "field", "{body}");
-        assert_eq!(envelope["errors"][0]["target"], property, "{body}");
-    }
-    assert_eq!(
-        git_head(&server, "main").unwrap(),
-        head,
-        "nothing committed"
-    );
+    ];
+    expect_refused(&server, "EMPTY_LABEL", writes).await;
     server.stop().await;
 }
 
