@@ -804,6 +804,11 @@ const scenarios = {
       await page.locator("#filter-text").fill("filterable");
       await page.locator("#filter-text").press("Enter");
       check("editing: a lookup filters by its target's name", await eventually(page.locator("table.records tbody tr td button.link"), "Filtered Contact"), await page.locator("main").textContent());
+      // An abstract object's records are shown, not saved through it (the service refuses that).
+      await page.goto(`${base}/#/data/crm/party`);
+      await page.locator("table.records tbody tr td button.link").first().click();
+      check("editing: an abstract object's record opens without Save or Delete", await eventually(page.locator(".editor p.meta").last(), /is abstract/) && (await page.getByRole("button", { name: "Save" }).count()) === 0 && (await page.getByRole("button", { name: "Delete…" }).count()) === 0, await page.locator(".editor").textContent());
+      await page.getByRole("button", { name: "Close" }).click();
 
       // The Schema area edits a picklist's choices, keeps them when something else changes, and
       // shows a problem with them beside them.
