@@ -60,10 +60,12 @@ impl Compiler<'_> {
         hint: Option<Type>,
     ) -> Option<Frag> {
         let frag = self.expr_of_kind(level, row, expr, cx, hint)?;
-        // A null whose context says what it should be takes that type (see `Frag::typed_as`).
+        // A null where a boolean is needed (a condition, an operand of AND, OR or NOT) is cast
+        // to one (see `Frag::typed_as`). Other hints only suggest a type: an operand of `+` is
+        // hinted with the other side's type, and `close_date + NULL` must stay date arithmetic.
         let frag = match hint {
-            Some(ty) => frag.typed_as(ty),
-            None => frag,
+            Some(Type::Boolean) => frag.typed_as(Type::Boolean),
+            _ => frag,
         };
         // Many fragments paste their arguments' SQL more than once: what nesting them builds
         // is bounded here, one fragment at a time (see `MAX_BUILT_BYTES`).
@@ -655,11 +657,11 @@ impl Compiler<'_> {
             ));
         }
         if op == BinaryOp::Concat {
-            // `||` joins the text of any two values: a literal stays text whatever the other
-            // side holds (`'Due: ' || close_date`), and each side is written as `TEXT` writes it.
-            let text = Some(Type::Text);
-            let l = self.expr(level, row, left, cx, text);
-            let r = self.expr(level, row, right, cx, text);
+            // `||` joins the text of any two values: neither side suggests a type to the other,
+            // so a literal keeps its own (`'Due: ' || close_date` is text beside a date, `:n`
+            // bound to 5 a number), and each side is written as `TEXT` writes it.
+            let l = self.expr(level, row, left, cx, None);
+            let r = self.expr(level, row, right, cx, None);
             let (l, r) = (l?, r?);
             return Some(Frag::new(
                 format!("({} || {})", as_text(&l), as_text(&r)),
