@@ -32,7 +32,7 @@ impl App {
         let mut compiled = CompiledScreens::default();
         for name in [branch.as_str(), self.live_branch()] {
             let snapshot = self.branch_or_live(name).await?;
-            self.compile_ruled_screens(&snapshot.model, &mut compiled)
+            self.compile_ruled_screens(&snapshot.model, &mut compiled, None)
                 .await?;
         }
         // The rule is checked under the lock that serialises live writes, so a concurrent write

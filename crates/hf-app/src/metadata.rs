@@ -122,6 +122,17 @@ impl Edit {
     }
 
     /// The screen a create or replace writes, with its module.
+    /// The screen this edit replaces or deletes, as (module, screen key).
+    fn touched_screen(&self) -> Option<(&str, &str)> {
+        match self {
+            Edit::CreateScreen { module, screen } | Edit::ReplaceScreen { module, screen } => {
+                Some((module, &screen.key))
+            }
+            Edit::DeleteScreen { module, screen } => Some((module, screen)),
+            _ => None,
+        }
+    }
+
     fn written_screen(&self) -> Option<(&str, &Screen)> {
         match self {
             Edit::CreateScreen { module, screen } | Edit::ReplaceScreen { module, screen } => {
@@ -189,7 +200,7 @@ impl App {
             compiled.insert(screen, Some(output));
         }
         let base = self.branch_or_live(branch).await?;
-        self.compile_ruled_screens(&base.model, &mut compiled)
+        self.compile_ruled_screens(&base.model, &mut compiled, edit.touched_screen())
             .await?;
         let typed =
             keeping_expressions_typed(branch, move |model: &mut Model| Ok(edit.apply(model)?));
@@ -376,28 +387,33 @@ impl App {
     /// Adds to `compiled` every screen of `model` the screen rules read ([`ruled`]), each
     /// compiled like any other compile: within the compiler's limit and time limit, in a worker
     /// process where the host isolates compiles, and through the module cache, so a screen
-    /// compiles once however many writes check it. A screen whose compile fails or runs out of
-    /// time is recorded as one that does not compile; a busy compiler refuses the write
-    /// ([`Error::Overloaded`]) rather than let a rule go unchecked.
+    /// compiles once however many writes check it.
+    ///
+    /// A compile that cannot finish (the compiler is busy, the time limit ran out, the worker
+    /// failed) refuses the write rather than let a rule go unchecked: the error names the screen,
+    /// which can then be fixed or deleted. Only the screen the write itself replaces or deletes
+    /// (`touched`) is exempt, so a screen that never compiles can always be replaced or removed.
     pub(crate) async fn compile_ruled_screens(
         &self,
         model: &Model,
         compiled: &mut CompiledScreens,
+        touched: Option<(&str, &str)>,
     ) -> Result<()> {
-        let screens = model.modules.values().flat_map(|m| m.screens.values());
-        for screen in screens.filter(|screen| ruled(screen)) {
-            if compiled.outputs.contains_key(&CompiledScreens::key(screen)) {
-                continue;
-            }
-            let output = match self.compile_checked(screen).await {
-                Ok(output) => Some(output),
-                Err(overloaded @ Error::Overloaded { .. }) => return Err(overloaded),
-                Err(failed) => {
-                    tracing::warn!(error = %failed, "a stored screen does not compile; the screen rules take it as broken");
-                    None
+        for (module_key, module) in &model.modules {
+            for (screen_key, screen) in module.screens.iter().filter(|(_, s)| ruled(s)) {
+                if compiled.outputs.contains_key(&CompiledScreens::key(screen)) {
+                    continue;
                 }
-            };
-            compiled.insert(screen, output);
+                let output = match self.compile_checked(screen).await {
+                    Ok(output) => Some(output),
+                    Err(_) if touched == Some((module_key.as_str(), screen_key.as_str())) => None,
+                    Err(failed) => {
+                        tracing::warn!(error = %failed, screen = %format!("{module_key}/{screen_key}"), "a screen the write must not break could not be compiled; the write is refused");
+                        return Err(failed);
+                    }
+                };
+                compiled.insert(screen, output);
+            }
         }
         Ok(())
     }

@@ -248,7 +248,8 @@ async fn the_screen_rules_compile_each_screen_once_through_the_compiler() {
     assert_eq!(runs(), 1);
 
     // A stored screen that does not compile within the time limit (committed around the use
-    // cases) counts as broken: it neither hangs nor blocks the branch's writes.
+    // cases) refuses the branch's writes rather than go unchecked, without hanging them; the
+    // screen itself can still be deleted, and then the writes go through.
     Arc::clone(app.store())
         .write("feature", "someone", |model: &mut hf_model::Model| {
             let slow = Screen::new(
@@ -261,18 +262,33 @@ async fn the_screen_rules_compile_each_screen_once_through_the_compiler() {
         })
         .unwrap();
     let started = std::time::Instant::now();
-    app.write_metadata("feature", "tester", delete_name, WRITE)
-        .await
-        .expect_err("the seeded screen still reads `name`");
-    let edit = Edit::CreateField {
+    let add_c = Edit::CreateField {
         object: account(),
         field: text_field("c"),
     };
-    app.write_metadata("feature", "tester", edit, WRITE)
+    for edit in [delete_name, add_c.clone()] {
+        let error = app
+            .write_metadata("feature", "tester", edit, WRITE)
+            .await
+            .expect_err("the slow screen is not checked");
+        assert!(matches!(error, Error::Timeout { .. }), "{error}");
+    }
+    let delete_slow = Edit::DeleteScreen {
+        module: "crm".into(),
+        screen: "slow".into(),
+    };
+    app.write_metadata("feature", "tester", delete_slow, WRITE)
         .await
         .unwrap();
-    assert!(started.elapsed() < std::time::Duration::from_secs(20));
-    assert_eq!(runs(), 3, "the slow screen was tried once per write");
+    app.write_metadata("feature", "tester", add_c, WRITE)
+        .await
+        .unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    assert_eq!(
+        runs(),
+        4,
+        "the slow screen was tried once per write until deleted"
+    );
 }
 
 #[tokio::test]
