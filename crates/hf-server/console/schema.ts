@@ -126,8 +126,16 @@ export function fieldForm(f: any) {
     fieldKey: f.fieldKey, fieldKind: f.fieldKind, label: f.label, description: f.description || "", fieldType: f.fieldType || "text",
     required: !!f.required, uniqueConstraint: !!f.uniqueConstraint, indexed: !!f.indexed, formula: f.formula || "", lookupTarget: f.lookupTarget || "",
     rollupFunction: f.rollupFunction || "count", source: f.source || "", field: f.field || "", filter: f.filter || "",
-    choices: choicesText(f.values), defaultValue: f.defaultValue ?? null,
+    choices: choicesText(f.values), defaultValue: f.defaultValue ?? null, loadedType: f.fieldType || "text",
   };
+}
+
+/** Whether the default value the field was read with still fits what the form holds. */
+function keepsDefault(form: any): boolean {
+  if (form.defaultValue === null || form.defaultValue === undefined || form.fieldType !== form.loadedType) return false;
+  if (!CHOICE_TYPES.includes(form.fieldType)) return true;
+  const keys = parseChoices(form.choices).map((c) => c.key);
+  return String(form.defaultValue).split(";").every((key) => keys.includes(key));
 }
 
 /** The body of a field write: the variant `fieldKind` selects, with its own properties only. */
@@ -138,8 +146,10 @@ export function fieldBody(form: any) {
     case "scalar":
       Object.assign(body, { fieldType: form.fieldType, required: form.required, uniqueConstraint: form.uniqueConstraint, indexed: form.indexed });
       if (CHOICE_TYPES.includes(form.fieldType)) body.values = parseChoices(form.choices);
-      // A write replaces the field: what the form does not edit is sent back as it was read.
-      if (form.defaultValue !== null && form.defaultValue !== undefined) body.defaultValue = form.defaultValue;
+      // A write replaces the field: the default value, which the form does not edit, is sent
+      // back as it was read, while it still fits (the same type, and for a picklist a key it
+      // still has); otherwise it goes with the change that no longer fits it.
+      if (keepsDefault(form)) body.defaultValue = form.defaultValue;
       break;
     case "formula":
       Object.assign(body, { formula: form.formula, fieldType: form.fieldType });

@@ -837,6 +837,19 @@ const scenarios = {
       check("editing: a picklist field is created", await eventually(page.locator("p.notice"), /^Field priority created/), await page.locator("main").textContent());
       const priority = (await call(admin, "GET", "/metadata/crm/objects/ticket/fields/priority")).body;
       check("editing: with its choices", JSON.stringify(priority.values) === '[{"key":"low","label":"low"},{"key":"high","label":"High"}]', JSON.stringify(priority));
+      // A default value the form does not show is kept while it fits, and dropped when the type changes.
+      await call(admin, "PUT", "/metadata@main/crm/objects/ticket/fields/priority", { label: "Priority", fieldKind: "scalar", fieldType: "picklist", values: priority.values, defaultValue: "high" });
+      await page.reload();
+      await page.getByRole("button", { name: "Edit field priority" }).click();
+      await page.getByLabel("Label").fill("Urgency");
+      await page.getByRole("button", { name: "Save field" }).click();
+      check("editing: a label change saves", await eventually(page.locator("p.notice"), /^Field priority saved/), await page.locator("main").textContent());
+      const kept = (await call(admin, "GET", "/metadata/crm/objects/ticket/fields/priority")).body;
+      check("editing: and keeps the default", kept.defaultValue === "high" && kept.label === "Urgency", JSON.stringify(kept));
+      await page.getByRole("button", { name: "Edit field priority" }).click();
+      await page.getByLabel("Type").selectOption("text");
+      await page.getByRole("button", { name: "Save field" }).click();
+      check("editing: a picklist with a default becomes text", await eventually(page.locator("p.notice"), /^Field priority saved/), await page.locator("main").textContent());
     }, { expectedStatus: [422] });
   },
 };
