@@ -551,8 +551,17 @@ where
 {
     let branch = branch.to_owned();
     move |model: &mut Model| {
+        let validated = hf_model::validate(model);
         let before = expression_problems(model);
         let change = edit(model)?;
+        // A write the model's own validation refuses is reported by it, with its problems
+        // (a missing lookup target, an empty label), not by what they break downstream.
+        if hf_model::validate(model)
+            .iter()
+            .any(|problem| !validated.contains(problem))
+        {
+            return Ok(change);
+        }
         let added: Vec<hf_model::Diagnostic> = expression_problems(model)
             .into_iter()
             .filter(|problem| !before.contains(problem))

@@ -726,6 +726,15 @@ async fn expressions_of_the_wrong_type_are_refused_at_write() {
             assert!(message.contains(says), "{envelope}");
         }
     }
+    // A write the model's own validation refuses is answered with that problem first.
+    let empty_label =
+        json!({"label": "", "fieldKind": "formula", "fieldType": "integer", "formula": "'abc'"});
+    let writes = vec![Refused::post(
+        "/metadata@main/crm/objects/account/fields/f",
+        empty_label,
+        "label",
+    )];
+    expect_refused(&server, "EMPTY_LABEL", writes).await;
     let response = send_json(
         &server,
         Method::POST,
