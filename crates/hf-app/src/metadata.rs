@@ -121,18 +121,17 @@ impl Edit {
         }
     }
 
-    /// The screen a create or replace writes, with its module.
-    /// The screen this edit replaces or deletes, as (module, screen key).
+    /// The screen this edit writes or deletes, as (module, screen key).
     fn touched_screen(&self) -> Option<(&str, &str)> {
         match self {
-            Edit::CreateScreen { module, screen } | Edit::ReplaceScreen { module, screen } => {
-                Some((module, &screen.key))
-            }
             Edit::DeleteScreen { module, screen } => Some((module, screen)),
-            _ => None,
+            _ => self
+                .written_screen()
+                .map(|(module, screen)| (module, screen.key.as_str())),
         }
     }
 
+    /// The screen a create or replace writes, with its module.
     fn written_screen(&self) -> Option<(&str, &Screen)> {
         match self {
             Edit::CreateScreen { module, screen } | Edit::ReplaceScreen { module, screen } => {
@@ -401,7 +400,7 @@ impl App {
     ) -> Result<()> {
         for (module_key, module) in &model.modules {
             for (screen_key, screen) in module.screens.iter().filter(|(_, s)| ruled(s)) {
-                if compiled.outputs.contains_key(&CompiledScreens::key(screen)) {
+                if compiled.contains(screen) {
                     continue;
                 }
                 let output = match self.compile_checked(screen).await {
@@ -554,19 +553,19 @@ where
         let validated = hf_model::validate(model);
         let before = expression_problems(model);
         let change = edit(model)?;
-        // A write the model's own validation refuses is reported by it, with its problems
-        // (a missing lookup target, an empty label), not by what they break downstream.
-        if hf_model::validate(model)
-            .iter()
-            .any(|problem| !validated.contains(problem))
-        {
-            return Ok(change);
-        }
         let added: Vec<hf_model::Diagnostic> = expression_problems(model)
             .into_iter()
             .filter(|problem| !before.contains(problem))
             .collect();
-        if added.is_empty() {
+        // A write the model's own validation refuses is reported by it, with its problems
+        // (a missing lookup target, an empty label), not by what they break downstream; that
+        // validation runs again only for a write the expressions would refuse.
+        let model_refuses = || {
+            hf_model::validate(model)
+                .iter()
+                .any(|problem| !validated.contains(problem))
+        };
+        if added.is_empty() || model_refuses() {
             Ok(change)
         } else {
             Err(hf_metastore::Error::Invalid {
@@ -671,6 +670,10 @@ impl CompiledScreens {
             screen.sidecar.as_deref(),
             &hf_hfx::CompileOptions::default(),
         )
+    }
+
+    fn contains(&self, screen: &Screen) -> bool {
+        self.outputs.contains_key(&Self::key(screen))
     }
 
     fn insert(&mut self, screen: &Screen, output: Option<Arc<hf_hfx::CompileOutput>>) {

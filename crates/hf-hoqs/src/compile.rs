@@ -130,10 +130,9 @@ impl Frag {
 
     /// This fragment with a type PostgreSQL can resolve where it needs one. An expression of
     /// type `null` (`NULL`, `COALESCE(NULL, NULL)`, `IF(c, NULL, NULL)`) is untyped or text to
-    /// PostgreSQL, which refuses it as a condition ("argument of WHERE must be type boolean"),
-    /// as an operand it cannot choose an operator for (`- NULL`) and as a sort or group key ("non-integer
-    /// constant in ORDER BY"): it is cast to `ty` and takes that type. Other fragments are
-    /// returned as they are.
+    /// PostgreSQL, which refuses it as a condition ("argument of WHERE must be type boolean")
+    /// and as a sort or group key ("non-integer constant in ORDER BY"): there it is cast to
+    /// `ty` and takes that type. Other fragments are returned as they are.
     pub(crate) fn typed_as(self, ty: Type) -> Frag {
         if self.ty == Type::Null && ty != Type::Null {
             let sql = if self.sql == "NULL" {

@@ -76,11 +76,11 @@ function condition(f: Field, text: string, names: Record<string, string>): { whe
     if (names[f.fieldKey]) return contains(names[f.fieldKey]);
     return { error: "Enter the id of a " + f.lookupTarget + " record to filter " + f.fieldKey + " by." };
   }
-  if (type === "integer" && !/^-?\d+$/.test(text.trim())) return { error: "Enter a whole number to filter " + f.fieldKey + " by." };
-  if ((type === "float" || type === "decimal") && !/^-?\d+(\.\d+)?$/.test(text.trim())) return { error: "Enter a number to filter " + f.fieldKey + " by." };
-  if (type === "integer" || type === "float") return { where: f.fieldKey + " = :filter", value: Number(text) };
   if (type === "boolean") return { where: f.fieldKey + " = :filter", value: /^(true|yes|1)$/i.test(text.trim()) };
-  return { where: f.fieldKey + " = :filter", value: text.trim() };
+  // Other values are read as the editor reads them (a number, a decimal, a datetime, …).
+  const read = fromInput(f, text.trim());
+  if (read.error) return { error: read.error.replace(/\.$/, "") + " to filter " + f.fieldKey + " by." };
+  return { where: f.fieldKey + " = :filter", value: read.value };
 }
 
 export interface Page {
