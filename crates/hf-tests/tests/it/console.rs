@@ -182,12 +182,7 @@ async fn the_console_saves_screens_to_a_live_branch_not_named_main() {
         async move { crate::support::json_with_status(request.await.unwrap(), 200).await }
     };
     let branches = get("/branches").await;
-    let names: Vec<&str> = branches
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b["branch"].as_str().unwrap())
-        .collect();
+    let names = crate::support::branch_names(&branches);
     assert_eq!(names, ["prod"], "{branches}");
     let saved = get("/metadata/crm/screens/counter").await;
     let source = saved["hfxSource"].as_str().unwrap();

@@ -250,12 +250,7 @@ async fn feature_branch_writes_fork_and_do_not_apply() {
     assert_envelope(response, 404, "FIELD_NOT_FOUND").await;
 
     let branches = get(&server, "/branches").await;
-    let names: Vec<&str> = branches
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b["branch"].as_str().unwrap())
-        .collect();
+    let names = crate::support::branch_names(&branches);
     assert_eq!(names, ["feature-1", "main"]);
     assert_eq!(branches[1]["live"], true);
 

@@ -114,3 +114,13 @@ pub async fn json_with_status(response: Response, status: u16) -> Value {
     assert_eq!(actual, status, "{text}");
     serde_json::from_str(&text).unwrap_or(Value::Null)
 }
+
+/// The branch names of a `GET /branches` answer, in its order.
+pub fn branch_names(branches: &Value) -> Vec<&str> {
+    branches
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["branch"].as_str().unwrap())
+        .collect()
+}
